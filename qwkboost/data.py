@@ -1,0 +1,137 @@
+r"""Data sets: seed 000's quartile data, seed 001's chi-square data, and user CSV/Parquet files.
+
+Every loader returns a :class:`Dataset` with a train split, a test split and
+the label scale, so later stages never look back at where the data came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Dataset", "quartiles", "chisq", "from_file"]
+
+
+@dataclass
+class Dataset:
+    """Train and test arrays plus the ordinal label set.
+
+    Attributes
+    ----------
+    X_train, y_train, X_test, y_test : ndarray
+    feature_names : list of str
+    classes : ndarray or None
+        Sorted distinct labels on their own scale (``None`` for regression).
+    name : str
+    """
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    feature_names: list[str] = field(default_factory=list)
+    classes: np.ndarray | None = None
+    name: str = "data"
+
+    @property
+    def is_ordinal(self) -> bool:
+        return self.classes is not None
+
+
+def _quartile_draw(n: int, seed: int, n_features: int, n_visible: int, n_classes: int):
+    rs = np.random.RandomState(seed)
+    X = rs.rand(n, n_features)
+    m = X.mean(axis=1)
+    y = np.floor(np.argsort(np.argsort(m)) / n * n_classes)
+    return X[:, :n_visible], y
+
+
+def quartiles(n_train: int = 100_000, n_test: int = 100_000, seed: int = 0, test_seed: int = 1,
+              n_features: int = 10, n_visible: int = 5, n_classes: int = 4) -> Dataset:
+    r"""Seed 000's synthetic data.
+
+    ``n_features`` uniforms per row; the class is the rank-quantile of their
+    mean, :math:`y = \lfloor \mathrm{rank}(\bar x)/n \cdot K \rfloor`; only the
+    first ``n_visible`` columns are kept. The test set is drawn the same way
+    with ``test_seed``.
+    """
+    if n_visible > n_features:
+        raise ValueError(f"n_visible ({n_visible}) must be <= n_features ({n_features})")
+    Xtr, ytr = _quartile_draw(n_train, seed, n_features, n_visible, n_classes)
+    Xte, yte = _quartile_draw(n_test, test_seed, n_features, n_visible, n_classes)
+    return Dataset(Xtr, ytr, Xte, yte, [f"x{i}" for i in range(n_visible)],
+                   np.arange(n_classes, dtype=float), "quartiles")
+
+
+def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int = 1) -> Dataset:
+    r"""Seed 001's data: :math:`Y = \sum_{i=1}^{10} X_i^2`, :math:`X_i \sim N(0, 1)`, split 80/20."""
+    rs = np.random.RandomState(seed)
+    X = rs.normal(0.0, 1.0, size=(n, n_features))
+    y = (X ** 2).sum(axis=1)
+    idx = rs.permutation(n)
+    n_test = int(round(n * test_size))
+    te, tr = idx[:n_test], idx[n_test:]
+    return Dataset(X[tr], y[tr], X[te], y[te], [f"X{i + 1}" for i in range(n_features)], None, "chisq")
+
+
+def from_file(path: str, target: str, test_path: str | None = None, test_size: float | None = 0.2,
+              ordinal: bool = True, seed: int = 0) -> Dataset:
+    """Load a CSV or Parquet file; the label column is ``target``.
+
+    Ordinal labels keep their own scale (1..9, 3..8, ...). Non-numeric feature
+    columns are rejected with their names.
+
+    Raises
+    ------
+    ValueError
+        For a missing file, a missing target column, non-numeric columns, or
+        (when ``ordinal``) a target that is not whole numbers.
+    """
+    import pandas as pd
+
+    def read(p: str, arg: str) -> "pd.DataFrame":
+        if not p:
+            raise ValueError(f"data.{arg} is not set; give the path of a CSV or Parquet file")
+        fp = Path(p)
+        if not fp.exists():
+            raise ValueError(f"data.{arg}={str(p)!r} does not exist")
+        return pd.read_parquet(fp) if fp.suffix.lower() in (".parquet", ".pq") else pd.read_csv(fp)
+
+    df = read(path, "path")
+    if target not in df.columns:
+        raise ValueError(f"data.target={target!r} is not a column of {path}; columns: {list(df.columns)}")
+    if test_path:
+        dft = read(test_path, "test_path")
+        if target not in dft.columns:
+            raise ValueError(f"data.target={target!r} is not a column of data.test_path={test_path}")
+    else:
+        if test_size is None or not 0 < test_size < 1:
+            raise ValueError(f"data.test_size must be in (0, 1) when data.test_path is not set; got {test_size!r}")
+        rs = np.random.RandomState(seed)
+        idx = rs.permutation(len(df))
+        n_test = int(round(len(df) * test_size))
+        dft, df = df.iloc[idx[:n_test]], df.iloc[idx[n_test:]]
+    features = [c for c in df.columns if c != target]
+    bad = [c for c in features if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
+    if bad:
+        raise ValueError(f"feature columns must be numeric; encode these first: {bad}")
+    missing = [c for c in features if c not in dft.columns]
+    if missing:
+        raise ValueError(f"test data lacks feature columns {missing}")
+    y = df[target].to_numpy(dtype=float)
+    yt = dft[target].to_numpy(dtype=float)
+    for arr, arg in ((y, "path"), (yt, "test_path")):
+        if not np.isfinite(arr).all():
+            raise ValueError(f"data.target={target!r} has NaN or inf values in data.{arg}")
+    classes = None
+    if ordinal:
+        frac = y != np.round(y)
+        if frac.any():
+            raise ValueError(
+                f"data.target={target!r} must be whole-numbered ordinal labels for a QWK experiment; "
+                f"row {int(np.flatnonzero(frac)[0])} is {y[frac][0]!r}")
+        classes = np.unique(np.concatenate([y, yt]))
+    return Dataset(df[features].to_numpy(dtype=float), y, dft[features].to_numpy(dtype=float), yt,
+                   features, classes, Path(path).stem)

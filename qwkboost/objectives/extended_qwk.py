@@ -1,0 +1,124 @@
+r"""Extended QWK as a boosting objective (seed 000).
+
+The loss is the ratio :math:`L = f/g` with
+
+.. math:: f = \tfrac12\sum_k (\hat y_k - y_k)^2, \qquad
+          g = \tfrac12\sum_k \left((\hat y_k - a)^2 + b\right),
+
+so that :math:`\tilde\kappa = 1 - f/g`, where :math:`\hat y_k` is the raw score
+clipped to the label range. Its gradient, multiplied by :math:`n` so that its
+scale does not shrink with the data size, is
+
+.. math:: g_k = n\left(\frac{\hat y_k - y_k}{g} - \frac{f\,(\hat y_k - a)}{g^2}\right).
+
+:math:`L` is not convex: its exact diagonal curvature
+:math:`\frac1g(1 - f/g) + O(1/g^2)` is zero at the constant start
+:math:`\hat y = a` (where :math:`f = g`). Two hessians are offered:
+
+``"constant"``
+    :math:`h_k = 1`, the seed's choice (plain gradient boosting).
+``"gauss_newton"``
+    :math:`h_k = n/g`, the curvature of the numerator alone: always positive,
+    and it rescales the step to the data's spread.
+
+What clipping does at the range edges:
+
+``"seed"``
+    Clip before the gradient, as the seed does. A row already past the top
+    label with :math:`y_k = \max y` gets :math:`g_k = -n f(\hat y_k-a)/g^2 < 0`,
+    so its score keeps drifting outward without bound.
+``"hold"``
+    As ``"seed"``, but the outward gradient of a row already beyond an edge is
+    set to zero, so clipped scores stay where they are.
+``"none"``
+    No clipping; the gradient of the unclipped ratio (it pulls scores back).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qwkboost.objectives.base import Objective
+
+__all__ = ["ExtendedQWK"]
+
+HESSIANS = ("constant", "gauss_newton")
+CLIPS = ("seed", "hold", "none")
+
+
+class ExtendedQWK(Objective):
+    r"""Extended QWK :math:`\tilde\kappa` objective (module docstring for the equations).
+
+    Parameters
+    ----------
+    a, b : float, optional
+        Mean and population variance of the *target* label distribution. By
+        default they come from the training labels; give them to target another
+        distribution, e.g. a test set under label shift.
+    hessian : {"constant", "gauss_newton"}, default "constant"
+    clip : {"seed", "hold", "none"}, default "seed"
+    """
+
+    metric_name = "kappa"
+    higher_is_better = True
+
+    def __init__(self, a: float | None = None, b: float | None = None,
+                 hessian: str = "constant", clip: str = "seed"):
+        if hessian not in HESSIANS:
+            raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
+        if clip not in CLIPS:
+            raise ValueError(f"clip must be one of {CLIPS}; got {clip!r}")
+        if b is not None and not b > 0:
+            raise ValueError(f"b (label variance) must be > 0; got {b!r}")
+        self.a = a
+        self.b = b
+        self.hessian = hessian
+        self.clip = clip
+
+    def fit(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        if y.min() == y.max() and (self.a is None or self.b is None):
+            raise ValueError(f"y contains a single class ({y[0]!r}); extended QWK needs labels that vary")
+        self.a_ = float(y.mean()) if self.a is None else float(self.a)
+        self.b_ = float(y.var()) if self.b is None else float(self.b)
+        self.lo_ = float(y.min())
+        self.hi_ = float(y.max())
+        return super().fit(y)
+
+    def _clipped(self, score):
+        return np.clip(score, self.lo_, self.hi_)
+
+    def grad_hess(self, y, score):
+        p = score if self.clip == "none" else self._clipped(score)
+        r = p - y
+        s = p - self.a_
+        n = y.size
+        f = 0.5 * float(r @ r)
+        g = 0.5 * (float(s @ s) + self.b_ * n)
+        grad = (r / g - (f / (g * g)) * s) * n
+        if self.clip == "hold":
+            grad[(score >= self.hi_) & (grad < 0)] = 0.0
+            grad[(score <= self.lo_) & (grad > 0)] = 0.0
+        if self.hessian == "constant":
+            hess = np.ones_like(grad)
+        else:
+            hess = np.full_like(grad, n / g)
+        return grad, hess
+
+    def metric(self, y, score):
+        r"""Extended QWK of the scores clipped to the training label range.
+
+        :math:`a, b` are the evaluated labels' own mean and variance, so on
+        integer predictions this is the QWK of that set.
+        """
+        p = self._clipped(score)
+        r = p - y
+        s = p - y.mean()
+        return 1.0 - float(r @ r) / float(s @ s + y.var() * y.size)
+
+    def loss(self, y, score):
+        """:math:`f/g = 1 - \\tilde\\kappa` with the fitted ``a``, ``b``, clipped as in training."""
+        p = score if self.clip == "none" else self._clipped(score)
+        r = p - y
+        s = p - self.a_
+        return float(r @ r) / float(s @ s + self.b_ * y.size)
