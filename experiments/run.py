@@ -1,0 +1,68 @@
+"""Run one configuration, a sweep (-m), or the QWK table (experiment=qwk_table).
+
+    python experiments/run.py engine=lightgbm objective=squared_error
+    python experiments/run.py -m engine=xgboost,lightgbm objective=squared_error,extended_qwk
+    python experiments/run.py -m hydra/launcher=joblib engine=xgboost,lightgbm
+    python experiments/run.py experiment=qwk_table
+
+Returns the out-of-fold QWK with fitted thresholds (for Hydra sweepers).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from qwkboost import tracking
+from qwkboost.config import check_config
+from qwkboost.experiment import run_experiment
+from qwkboost.sweep import read_parent
+from qwkboost.table import run_table
+
+log = logging.getLogger("qwkboost")
+
+
+def row_configs(cfg: DictConfig) -> list[dict]:
+    """Compose one config per table row, keeping the user's other overrides."""
+    hc = HydraConfig.get()
+    keep = [o for o in hc.overrides.task if not o.split("=")[0].lstrip("+~") in ("engine", "objective")]
+    rows = []
+    for engine in cfg.table.engines:
+        for objective in cfg.table.objectives:
+            rc = hydra.compose(config_name=hc.job.config_name,
+                               overrides=[*keep, f"engine={engine}", f"objective={objective}"])
+            rows.append(OmegaConf.to_container(rc, resolve=True))
+    return rows
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    hc = HydraConfig.get()
+    out_dir = hc.runtime.output_dir
+    container = OmegaConf.to_container(cfg, resolve=True)
+    if cfg.table:
+        rows = row_configs(cfg)
+        for rc in rows:
+            check_config(rc)
+        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+        table = run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table",
+                          table_cfg=container["table"])
+        log.info("table written to %s/%s.{csv,md}", out_dir, cfg.run_name or "qwk_table")
+        return float(table["qwk_thresholds"].max())
+    check_config(container)
+    parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
+    experiment_id = parent["experiment_id"] if parent else tracking.setup(cfg.tracking.uri,
+                                                                          cfg.tracking.experiment_name)
+    if parent:
+        tracking.resolve_and_set(cfg.tracking.uri)
+    row = run_experiment(container, experiment_id, parent_run_id=parent and parent["run_id"],
+                         output_dir=out_dir)
+    return row.get("qwk_thresholds_oof", -row.get("rmse_oof", 0.0))
+
+
+if __name__ == "__main__":
+    main()

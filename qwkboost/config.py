@@ -1,0 +1,76 @@
+"""Checks on a composed experiment config, run before any data is loaded or model trained.
+
+Every message names the config key, e.g. ``engine.params.learning_rate``, so
+the user can fix the command line at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from qwkboost.engines import ENGINES
+from qwkboost.objectives import available as available_objectives
+
+__all__ = ["check_config", "DATA_SOURCES", "THRESHOLD_METHODS"]
+
+DATA_SOURCES = ("quartiles", "chisq", "csv")
+THRESHOLD_METHODS = ("round", "exact", "nelder_mead", "distribution")
+_RATE_KEYS = ("learning_rate", "eta")
+
+
+def _positive_int(value: Any, key: str, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{key} must be an integer >= {minimum}; got {value!r}")
+
+
+def check_config(cfg: Mapping) -> None:
+    """Raise :class:`ValueError` for the first invalid value in ``cfg``.
+
+    Covers the engine and objective names, learning rate, round counts, CV
+    folds, threshold method and data source, and for ``data=csv`` that the
+    path is set and exists. Column checks need the file and happen when it is
+    read (:func:`qwkboost.data.from_file`), still before any training.
+    """
+    engine = cfg["engine"]
+    if engine.get("name") not in ENGINES:
+        raise ValueError(f"engine.name={engine.get('name')!r} is unknown; choose one of: {', '.join(ENGINES)} "
+                         f"(e.g. engine=lightgbm)")
+    params = engine.get("params") or {}
+    for key in _RATE_KEYS:
+        if key in params and params[key] is not None:
+            lr = params[key]
+            if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+                raise ValueError(f"engine.params.{key} must be a number > 0; got {lr!r}")
+    _positive_int(engine.get("num_boost_round"), "engine.num_boost_round")
+    if engine.get("early_stopping_rounds") is not None:
+        _positive_int(engine["early_stopping_rounds"], "engine.early_stopping_rounds")
+    objective = cfg["objective"]
+    if objective.get("name") not in available_objectives():
+        raise ValueError(f"objective.name={objective.get('name')!r} is unknown; choose one of: "
+                         f"{', '.join(available_objectives())}")
+    _positive_int(cfg["cv"].get("n_splits"), "cv.n_splits", minimum=2)
+    method = cfg["thresholds"].get("method")
+    if method not in THRESHOLD_METHODS:
+        raise ValueError(f"thresholds.method={method!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
+    data = cfg["data"]
+    if data.get("name") not in DATA_SOURCES:
+        raise ValueError(f"data.name={data.get('name')!r} is unknown; choose one of: {', '.join(DATA_SOURCES)}")
+    if data["name"] == "csv":
+        from pathlib import Path
+
+        for key in ("path", "target"):
+            if not data.get(key):
+                raise ValueError(f"data.{key} is not set; e.g. data=csv data.path=train.csv data.target=label")
+        if not Path(data["path"]).exists():
+            raise ValueError(f"data.path={data['path']!r} does not exist")
+        if data.get("test_path") and not Path(data["test_path"]).exists():
+            raise ValueError(f"data.test_path={data['test_path']!r} does not exist")
+    table = cfg.get("table")
+    if table:
+        for e in table.get("engines", []):
+            if e not in ENGINES:
+                raise ValueError(f"table.engines has unknown engine {e!r}; choose from: {', '.join(ENGINES)}")
+        for o in table.get("objectives", []):
+            if o not in available_objectives():
+                raise ValueError(f"table.objectives has unknown objective {o!r}; choose from: "
+                                 f"{', '.join(available_objectives())}")

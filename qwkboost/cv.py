@@ -1,0 +1,147 @@
+r"""K-fold cross-validation with early stopping on each validation fold.
+
+Each fold trains on :math:`K-1` parts, early-stops on the held-out part, and
+predicts it (out-of-fold, OOF) and the test set. Test predictions are the mean
+over the fold models, :math:`\hat y^{test} = \frac1K \sum_k F^{(k)}(X^{test})`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from qwkboost.engines import Model, train
+
+__all__ = ["CVResult", "cross_validate", "progress_enabled"]
+
+
+@dataclass
+class CVResult:
+    """Out-of-fold and test predictions with the fold models.
+
+    Attributes
+    ----------
+    oof : ndarray of shape (n_train,)
+    test : ndarray of shape (n_test,) or None
+        Mean of the fold models' test predictions.
+    models : list of Model
+    folds : list of (train_idx, valid_idx)
+    fit_seconds : float
+        Wall time of all fold fits.
+    """
+
+    oof: np.ndarray
+    test: np.ndarray | None
+    models: list[Model]
+    folds: list[tuple[np.ndarray, np.ndarray]]
+    fit_seconds: float
+    fold_seconds: list[float] = field(default_factory=list)
+
+    @property
+    def best_iterations(self) -> list[int]:
+        return [m.best_iteration for m in self.models]
+
+    def curves(self) -> dict[str, list[float]]:
+        """Per-round curves averaged over folds, where every fold has that round.
+
+        Keys are ``"{train|valid}_{metric}"``.
+        """
+        out = {}
+        for part in ("train", "valid"):
+            series = [m.learning_curve.get(part, []) for m in self.models]
+            series = [s for s in series if s]
+            if not series:
+                continue
+            n = min(len(s) for s in series)
+            out[f"{part}_{self.models[0].objective.metric_name}"] = list(np.mean([s[:n] for s in series], axis=0))
+        return out
+
+
+def progress_enabled() -> bool:
+    """Bars on an interactive terminal only; quiet under CI and in pipes."""
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | None = None,
+                   objective_params: dict | None = None, num_boost_round: int = 10_000,
+                   early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
+                   shuffle: bool = True, seed: int = 0, progress: bool | None = None,
+                   description: str = "") -> CVResult:
+    """Cross-validate one configuration.
+
+    Parameters
+    ----------
+    X, y : arrays
+        Training data; ``y`` on its own scale.
+    X_test : array, optional
+        Predicted by every fold model; the mean is returned.
+    engine, objective, params, objective_params, num_boost_round, early_stopping_rounds
+        Passed to :func:`qwkboost.train`; the validation fold is the eval set.
+    n_splits : int, default 5
+    stratified : bool, default True
+        Stratify folds by label (for classes).
+    shuffle : bool, default True
+    seed : int
+        Fold assignment and engine seed.
+    progress : bool, optional
+        Show a bar over folds and rounds (default: on a terminal, not under CI).
+
+    Raises
+    ------
+    ValueError
+        If ``n_splits`` is below 2 or above the smallest class count when stratified.
+    """
+    from tqdm.auto import tqdm
+
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if not isinstance(n_splits, (int, np.integer)) or n_splits < 2:
+        raise ValueError(f"cv.n_splits must be an integer >= 2; got {n_splits!r}")
+    if stratified:
+        _, counts = np.unique(y, return_counts=True)
+        if counts.min() < n_splits:
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the smallest class count ({counts.min()}); "
+                             "lower cv.n_splits or set cv.stratified=false")
+        splitter = StratifiedKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
+    else:
+        splitter = KFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
+    folds = list(splitter.split(X, y))
+    progress = progress_enabled() if progress is None else progress
+    oof = np.zeros(len(y))
+    test = None if X_test is None else np.zeros(len(X_test))
+    models, times = [], []
+    bar = tqdm(total=n_splits * num_boost_round if num_boost_round <= 100_000 else None, disable=not progress,
+               desc=description or f"{engine}/{getattr(objective, 'name', objective)}", unit="round",
+               leave=False, dynamic_ncols=True)
+    try:
+        for k, (tr, va) in enumerate(folds):
+            bar.set_postfix_str(f"fold {k + 1}/{n_splits}")
+            done = [0]
+
+            def tick(rnd, evals, done=done):
+                bar.update(1)
+                done[0] += 1
+                if "valid" in evals:
+                    bar.set_postfix_str(f"fold {k + 1}/{n_splits} " + " ".join(
+                        f"{m}={v:.4f}" for m, v in evals["valid"].items()))
+
+            t0 = time.perf_counter()
+            model = train(X[tr], y[tr], engine=engine, objective=objective, params=params,
+                          objective_params=objective_params, num_boost_round=num_boost_round,
+                          eval_set=(X[va], y[va]), early_stopping_rounds=early_stopping_rounds,
+                          callbacks=[tick] if progress else None, seed=seed + k)
+            times.append(time.perf_counter() - t0)
+            if progress:
+                bar.update(max(0, num_boost_round - done[0]))  # rounds skipped by early stopping
+            oof[va] = model.predict(X[va])
+            if test is not None:
+                test += model.predict(X_test) / n_splits
+            models.append(model)
+    finally:
+        bar.close()
+    return CVResult(oof, test, models, folds, float(sum(times)), times)

@@ -1,0 +1,188 @@
+"""One experiment: data -> CV -> thresholds fitted on out-of-fold scores -> metrics -> one MLflow run.
+
+The config is a plain mapping (a resolved Hydra config); nothing here imports
+Hydra, so the same function serves ``experiments/run.py``, the table, the
+tuner and tests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from qwkboost import plots, tracking
+from qwkboost.cv import CVResult, cross_validate
+from qwkboost.data import Dataset, chisq, from_file, quartiles
+from qwkboost.metrics import extended_qwk, qwk, rmse
+from qwkboost.thresholds import apply_thresholds, fit_thresholds
+
+__all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment"]
+
+log = logging.getLogger(__name__)
+
+
+def load_dataset(data: Mapping[str, Any], seed: int = 0) -> Dataset:
+    """Build the :class:`~qwkboost.data.Dataset` named by ``data.name``."""
+    name = data["name"]
+    if name == "quartiles":
+        return quartiles(n_train=data.get("n_train", 100_000), n_test=data.get("n_test", 100_000),
+                         seed=data.get("seed", 0), test_seed=data.get("test_seed", 1),
+                         n_features=data.get("n_features", 10), n_visible=data.get("n_visible", 5),
+                         n_classes=data.get("n_classes", 4))
+    if name == "chisq":
+        return chisq(n=data.get("n", 2000), n_features=data.get("n_features", 10),
+                     test_size=data.get("test_size", 0.2), seed=data.get("seed", 1))
+    if name == "csv":
+        return from_file(data.get("path"), data.get("target"), test_path=data.get("test_path"),
+                         test_size=data.get("test_size", 0.2), ordinal=data.get("ordinal", True), seed=seed)
+    raise ValueError(f"data.name={name!r} is unknown; choose one of: quartiles, chisq, csv")
+
+
+@dataclass
+class Evaluation:
+    """Metrics and decisions of one cross-validated configuration.
+
+    ``cuts`` and ``classes`` are on the labels' own scale; both are ``None``
+    for a regression target.
+    """
+
+    metrics: dict[str, float]
+    cuts: np.ndarray | None
+    classes: np.ndarray | None
+    test_classes: np.ndarray | None
+
+    @property
+    def thresholds(self) -> list[float] | None:
+        return None if self.cuts is None else [round(float(c), 6) for c in self.cuts]
+
+
+def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
+    r"""Fit cut points on the OOF scores with ``method`` and score OOF and test.
+
+    Rounding uses the cut points :math:`c_{k} + \tfrac12` between consecutive
+    classes; the other methods come from :func:`qwkboost.thresholds.fit_thresholds`
+    on class indices :math:`y - \min y`, so scales like 1..9 work unchanged.
+    """
+    m: dict[str, float] = {"fit_seconds": cv.fit_seconds,
+                           "best_iteration_mean": float(np.mean(cv.best_iterations))}
+    if cv.test is not None:
+        m["rmse"] = rmse(ds.y_test, cv.test)
+    m["rmse_oof"] = rmse(ds.y_train, cv.oof)
+    if not ds.is_ordinal:
+        return Evaluation(m, None, None, None)
+    lo, hi = float(ds.classes.min()), float(ds.classes.max())
+    classes = np.arange(lo, hi + 1)
+    k = len(classes)
+    y_idx = (ds.y_train - lo).astype(np.int64)
+    round_cuts = classes[:-1] + 0.5
+    cuts = round_cuts if method == "round" else fit_thresholds(method, cv.oof, y_idx, n_classes=k)
+    m["qwk_round_oof"] = qwk(y_idx, apply_thresholds(cv.oof, round_cuts), n_classes=k)
+    m["qwk_thresholds_oof"] = qwk(y_idx, apply_thresholds(cv.oof, cuts), n_classes=k)
+    m["kappa_tilde_oof"] = extended_qwk(ds.y_train, np.clip(cv.oof, lo, hi))
+    test_classes = None
+    if cv.test is not None:
+        yt = (ds.y_test - lo).astype(np.int64)
+        m["qwk_round"] = qwk(yt, apply_thresholds(cv.test, round_cuts), n_classes=k)
+        test_idx = apply_thresholds(cv.test, cuts)
+        m["qwk_thresholds"] = qwk(yt, test_idx, n_classes=k)
+        m["kappa_tilde"] = extended_qwk(ds.y_test, np.clip(cv.test, lo, hi))
+        test_classes = classes[test_idx]
+    return Evaluation(m, np.asarray(cuts, dtype=float), classes, test_classes)
+
+
+def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, parent_run_id: str | None = None,
+                   run_name: str | None = None, output_dir: str | Path | None = None,
+                   dataset: Dataset | None = None, on_start=None) -> dict[str, Any]:
+    """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
+
+    Parameters
+    ----------
+    cfg : mapping
+        Resolved config with ``data``, ``engine``, ``objective``, ``cv``,
+        ``thresholds``, ``tracking`` and ``seed``.
+    experiment_id : str, optional
+        MLflow experiment; ``None`` disables tracking.
+    parent_run_id : str, optional
+    run_name : str, optional
+        Default ``"{engine}/{objective}"``.
+    output_dir : path, optional
+        Where ``result.json`` is written.
+    dataset : Dataset, optional
+        Reuse data already loaded (the table loads it once for all rows).
+    on_start : callable, optional
+        Called with the MLflow run id once the run exists (the tuner records it on the trial).
+
+    Returns
+    -------
+    dict
+        ``engine``, ``objective``, ``thresholds``, the metrics and ``run_id``.
+    """
+    engine, objective = cfg["engine"], cfg["objective"]
+    run_name = run_name or cfg.get("run_name") or f"{engine['name']}/{objective['name']}"
+    seed = int(cfg.get("seed", 0))
+    ds = dataset if dataset is not None else load_dataset(cfg["data"], seed)
+
+    def body(active=None) -> dict[str, Any]:
+        if active is not None:
+            if on_start is not None:
+                on_start(active.info.run_id)
+            tracking.log_params(_loggable(cfg))
+            tracking.set_tags({"engine": engine["name"], "objective": objective["name"],
+                               "data": cfg["data"]["name"], "command": tracking.command_line(),
+                               **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+        cv = cross_validate(
+            ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective["name"],
+            params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
+            num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
+            n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
+            shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name)
+        ev = evaluate(ds, cv, cfg["thresholds"]["method"])
+        row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
+        if active is not None:
+            row["run_id"] = active.info.run_id
+            _log_run(cfg, ds, cv, ev)
+        log.info("%s: %s", run_name, ", ".join(f"{k}={v:.4f}" for k, v in ev.metrics.items()
+                                               if k.startswith(("qwk", "rmse"))))
+        if output_dir is not None:
+            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            (Path(output_dir) / "result.json").write_text(json.dumps(row, indent=2))
+        return row
+
+    if experiment_id is None:
+        return body()
+    with tracking.run(experiment_id, run_name, parent_run_id) as active:
+        return body(active)
+
+
+def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cfg.items() if k not in ("hydra",)}
+
+
+def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation) -> None:
+    """Curves, metrics and artifacts of one run (the active MLflow run)."""
+    import yaml
+
+    tracking.log_curves(cv.curves())
+    tracking.log_metrics(ev.metrics)
+    tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
+    tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
+                       "classes": None if ev.classes is None else ev.classes.tolist()}, "thresholds.json")
+    tracking.log_dict({"best_iterations": cv.best_iterations, "fold_seconds": cv.fold_seconds,
+                       **ev.metrics}, "metrics.json")
+    metric_name = cv.models[0].objective.metric_name
+    tracking.log_figure(plots.learning_curves(cv.models, metric_name), "plots/learning_curves.png")
+    if ev.classes is not None:
+        tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts),
+                            "plots/oof_histograms.png")
+        if ev.test_classes is not None:
+            tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes),
+                                "plots/confusion_matrix.png")
+    if cfg.get("tracking", {}).get("log_models", True):
+        with tracking.tmpdir() as d:
+            for k, m in enumerate(cv.models):
+                tracking.log_file(m.save(Path(d) / f"fold_{k}.json"), "models")

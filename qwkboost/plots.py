@@ -1,0 +1,79 @@
+"""Figures logged with every run: learning curves, OOF score histograms by class, confusion matrix."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["learning_curves", "score_histograms", "confusion_matrix"]
+
+
+def learning_curves(models, metric_name: str, title: str = ""):
+    """Train (dashed) and validation (solid) metric per round for each fold; best rounds marked."""
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for k, m in enumerate(models):
+        curve = m.learning_curve
+        color = f"C{k % 10}"
+        if curve.get("train"):
+            ax.plot(np.arange(1, len(curve["train"]) + 1), curve["train"], "--", color=color, lw=0.9, alpha=0.7)
+        if curve.get("valid"):
+            v = curve["valid"]
+            ax.plot(np.arange(1, len(v) + 1), v, color=color, lw=1.2, label=f"fold {k + 1}")
+            if 0 < m.best_iteration <= len(v):
+                ax.plot(m.best_iteration, v[m.best_iteration - 1], "o", color=color, ms=4)
+    ax.set_xlabel("boosting round")
+    ax.set_ylabel(metric_name)
+    ax.set_title(title or f"learning curves ({metric_name}; dashed = train, dot = best round)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def score_histograms(scores, y, classes, cuts=None, title: str = ""):
+    """Histogram of out-of-fold scores for each true class, with the cut points drawn."""
+    scores = np.asarray(scores, dtype=float)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    lo, hi = np.percentile(scores, [0.1, 99.9])
+    bins = np.linspace(lo, hi, 80)
+    for i, c in enumerate(classes):
+        sel = y == c
+        if sel.any():
+            ax.hist(scores[sel], bins=bins, alpha=0.45, color=f"C{i % 10}", label=f"class {c:g} (n={sel.sum()})")
+    for j, t in enumerate([] if cuts is None else cuts):
+        ax.axvline(t, color="k", ls="--", lw=1, label="cut points" if j == 0 else None)
+    ax.set_xlabel("out-of-fold score")
+    ax.set_ylabel("rows")
+    ax.set_title(title or "out-of-fold scores by true class")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def confusion_matrix(y_true, y_pred, classes, title: str = ""):
+    """Counts with row-normalised shading (true class in rows)."""
+    classes = np.asarray(classes)
+    k = len(classes)
+    it = np.searchsorted(classes, y_true)
+    ip = np.searchsorted(classes, y_pred)
+    cm = np.bincount(it * k + ip, minlength=k * k).reshape(k, k)
+    rows = cm.sum(axis=1, keepdims=True)
+    frac = np.divide(cm, rows, out=np.zeros(cm.shape, dtype=float), where=rows > 0)
+    fig, ax = plt.subplots(figsize=(1.1 * k + 2.5, 1.0 * k + 2))
+    im = ax.imshow(frac, cmap="Blues", vmin=0, vmax=1)
+    for i in range(k):
+        for j in range(k):
+            ax.text(j, i, f"{cm[i, j]}", ha="center", va="center", fontsize=8,
+                    color="white" if frac[i, j] > 0.6 else "black")
+    labels = [f"{c:g}" for c in classes]
+    ax.set_xticks(range(k), labels)
+    ax.set_yticks(range(k), labels)
+    ax.set_xlabel("predicted class")
+    ax.set_ylabel("true class")
+    ax.set_title(title or "confusion matrix (test)")
+    fig.colorbar(im, ax=ax, fraction=0.046, label="share of true class")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,108 @@
+"""Configs composed with Hydra's compose API, and bad values rejected before any training."""
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from qwkboost.config import check_config
+from qwkboost.experiment import load_dataset
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+def cfg_for(*overrides, name="config"):
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return OmegaConf.to_container(compose(config_name=name, overrides=list(overrides)), resolve=True)
+
+
+def test_defaults_are_the_seed_protocol():
+    cfg = cfg_for()
+    assert cfg["engine"]["name"] == "xgboost"
+    assert cfg["engine"]["params"]["learning_rate"] == 0.1
+    assert cfg["engine"]["params"]["max_depth"] == 5
+    assert cfg["engine"]["early_stopping_rounds"] == 100
+    assert cfg["objective"]["name"] == "extended_qwk"
+    assert cfg["data"] == {"name": "quartiles", "n_train": 100000, "n_test": 100000, "seed": 0, "test_seed": 1,
+                           "n_features": 10, "n_visible": 5, "n_classes": 4}
+    assert cfg["cv"]["n_splits"] == 5 and cfg["thresholds"]["method"] == "exact"
+    check_config(cfg)
+
+
+@pytest.mark.parametrize("engine", ["xgboost", "lightgbm", "native"])
+@pytest.mark.parametrize("objective", ["squared_error", "extended_qwk"])
+def test_every_group_option_composes(engine, objective):
+    cfg = cfg_for(f"engine={engine}", f"objective={objective}")
+    assert cfg["engine"]["name"] == engine and cfg["objective"]["name"] == objective
+    check_config(cfg)
+
+
+@pytest.mark.parametrize("data", ["quartiles", "chisq"])
+@pytest.mark.parametrize("thresholds", ["round", "optimized", "distribution"])
+def test_data_and_threshold_groups(data, thresholds):
+    check_config(cfg_for(f"data={data}", f"thresholds={thresholds}"))
+
+
+def test_qwk_table_experiment():
+    cfg = cfg_for("experiment=qwk_table")
+    assert cfg["table"]["engines"] == ["xgboost", "lightgbm", "native"]
+    assert cfg["table"]["objectives"] == ["squared_error", "extended_qwk"]
+    small = cfg_for("experiment=qwk_table_small")
+    assert small["data"]["n_train"] == 20000 and small["table"] == cfg["table"]
+
+
+def test_tune_config_composes():
+    cfg = cfg_for("engine=lightgbm", name="tune")
+    assert cfg["tune"]["study_name"] == "lightgbm-extended_qwk-quartiles"
+    assert "num_leaves" in cfg["engine"]["search_space"]
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["engine.name=catboost"], r"engine.name='catboost' is unknown; choose one of: xgboost, lightgbm, native"),
+        (["engine.params.learning_rate=-0.1"], r"engine.params.learning_rate must be a number > 0; got -0.1"),
+        (["engine.num_boost_round=0"], r"engine.num_boost_round must be an integer >= 1"),
+        (["objective.name=ranking"], r"objective.name='ranking' is unknown"),
+        (["cv.n_splits=1"], r"cv.n_splits must be an integer >= 2"),
+        (["thresholds.method=magic"], r"thresholds.method='magic' is unknown"),
+        (["data=csv"], r"data.path is not set"),
+        (["data=csv", "data.path=/nonexistent/train.csv", "data.target=y"], r"data.path='/nonexistent/train.csv' does not exist"),
+    ],
+)
+def test_bad_config_is_rejected_with_the_key(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        check_config(cfg_for(*overrides))
+
+
+def _csv(tmp_path, y, name="train.csv"):
+    rs = np.random.RandomState(0)
+    df = pd.DataFrame({"a": rs.rand(len(y)), "b": rs.rand(len(y)), "score": y})
+    p = tmp_path / name
+    df.to_csv(p, index=False)
+    return p
+
+
+def test_csv_missing_target_column(tmp_path):
+    p = _csv(tmp_path, np.arange(40) % 3)
+    cfg = cfg_for("data=csv", f"data.path={p}", "data.target=label")
+    check_config(cfg)
+    with pytest.raises(ValueError, match=r"data.target='label' is not a column of .*columns: \['a', 'b', 'score'\]"):
+        load_dataset(cfg["data"])
+
+
+def test_csv_non_integer_target_for_qwk(tmp_path):
+    p = _csv(tmp_path, np.linspace(0, 3, 40))
+    cfg = cfg_for("data=csv", f"data.path={p}", "data.target=score")
+    with pytest.raises(ValueError, match=r"data.target='score' must be whole-numbered ordinal labels"):
+        load_dataset(cfg["data"])
+
+
+def test_csv_keeps_the_label_scale(tmp_path):
+    p = _csv(tmp_path, 3 + np.arange(60) % 6)   # a 3..8 scale
+    ds = load_dataset(cfg_for("data=csv", f"data.path={p}", "data.target=score", "data.test_size=0.25")["data"])
+    assert ds.classes.min() == 3 and ds.classes.max() == 8
+    assert len(ds.y_test) == 15 and ds.X_train.shape[1] == 2
