@@ -42,7 +42,9 @@ def score_histograms(scores, y, classes, cuts=None, title: str = ""):
     for i, c in enumerate(classes):
         sel = y == c
         if sel.any():
-            ax.hist(scores[sel], bins=bins, alpha=0.45, color=f"C{i % 10}", label=f"class {c:g} (n={sel.sum()})")
+            ax.hist(scores[sel], bins=bins, histtype="stepfilled", alpha=0.18, color=f"C{i % 10}")
+            ax.hist(scores[sel], bins=bins, histtype="step", lw=1.4, color=f"C{i % 10}",
+                    label=f"class {c:g} (n={sel.sum()})")
     for j, t in enumerate([] if cuts is None else cuts):
         ax.axvline(t, color="k", ls="--", lw=1, label="cut points" if j == 0 else None)
     ax.set_xlabel("out-of-fold score")

@@ -123,11 +123,14 @@ def render(table: pd.DataFrame, ceiling: float | None = None) -> None:
     for col, just in (("engine", "left"), ("objective", "left"), ("qwk_round", "right"),
                       ("qwk_thresholds", "right"), ("seed (round / thr)", "right"), ("thresholds", "left"),
                       ("fit_seconds", "right")):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just, no_wrap=True)
     for r in table.itertuples(index=False):
         seed = SEED_TABLE.get((r.engine, r.objective))
         t.add_row(r.engine, r.objective, f"{r.qwk_round:.4f}", f"{r.qwk_thresholds:.4f}",
                   f"{seed[0]:.4f} / {seed[1]:.4f}" if seed else "-", r.thresholds, f"{r.fit_seconds:.1f}")
     if ceiling is not None:
-        t.add_row("bayes ceiling", "cut points on visible sum", "", f"{ceiling:.4f}", "", "", "", style="bold")
-    Console().print(t)
+        t.add_row("bayes ceiling", "cuts on visible sum", "", f"{ceiling:.4f}", "", "", "", style="bold")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=150)   # logs and pipes: no wrapping
+    console.print(t)
