@@ -1,0 +1,42 @@
+import numpy as np
+import pytest
+
+from qwkboost.data import chisq, from_file, quartiles
+
+
+def test_quartiles_follow_the_seed_recipe():
+    ds = quartiles(n_train=1000, n_test=500)
+    rs = np.random.RandomState(0)
+    full = rs.rand(1000, 10)
+    np.testing.assert_array_equal(ds.X_train, full[:, :5])
+    rank = np.argsort(np.argsort(full.mean(axis=1)))
+    np.testing.assert_array_equal(ds.y_train, np.floor(rank / 1000 * 4))
+    assert np.bincount(ds.y_train.astype(int)).tolist() == [250] * 4
+    assert ds.X_test.shape == (500, 5) and not np.allclose(ds.X_test[:5], ds.X_train[:5])
+    assert list(ds.classes) == [0, 1, 2, 3]
+
+
+def test_chisq_is_sum_of_squares():
+    ds = chisq(n=200)
+    np.testing.assert_allclose(ds.y_train, (ds.X_train ** 2).sum(axis=1))
+    assert len(ds.y_test) == 40 and not ds.is_ordinal
+
+
+def test_parquet_and_separate_test_file(tmp_path):
+    import pandas as pd
+
+    rs = np.random.RandomState(1)
+    df = pd.DataFrame({"f": rs.rand(30), "g": rs.rand(30), "y": 1 + np.arange(30) % 9})
+    df.to_parquet(tmp_path / "tr.parquet")
+    df.iloc[:10].to_csv(tmp_path / "te.csv", index=False)
+    ds = from_file(str(tmp_path / "tr.parquet"), "y", test_path=str(tmp_path / "te.csv"))
+    assert ds.X_train.shape == (30, 2) and ds.X_test.shape == (10, 2)
+    assert ds.classes.min() == 1 and ds.classes.max() == 9
+
+
+def test_non_numeric_feature_is_named(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"city": ["a", "b"] * 5, "y": [0, 1] * 5}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"encode these first: \['city'\]"):
+        from_file(str(tmp_path / "d.csv"), "y")
