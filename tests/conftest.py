@@ -1,3 +1,7 @@
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before xgboost/lightgbm load OpenMP
+
 import numpy as np
 import pytest
 
