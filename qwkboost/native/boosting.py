@@ -1,0 +1,376 @@
+r"""Stage 6: the boosting loop, and :class:`NativeBooster`, the trained model.
+
+Newton boosting (XGBoost): starting from the objective's :math:`F_0`, round
+:math:`m` computes :math:`g_i, h_i` at :math:`F_{m-1}`, grows a tree with
+leaf weights :math:`w_j^* = -G_j/(H_j + \lambda)` and adds it shrunk:
+
+.. math:: F_m(x) = F_{m-1}(x) + \eta\, f_m(x).
+
+**Refit** (Friedman's algorithm, seed 001). The Newton weights use the
+objective's hessian, which for a non-convex loss such as extended QWK is a
+stand-in (a constant). ``refit`` re-estimates the tree's output on the
+objective's true :meth:`~qwkboost.objectives.Objective.loss` :math:`L` before
+shrinkage:
+
+``"step"``
+    One step size for the whole tree, :math:`\rho_m = \arg\min_{\rho \ge 0} L(y, F_{m-1} + \rho f_m)`
+    (Friedman's line search), then :math:`F_m = F_{m-1} + \eta\,\rho_m f_m`.
+``"leaves"``
+    Every leaf value, :math:`\gamma_{jm} = \arg\min_{\gamma} L(y, F_{m-1} + \sum_j \gamma_j 1[x \in R_{jm}])`
+    (Friedman's per-region step). The loss need not be separable, so the
+    leaves are moved together: ``refit_iter`` times, a Newton direction from
+    the objective's gradients at the current point, then a line search on
+    :math:`L` along it. Monotone bounds are kept by clipping.
+
+Measured on seed 000's data (``benchmarks/native_refit.py``, results in
+``benchmarks/RESULTS.md``): neither refit improves test QWK for extended QWK;
+at learning rate 0.1 they change it by less than 0.001, and at larger rates
+the bigger, line-searched steps overfit sooner.
+
+Early stopping follows the objective's metric on the eval set; the model keeps
+every round it trained and remembers the best.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from threadpoolctl import threadpool_limits
+
+from qwkboost.native.binning import BinMapper
+from qwkboost.native.bundling import make_layout
+from qwkboost.native.grower import GrowerParams, grow_tree
+from qwkboost.native.histogram import HistogramBuilder
+from qwkboost.native.params import resolve_params
+from qwkboost.native.predictor import EnsemblePredictor, Tree
+from qwkboost.native.sampling import column_mask, goss, goss_active, row_subsample
+from qwkboost.native.splitting import FlatBins, SplitParams
+from qwkboost.validation import check_features
+
+__all__ = ["NativeBooster", "train_booster", "FORMAT"]
+
+FORMAT = "qwkboost-native"
+FORMAT_VERSION = 1
+
+
+class NativeBooster:
+    """A trained native model: bin edges, trees, parameters and :math:`F_0`.
+
+    Attributes
+    ----------
+    bin_mapper : BinMapper
+    trees : list of Tree
+        Leaf values already multiplied by the learning rate (and refit step).
+    params : dict
+        Resolved training parameters.
+    init_score : float
+        :math:`F_0`.
+    n_features : int
+    best_iteration : int
+        Rounds to use by default (1-based).
+    """
+
+    def __init__(self, bin_mapper: BinMapper, trees: list[Tree], params: dict, init_score: float,
+                 n_features: int, best_iteration: int | None = None):
+        self.bin_mapper = bin_mapper
+        self.trees = trees
+        self.params = params
+        self.init_score = float(init_score)
+        self.n_features = int(n_features)
+        self.best_iteration = len(trees) if best_iteration is None else int(best_iteration)
+        self._predictor: EnsemblePredictor | None = None
+
+    @property
+    def num_trees(self) -> int:
+        return len(self.trees)
+
+    # -- prediction ------------------------------------------------------------
+    def _codes(self, X) -> np.ndarray:
+        X = check_features(X)
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"X has {X.shape[1]} features but the model was trained on {self.n_features}")
+        return self.bin_mapper.transform(X)
+
+    def _check_iter(self, n_iter):
+        n_iter = self.best_iteration if n_iter is None else int(n_iter)
+        if not 0 <= n_iter <= len(self.trees):
+            raise ValueError(f"n_iter must be in [0, {len(self.trees)}]; got {n_iter}")
+        return n_iter
+
+    @property
+    def predictor(self) -> EnsemblePredictor:
+        if self._predictor is None or self._predictor.trees is not self.trees:
+            self._predictor = EnsemblePredictor(self.trees, self.n_features)
+        return self._predictor
+
+    def predict_margin(self, X, n_iter: int | None = None) -> np.ndarray:
+        r""":math:`\sum_{t \le T} f_t(x)` without :math:`F_0`."""
+        n_iter = self._check_iter(n_iter)
+        return self.predictor.predict(self._codes(X), n_iter)
+
+    def predict(self, X, n_iter: int | None = None) -> np.ndarray:
+        r""":math:`F_0 + \sum_{t \le T} f_t(x)` with :math:`T` = ``n_iter`` (default: best iteration)."""
+        return self.init_score + self.predict_margin(X, n_iter)
+
+    def staged_predict(self, X, n_iter: int | None = None):
+        """Yield the prediction after each of the first ``n_iter`` rounds (default: all trees)."""
+        n_iter = len(self.trees) if n_iter is None else self._check_iter(n_iter)
+        codes = self._codes(X)
+        per_tree = self.predictor.predict_trees(codes, n_iter)
+        acc = np.full(codes.shape[1], self.init_score)
+        for t in range(n_iter):
+            acc = acc + per_tree[:, t]
+            yield acc
+
+    def apply(self, X, n_iter: int | None = None) -> np.ndarray:
+        """Leaf id of every row in every tree, shape (n_samples, n_iter)."""
+        n_iter = len(self.trees) if n_iter is None else self._check_iter(n_iter)
+        codes = self._codes(X)
+        return np.stack([t.apply(codes) for t in self.trees[:n_iter]], axis=1) if n_iter else \
+            np.zeros((codes.shape[1], 0), dtype=np.int64)
+
+    # -- inspection ------------------------------------------------------------
+    def feature_importance(self, importance_type: str = "gain", n_iter: int | None = None) -> np.ndarray:
+        """Per feature: total split gain (``"gain"``), or number of splits (``"split"``)."""
+        if importance_type not in ("gain", "split"):
+            raise ValueError(f"importance_type must be 'gain' or 'split'; got {importance_type!r}")
+        n_iter = len(self.trees) if n_iter is None else self._check_iter(n_iter)
+        out = np.zeros(self.n_features)
+        for t in self.trees[:n_iter]:
+            internal = t.feature >= 0
+            w = t.gain[internal] if importance_type == "gain" else np.ones(int(internal.sum()))
+            np.add.at(out, t.feature[internal], w)
+        return out
+
+    # -- persistence -----------------------------------------------------------
+    def to_dict(self) -> dict:
+        params = dict(self.params)
+        mono = params.get("monotone_constraints")
+        params["monotone_constraints"] = None if mono is None else np.asarray(mono).tolist()
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "params": params,
+                "init_score": self.init_score, "n_features": self.n_features,
+                "best_iteration": self.best_iteration, "bins": self.bin_mapper.to_dict(),
+                "trees": [t.to_dict() for t in self.trees]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NativeBooster":
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise ValueError("not a qwkboost native model")
+        if d.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"native model format version {d.get('format_version')!r} is not supported")
+        params = dict(d["params"])
+        if params.get("monotone_constraints") is not None:
+            params["monotone_constraints"] = np.asarray(params["monotone_constraints"], dtype=np.int64)
+        return cls(BinMapper.from_dict(d["bins"]), [Tree.from_dict(t) for t in d["trees"]], params,
+                   d["init_score"], d["n_features"], d["best_iteration"])
+
+    @classmethod
+    def from_json(cls, text: str) -> "NativeBooster":
+        try:
+            d = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a qwkboost native model (invalid JSON: {exc})") from None
+        return cls.from_dict(d)
+
+    def __repr__(self) -> str:
+        return f"NativeBooster(trees={len(self.trees)}, n_features={self.n_features}, init_score={self.init_score:.6g})"
+
+
+# -- refit ---------------------------------------------------------------------------------------
+
+def _line_search(f: Callable[[float], float], rho_max: float = 1024.0) -> float:
+    """argmin over rho >= 0 of f: bracket by doubling from 1, then bounded Brent."""
+    f0, f1 = f(0.0), f(1.0)
+    hi, fhi = 1.0, f1
+    if f1 < f0:
+        while hi < rho_max:
+            f2 = f(2.0 * hi)
+            if f2 >= fhi:
+                break
+            hi, fhi = 2.0 * hi, f2
+        hi = 2.0 * hi
+    res = minimize_scalar(f, bounds=(0.0, hi), method="bounded", options={"xatol": 1e-4 * hi})
+    best = min(((0.0, f0), (1.0, f1), (float(res.x), float(res.fun))), key=lambda t: t[1])
+    return best[0]
+
+
+def _refit(kind: str, grown, objective, y, score, rows, p: dict) -> None:
+    """Re-estimate the unshrunk leaf values of ``grown.tree`` on ``objective.loss`` (in place)."""
+    tree = grown.tree
+    leaves = np.array(sorted(grown.leaf_rows), dtype=np.int64)
+    ys = y if rows is None else y[rows]
+    base = score if rows is None else score[rows]
+    m = ys.size
+    # position of each leaf's rows within the refit rows
+    leaf_of = np.empty(m, dtype=np.int64)
+    if rows is None:
+        for k, j in enumerate(leaves):
+            r = grown.leaf_rows[j]
+            leaf_of[slice(None) if r is None else r] = k
+    else:
+        pos = np.full(y.size, -1, dtype=np.int64)
+        pos[rows] = np.arange(m)
+        for k, j in enumerate(leaves):
+            r = grown.leaf_rows[j]
+            leaf_of[pos[r] if r is not None else slice(None)] = k
+    v = tree.value[leaves].copy()
+    lo, hi = grown.lower[leaves], grown.upper[leaves]
+
+    def loss_at(vals):
+        return objective.loss(ys, base + vals[leaf_of])
+
+    if kind == "step":
+        rho = _line_search(lambda r: loss_at(r * v))
+        tree.value = tree.value * rho
+        return
+    lam = p["reg_lambda"]
+    for _ in range(p["refit_iter"]):
+        g, h = objective.grad_hess(ys, base + v[leaf_of])
+        G = np.bincount(leaf_of, g, minlength=leaves.size)
+        H = np.bincount(leaf_of, h, minlength=leaves.size)
+        d = -G / (H + lam)
+        if not np.any(d):
+            break
+        rho = _line_search(lambda r: loss_at(np.clip(v + r * d, lo, hi)))
+        if rho == 0.0:
+            break
+        v = np.clip(v + rho * d, lo, hi)
+    tree.value[leaves] = v
+
+
+# -- training ----------------------------------------------------------------------------------------
+
+def _metrics(objective, y, score):
+    return {objective.metric_name: float(objective.metric(y, score))}
+
+
+def train_booster(X, y, objective, params: dict | None = None, num_boost_round: int = 100, eval_set=None,
+                  early_stopping_rounds: int | None = None, callbacks=(), seed: int = 0, bin_mapper=None):
+    """Boost ``num_boost_round`` trees on a fitted ``objective``.
+
+    Parameters
+    ----------
+    X : ndarray (n_samples, n_features)
+        NaN is missing.
+    y : ndarray (n_samples,)
+    objective : Objective
+        Fitted (``init_score_`` set).
+    params : dict, optional
+        See :data:`qwkboost.native.params.DEFAULTS`.
+    num_boost_round : int
+    eval_set : (X_val, y_val), optional
+    early_stopping_rounds : int, optional
+    callbacks : list of callable
+        ``fn(round, {"train": {metric: value}, "valid": {...}})`` after every round.
+    seed : int
+        Seeds binning subsample, row/column sampling and GOSS.
+    bin_mapper : BinMapper, optional
+        Fitted bins to use instead of fitting them on ``X`` (e.g. another library's cut points).
+
+    Returns
+    -------
+    booster : NativeBooster
+    num_rounds : int
+    best_iteration : int
+        1-based number of rounds to use.
+    evals_result : dict
+    """
+    # BLAS threads only serve the objective's dot products here, and on a busy
+    # machine their wake-ups stall every round by milliseconds: use one.
+    with threadpool_limits(1, user_api="blas"):
+        return _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_rounds, callbacks,
+                      seed, bin_mapper)
+
+
+def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_rounds, callbacks, seed,
+           bin_mapper):
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, F = X.shape
+    p = resolve_params(params, F)
+    rng = np.random.default_rng(seed)
+    bm = bin_mapper if bin_mapper is not None else BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed).fit(X)
+    codes = bm.transform(X)
+    has_missing = bool(np.isnan(X).any())
+    layout = make_layout(codes, p["enable_bundle"], p["max_conflict_rate"], seed)
+    hb = HistogramBuilder(layout.codes, p["n_jobs"])
+    sampling = p["subsample"] < 1.0 or p["sampling_method"] == "goss"
+    if not sampling:
+        hb.cache_root_counts()
+    gp = GrowerParams(
+        split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["gamma"], p["min_child_weight"],
+                          p["min_samples_leaf"]),
+        max_depth=p["max_depth"], max_leaves=p["max_leaves"], grow_policy=p["grow_policy"], prune=p["prune"])
+    mono = p["monotone_constraints"]
+    fb = FlatBins(bm.n_bins_, layout)
+    f0 = float(objective.init_score_)
+    score = np.full(n, f0)
+    if eval_set is not None:
+        Xv, yv = np.asarray(eval_set[0], dtype=np.float64), np.asarray(eval_set[1], dtype=np.float64)
+        codes_v = bm.transform(Xv)
+        score_v = np.full(yv.size, f0)
+    evals_result: dict = {"train": {objective.metric_name: []}}
+    if eval_set is not None:
+        evals_result["valid"] = {objective.metric_name: []}
+    trees: list[Tree] = []
+    best_it, best_val = 0, None
+    sign = 1.0 if objective.higher_is_better else -1.0
+    lr = p["learning_rate"]
+    for it in range(num_boost_round):
+        g, h = objective.grad_hess(y, score)
+        g = np.asarray(g, dtype=np.float64)
+        h = np.asarray(h, dtype=np.float64)
+        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+            raise ValueError(f"objective {objective.name!r} returned non-finite gradients at round {it}")
+        rows = None
+        if p["sampling_method"] == "goss" and goss_active(it, lr):
+            rows, w = goss(g, p["top_rate"], p["other_rate"], rng)
+            g = g.copy(); h = h.copy()
+            g[rows] *= w
+            h[rows] *= w
+        elif p["subsample"] < 1.0:
+            rows = row_subsample(n, p["subsample"], rng)
+        fmask = column_mask(F, p["colsample_bytree"], rng)
+        hb.set_gradients(g, h, need_counts=p["min_samples_leaf"] > 1)
+        grown = grow_tree(layout, hb, bm.n_bins_, bm.edges_, gp, rows, fmask, mono, has_missing, fb)
+        tree = grown.tree
+        if p["refit"] != "none":
+            _refit(p["refit"], grown, objective, y, score, rows, p)
+        tree.scale(lr)
+        # training scores: the leaves' row lists, or a pass over all rows when sampling
+        if rows is None:
+            delta = np.empty(n)
+            for j, r in grown.leaf_rows.items():
+                if r is None:
+                    delta[:] = tree.value[j]
+                else:
+                    delta[r] = tree.value[j]
+            score += delta
+        else:
+            score += tree.predict(codes)
+        trees.append(tree)
+        evals = {"train": _metrics(objective, y, score)}
+        if eval_set is not None:
+            score_v += tree.predict(codes_v)
+            evals["valid"] = _metrics(objective, yv, score_v)
+        for k, d in evals.items():
+            for mname, val in d.items():
+                evals_result[k][mname].append(val)
+        for fn in callbacks or ():
+            fn(it, evals)
+        if eval_set is not None and early_stopping_rounds:
+            val = evals["valid"][objective.metric_name]
+            if best_val is None or sign * val > sign * best_val:
+                best_val, best_it = val, it
+            elif it - best_it >= early_stopping_rounds:
+                break
+    num_rounds = len(trees)
+    best = best_it + 1 if (eval_set is not None and early_stopping_rounds and num_rounds) else num_rounds
+    booster = NativeBooster(bm, trees, p, f0, F, best)
+    return booster, num_rounds, best, evals_result

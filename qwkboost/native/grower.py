@@ -1,0 +1,393 @@
+r"""Stage 4: grow one tree, depth-wise (XGBoost) or best-first (LightGBM).
+
+Each node keeps the sorted indices of its rows. Splitting a node partitions
+them with one comparison on the split feature's codes (``np.compress``, no
+sort), builds the histogram of the smaller child only and gets its sibling by
+subtraction (:mod:`qwkboost.native.histogram`).
+
+**Depth-wise** (``grow_policy="depthwise"``): all nodes of a level are
+searched together (one vectorised split search for the level), then split;
+``max_leaves`` > 0 lets only the best splits of a level through. With
+``n_jobs`` > 1 and large nodes (:data:`PARALLEL_MIN_NODE_ROWS`), the level's
+partitions and histogram builds run on a thread pool; each is the same
+computation as on one thread, so the tree does not depend on ``n_jobs``.
+
+**Best-first** (``grow_policy="lossguide"``): the leaf with the largest gain is
+split next, until ``max_leaves`` leaves (LightGBM's leaf-wise growth).
+
+**Monotone constraints** (seed 002). Every node carries bounds :math:`[l, u]`
+on its weight, the root :math:`(-\infty, \infty)`. When a node splits on a
+feature with constraint :math:`+1` into children with (clipped) weights
+:math:`w_L \le w_R`, the mid-point :math:`m = (w_L + w_R)/2` becomes the left
+subtree's upper bound and the right subtree's lower bound (:math:`-1`:
+the reverse); other splits pass the bounds on unchanged. Every leaf of the
+left subtree then stays below every leaf of the right one, at any depth, so
+the whole tree is monotone, not only each split. Shrinkage multiplies every
+leaf by the same positive learning rate, which keeps that order.
+
+**Pruning** (seed 003, ``gamma``). With ``prune="post"`` (default) the tree is
+grown first and then, bottom-up, a split whose children are both leaves and
+whose gain is below :math:`\gamma` is removed, as in the seed's worked example
+(a weak split survives if a split below it is strong). ``prune="pre"`` refuses
+splits with gain below :math:`\gamma` while growing, as XGBoost's ``hist``
+updater does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qwkboost.native.binning import MISSING_BIN
+from qwkboost.native.bundling import Layout
+from qwkboost.native.histogram import HistogramBuilder, pool, subtract
+from qwkboost.native.predictor import Tree
+from qwkboost.native.splitting import FlatBins, SplitParams, find_best_splits
+
+__all__ = ["GrowerParams", "grow_tree", "GrownTree", "partition", "PARALLEL_MIN_NODE_ROWS"]
+
+# a level is split on the thread pool only if its nodes average this many rows
+# (below, task overhead and GIL hand-overs cost more than the second core gives)
+PARALLEL_MIN_NODE_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class GrowerParams:
+    """Shape limits of one tree, plus the split criterion."""
+
+    split: SplitParams = field(default_factory=SplitParams)
+    max_depth: int = 6
+    max_leaves: int = 0
+    grow_policy: str = "depthwise"
+    prune: str = "post"
+
+
+@dataclass
+class GrownTree:
+    """A grown tree with unshrunk weights, and what leaf refits need.
+
+    Attributes
+    ----------
+    tree : Tree
+        Leaf ``value`` holds the unshrunk weight :math:`w^*`.
+    leaf_rows : dict
+        Leaf id -> row indices (training rows that reached it).
+    lower, upper : ndarray
+        Monotone bounds per node.
+    """
+
+    tree: Tree
+    leaf_rows: dict
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def _weight(G: float, H: float, lam: float, alpha: float, lo: float, hi: float) -> float:
+    """Scalar :func:`~qwkboost.native.splitting.leaf_weight` in plain floats (called per node)."""
+    if alpha:
+        G = math.copysign(max(abs(G) - alpha, 0.0), G)
+    w = -G / (H + lam) if H + lam > 0 else 0.0
+    return min(max(w, lo), hi)
+
+
+class _Node:
+    __slots__ = ("id", "depth", "rows", "totals", "hist", "lower", "upper", "split", "left", "right",
+                 "weight")
+
+    def __init__(self, nid, depth, rows, totals, lower, upper):
+        self.id, self.depth, self.rows, self.totals = nid, depth, rows, totals
+        self.lower, self.upper = lower, upper
+        self.hist = None
+        self.split = None
+        self.left = self.right = -1
+        self.weight = 0.0
+
+
+def partition(layout: Layout, rows, f: int, b: int, default_left: bool):
+    """Rows going left and right at "bin(x_f) <= b, missing -> default"; both stay sorted."""
+    if layout.identity:
+        c = layout.codes[f] if rows is None else layout.codes[f].take(rows)
+    else:
+        c = layout.feature_codes(f, rows)
+    mask = c <= b
+    if default_left:
+        mask |= c == MISSING_BIN
+    if rows is None:
+        return np.flatnonzero(mask), np.flatnonzero(~mask)
+    return np.compress(mask, rows), np.compress(~mask, rows)
+
+
+class _Grower:
+    def __init__(self, layout: Layout, hb: HistogramBuilder, fb: FlatBins, params: GrowerParams,
+                 feature_mask, monotone, has_missing: bool):
+        self.layout, self.hb, self.fb, self.p = layout, hb, fb, params
+        self.sp = params.split
+        self.feature_mask = feature_mask
+        self.cols = layout.columns_for(feature_mask)
+        self.monotone = monotone if monotone is not None and np.any(monotone != 0) else None
+        self.has_missing = has_missing
+        self.nodes: list[_Node] = []
+        self.n_leaves = 1
+
+    # -- helpers ---------------------------------------------------------------
+    def _new(self, depth, rows, totals, lower, upper) -> _Node:
+        node = _Node(len(self.nodes), depth, rows, totals, lower, upper)
+        node.weight = _weight(float(totals[0]), float(totals[1]), self.sp.reg_lambda, self.sp.reg_alpha,
+                              lower, upper)
+        self.nodes.append(node)
+        return node
+
+    def _can_split(self, node: _Node) -> bool:
+        if self.p.max_depth > 0 and node.depth >= self.p.max_depth:
+            return False
+        G, H, C = node.totals
+        if H < 2 * self.sp.min_child_weight or C < 2 * max(1, self.sp.min_samples_leaf):
+            return False
+        return True
+
+    def _search(self, nodes: list[_Node]) -> None:
+        """Best split of each node (vectorised over the nodes)."""
+        hist = np.stack([n.hist for n in nodes])                 # (k, 3, ncols, 256)
+        totals = np.stack([n.totals for n in nodes])
+        flat, built = self.fb.gather(hist, self.cols, totals)
+        lower = upper = None
+        if self.monotone is not None:
+            lower = np.array([n.lower for n in nodes])
+            upper = np.array([n.upper for n in nodes])
+        miss_h = flat[:, 1, self.fb.miss_pos]                     # (k, F) hessian of missing rows
+        missing = self.has_missing and bool(np.any(miss_h > 0))
+        mask = self.feature_mask
+        if not built.all():
+            allowed = np.zeros(self.fb.n_bins.size, dtype=bool)
+            allowed[self.fb.feat_of[built]] = True
+            mask = allowed if mask is None else (mask & allowed)
+        res = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone, missing)
+        for i, n in enumerate(nodes):
+            gain = res["gain"][i]
+            if not np.isfinite(gain) or (self.p.prune == "pre" and gain < self.sp.gamma):
+                n.split = None
+                continue
+            f = int(res["feature"][i])
+            dl = bool(res["default_left"][i])
+            if miss_h[i, f] <= 0:
+                # no missing rows here: unseen missing values follow the heavier child
+                dl = bool(res["left"][i, 1] >= res["right"][i, 1])
+            n.split = (float(gain), f, int(res["bin"][i]), dl, res["left"][i].copy(), res["right"][i].copy())
+
+    def _bounds(self, node: _Node, f: int, wl: float, wr: float):
+        lo, hi = node.lower, node.upper
+        if self.monotone is None or self.monotone[f] == 0:
+            return (lo, hi), (lo, hi)
+        mid = 0.5 * (wl + wr)
+        if self.monotone[f] > 0:
+            return (lo, min(hi, mid)), (max(lo, mid), hi)
+        return (max(lo, mid), hi), (lo, min(hi, mid))
+
+    def _split(self, node: _Node, parts=None):
+        """Partition ``node`` (or use ``parts``, its partition done elsewhere); return its children."""
+        gain, f, b, dl, L, R = node.split
+        lrows, rrows = parts if parts is not None else partition(self.layout, node.rows, f, b, dl)
+        lam, alpha = self.sp.reg_lambda, self.sp.reg_alpha
+        wl = _weight(float(L[0]), float(L[1]), lam, alpha, node.lower, node.upper)
+        wr = _weight(float(R[0]), float(R[1]), lam, alpha, node.lower, node.upper)
+        (ll, lu), (rl, ru) = self._bounds(node, f, wl, wr)
+        # exact counts from the partition (the histogram's C may be skipped)
+        L = L.copy(); R = R.copy()
+        L[2], R[2] = lrows.size, rrows.size
+        left = self._new(node.depth + 1, lrows, L, ll, lu)
+        right = self._new(node.depth + 1, rrows, R, rl, ru)
+        node.left, node.right = left.id, right.id
+        node.rows = None if node.id != 0 else node.rows
+        self.n_leaves += 1
+        return left, right
+
+    def _child_hists(self, parent: _Node, left: _Node, right: _Node, built=None) -> list[_Node]:
+        """Histograms of the children that may split: build the smaller, subtract for the other."""
+        want = [c for c in (left, right) if self._can_split(c)]
+        if want:
+            small, big = (left, right) if left.rows.size <= right.rows.size else (right, left)
+            small.hist = built if built is not None else self.hb.build(small.rows, self.cols)
+            if big in want:
+                big.hist = subtract(parent.hist, small.hist)
+        parent.hist = None
+        return want
+
+    def _threaded(self, nodes) -> bool:
+        rows = sum(self.hb.n_samples if n.rows is None else n.rows.size for n in nodes)
+        return self.hb.n_jobs > 1 and len(nodes) > 1 and rows >= PARALLEL_MIN_NODE_ROWS * len(nodes)
+
+    def _split_level(self, cands: list[_Node]) -> list[_Node]:
+        """Split every node of a level; partitions and histogram builds run on the thread pool."""
+        if not self._threaded(cands):
+            nxt = []
+            for n in cands:
+                left, right = self._split(n)
+                nxt.extend(self._child_hists(n, left, right))
+            return nxt
+        ex = pool(self.hb.n_jobs)
+        parts = list(ex.map(lambda n: partition(self.layout, n.rows, *n.split[1:4]), cands))
+        kids = [self._split(n, pr) for n, pr in zip(cands, parts)]
+        # which child to build for each parent (the smaller one, if either child may split)
+        jobs = []
+        for n, (l, r) in zip(cands, kids):
+            if self._can_split(l) or self._can_split(r):
+                jobs.append(l if l.rows.size <= r.rows.size else r)
+        built = dict(zip((id(c) for c in jobs),
+                         ex.map(lambda c: self.hb.build(c.rows, self.cols, parallel=False), jobs)))
+        nxt = []
+        for n, (l, r) in zip(cands, kids):
+            small = l if l.rows.size <= r.rows.size else r
+            nxt.extend(self._child_hists(n, l, r, built.get(id(small))))
+        return nxt
+
+    # -- policies --------------------------------------------------------------
+    def grow(self, rows) -> None:
+        n = self.hb.n_samples if rows is None else rows.size
+        hist = self.hb.build(rows, self.cols) if n >= 2 else None
+        if hist is not None:
+            # the totals from the histogram itself keep "parent - left" consistent with the bins
+            G, H = float(hist[0, 0].sum()), float(hist[1, 0].sum())
+        elif rows is None:
+            G, H = float(self.hb.g.sum()), float(self.hb.h.sum())
+        else:
+            G, H = float(self.hb.g.take(rows).sum()), float(self.hb.h.take(rows).sum())
+        root = self._new(0, rows, np.array([G, H, float(n)]), -np.inf, np.inf)
+        if not self._can_split(root):
+            return
+        root.hist = hist
+        if self.p.grow_policy == "lossguide":
+            self._grow_lossguide(root)
+        else:
+            self._grow_depthwise(root)
+
+    def _room(self) -> int:
+        return np.iinfo(np.int64).max if self.p.max_leaves <= 0 else self.p.max_leaves - self.n_leaves
+
+    def _grow_depthwise(self, root: _Node) -> None:
+        frontier = [root]
+        while frontier:
+            self._search(frontier)
+            cands = [n for n in frontier if n.split is not None]
+            if self.p.max_leaves > 0:
+                cands.sort(key=lambda n: -n.split[0])
+                cands = cands[: max(0, self._room())]
+            for n in frontier:
+                if n not in cands:
+                    n.hist = None
+            frontier = self._split_level(cands)
+
+    def _grow_lossguide(self, root: _Node) -> None:
+        self._search([root])
+        heap = []
+        if root.split is not None:
+            heapq.heappush(heap, (-root.split[0], root.id))
+        while heap and self._room() > 0:
+            _, nid = heapq.heappop(heap)
+            node = self.nodes[nid]
+            left, right = self._split(node)
+            want = self._child_hists(node, left, right)
+            if want:
+                self._search(want)
+                for c in want:
+                    if c.split is not None:
+                        heapq.heappush(heap, (-c.split[0], c.id))
+                    c.hist = None if c.split is None else c.hist
+
+    # -- output ----------------------------------------------------------------
+    def _post_prune(self) -> None:
+        gamma = self.sp.gamma
+        if gamma <= 0 or self.p.prune != "post":
+            return
+        # children have larger ids than parents: one reverse sweep prunes bottom-up
+        for node in reversed(self.nodes):
+            if node.left < 0:
+                continue
+            l, r = self.nodes[node.left], self.nodes[node.right]
+            if l.left < 0 and r.left < 0 and node.split[0] < gamma:
+                node.rows = np.concatenate([l.rows, r.rows]) if l.rows is not None else None
+                node.left = node.right = -1
+                l.id = r.id = -1  # detached
+
+    def result(self, binmapper_edges) -> GrownTree:
+        self._post_prune()
+        # renumber reachable nodes breadth-first
+        order, queue = [], [0]
+        while queue:
+            j = queue.pop(0)
+            order.append(j)
+            if self.nodes[j].left >= 0:
+                queue.extend([self.nodes[j].left, self.nodes[j].right])
+        new_id = {old: i for i, old in enumerate(order)}
+        m = len(order)
+        feature = np.full(m, -1, dtype=np.int64)
+        bins = np.zeros(m, dtype=np.int64)
+        thr = np.full(m, np.inf)
+        dl = np.zeros(m, dtype=bool)
+        left = np.full(m, -1, dtype=np.int64)
+        right = np.full(m, -1, dtype=np.int64)
+        value = np.zeros(m)
+        gain = np.zeros(m)
+        hess = np.zeros(m)
+        count = np.zeros(m, dtype=np.int64)
+        lower = np.full(m, -np.inf)
+        upper = np.full(m, np.inf)
+        leaf_rows = {}
+        for i, j in enumerate(order):
+            n = self.nodes[j]
+            value[i] = n.weight
+            hess[i] = n.totals[1]
+            count[i] = int(n.totals[2])
+            lower[i], upper[i] = n.lower, n.upper
+            if n.left >= 0:
+                g, f, b, d, _, _ = n.split
+                feature[i], bins[i], dl[i], gain[i] = f, b, d, g
+                e = binmapper_edges[f]
+                thr[i] = e[b] if b < e.size else np.inf
+                left[i], right[i] = new_id[n.left], new_id[n.right]
+            else:
+                leaf_rows[i] = n.rows
+        tree = Tree(feature, bins, thr, dl, left, right, value, gain, hess, count)
+        return GrownTree(tree, leaf_rows, lower, upper)
+
+
+def grow_tree(layout: Layout, hb: HistogramBuilder, n_bins: np.ndarray, edges, params: GrowerParams,
+              rows=None, feature_mask=None, monotone=None, has_missing: bool = True,
+              flat_bins: FlatBins | None = None) -> GrownTree:
+    """Grow one tree on the gradients loaded in ``hb``.
+
+    Parameters
+    ----------
+    layout : Layout
+        Columns (features or EFB bundles) and their codes.
+    hb : HistogramBuilder
+        Holds this round's gradients.
+    n_bins : ndarray of int
+        Value bins per feature.
+    edges : list of ndarray
+        Bin edges per feature (for readable thresholds).
+    params : GrowerParams
+    rows : ndarray of intp, optional
+        The rows of this round (row sampling); default all.
+    feature_mask : ndarray of bool, optional
+        Features this tree may split on.
+    monotone : ndarray of int, optional
+        Constraint per feature.
+    has_missing : bool
+        Whether the training data has missing values anywhere.
+    flat_bins : FlatBins, optional
+        The flat bin layout of ``n_bins`` and ``layout`` (built if not given; reuse it across rounds).
+
+    Returns
+    -------
+    GrownTree
+        Leaf values unshrunk (:math:`w^*`), with each leaf's rows.
+    """
+    fb = flat_bins if flat_bins is not None else FlatBins(n_bins, layout)
+    g = _Grower(layout, hb, fb, params, feature_mask, monotone, has_missing)
+    g.grow(rows)
+    if len(g.nodes) == 1:
+        g.nodes[0].rows = g.nodes[0].rows
+    return g.result(edges)

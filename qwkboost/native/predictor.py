@@ -1,0 +1,298 @@
+r"""Stage 5: trees as flat arrays, and vectorised prediction over rows.
+
+A :class:`Tree` stores its nodes in arrays (``feature``, ``bin``,
+``default_left``, ``left``, ``right``, ``value``, ...). Row :math:`i` goes left at
+node :math:`j` when
+
+.. math:: b_{f_j}(x_i) \le t_j \quad\text{or}\quad (x_{i f_j} \text{ missing and } d_j),
+
+where :math:`b_f` is the bin of :mod:`qwkboost.native.binning`, :math:`t_j` the
+node's threshold bin and :math:`d_j` its learned default direction. The model
+is :math:`F(x) = F_0 + \sum_t f_t(x)` with leaf values already shrunk.
+
+:class:`EnsemblePredictor` evaluates many trees at once with bit masks
+(the QuickScorer scheme). Number a tree's leaves left to right. When a row
+goes right at node :math:`j`, every leaf of :math:`j`'s left subtree is ruled
+out; the row's leaf is the leftmost leaf never ruled out. For each feature
+:math:`f`, code :math:`c` and tree :math:`t` a table holds
+
+.. math:: M_{f}[c, t] = \bigwedge_{j \in t:\ f_j = f,\ c \text{ goes right at } j} \lnot\,\text{left}(j),
+
+so a row's surviving leaves are :math:`\bigwedge_f M_f[b_f(x), t]`, one gather and
+one AND per feature for all trees together; the lowest set bit (found with a
+de Bruijn multiply) indexes the leaf values. Trees with more than 64 leaves
+fall back to :func:`predict_tree`, which pushes row indices down the tree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qwkboost.native.binning import MISSING_BIN, N_CODES
+
+__all__ = ["Tree", "EnsemblePredictor", "predict_tree"]
+
+# rows x trees per chunk of the bit-mask predictor (keeps its temporaries in cache)
+CHUNK_ELEMENTS = 65_536
+
+
+class Tree:
+    """One regression tree in flat arrays; node 0 is the root; ``feature == -1`` marks a leaf.
+
+    Attributes
+    ----------
+    feature, bin : ndarray of int
+        Split feature and threshold bin (go left if ``bin(x) <= bin``).
+    threshold : ndarray of float
+        The threshold in feature units (go left if ``x < threshold``), for reading.
+    default_left : ndarray of bool
+        Direction of missing values.
+    left, right : ndarray of int
+        Children (-1 at leaves).
+    value : ndarray of float
+        Output of each leaf (shrunk); internal nodes hold their own shrunk weight.
+    gain, hess : ndarray of float
+        Split gain (0 at leaves) and hessian sum (cover) per node.
+    count : ndarray of int
+        Training rows per node.
+    """
+
+    FIELDS = ("feature", "bin", "threshold", "default_left", "left", "right", "value", "gain", "hess", "count")
+
+    def __init__(self, feature, bin, threshold, default_left, left, right, value, gain, hess, count):
+        self.feature = np.asarray(feature, dtype=np.int64)
+        self.bin = np.asarray(bin, dtype=np.int64)
+        self.threshold = np.asarray(threshold, dtype=np.float64)
+        self.default_left = np.asarray(default_left, dtype=bool)
+        self.left = np.asarray(left, dtype=np.int64)
+        self.right = np.asarray(right, dtype=np.int64)
+        self.value = np.asarray(value, dtype=np.float64)
+        self.gain = np.asarray(gain, dtype=np.float64)
+        self.hess = np.asarray(hess, dtype=np.float64)
+        self.count = np.asarray(count, dtype=np.int64)
+
+    @property
+    def n_nodes(self) -> int:
+        return self.feature.size
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.feature < 0
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.is_leaf.sum())
+
+    def depth(self) -> int:
+        d = np.zeros(self.n_nodes, dtype=np.int64)
+        for j in range(self.n_nodes):  # children always come after their parent
+            if self.feature[j] >= 0:
+                d[self.left[j]] = d[self.right[j]] = d[j] + 1
+        return int(d.max())
+
+    def leaves_in_order(self) -> np.ndarray:
+        """Leaf ids left to right."""
+        out, stack = [], [0]
+        while stack:
+            j = stack.pop()
+            if self.feature[j] < 0:
+                out.append(j)
+            else:
+                stack.append(self.right[j])
+                stack.append(self.left[j])
+        return np.array(out, dtype=np.int64)
+
+    def scale(self, factor: float) -> None:
+        self.value = self.value * factor
+
+    def to_dict(self) -> dict:
+        d = {}
+        for k in self.FIELDS:
+            v = getattr(self, k)
+            if k == "threshold":
+                d[k] = [None if not np.isfinite(t) else float(t) for t in v]
+            else:
+                d[k] = v.tolist()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Tree":
+        d = dict(d)
+        d["threshold"] = [np.inf if t is None else t for t in d["threshold"]]
+        return cls(**{k: d[k] for k in cls.FIELDS})
+
+    def apply(self, codes: np.ndarray) -> np.ndarray:
+        """Leaf id of every row; ``codes`` has shape (n_features, n_samples)."""
+        return predict_tree(self, codes, leaf=True)
+
+    def predict(self, codes: np.ndarray) -> np.ndarray:
+        return predict_tree(self, codes)
+
+
+def predict_tree(tree: Tree, codes: np.ndarray, leaf: bool = False) -> np.ndarray:
+    """One tree over all rows: push the row indices down, partitioning them at every split.
+
+    Each row is compared once per level, and the row lists stay sorted, so
+    this costs about as much as the partitions of training (no per-row
+    gathers of node arrays).
+    """
+    n = codes.shape[1]
+    out = np.empty(n, dtype=np.int64 if leaf else np.float64)
+    stack = [(0, None)]
+    while stack:
+        j, rows = stack.pop()
+        if tree.feature[j] < 0:
+            v = j if leaf else tree.value[j]
+            if rows is None:
+                out[:] = v
+            else:
+                out[rows] = v
+            continue
+        c = codes[tree.feature[j]]
+        if rows is not None:
+            c = c.take(rows)
+        go_left = c <= tree.bin[j]
+        if tree.default_left[j]:
+            go_left |= c == MISSING_BIN
+        if rows is None:
+            lrows, rrows = np.flatnonzero(go_left), np.flatnonzero(~go_left)
+        else:
+            lrows, rrows = np.compress(go_left, rows), np.compress(~go_left, rows)
+        stack.append((tree.right[j], rrows))
+        stack.append((tree.left[j], lrows))
+    return out
+
+
+# de Bruijn sequences: (x & -x) * DB >> shift is a distinct index for every power of two
+_DB32, _DB64 = np.uint32(0x077CB531), np.uint64(0x03F79D71B4CB0A89)
+
+
+def _db_index(bits: int) -> np.ndarray:
+    """Position k of the bit whose de Bruijn hash is h: ``table[h] = k``."""
+    table = np.zeros(bits, dtype=np.int64)
+    for k in range(bits):
+        if bits == 32:
+            h = ((1 << k) * 0x077CB531 & 0xFFFFFFFF) >> 27
+        else:
+            h = ((1 << k) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58
+        table[h] = k
+    return table
+
+
+class EnsemblePredictor:
+    """Vectorised prediction of many trees on binned rows (bit-mask scheme, module docstring).
+
+    Parameters
+    ----------
+    trees : list of Tree
+    n_features : int
+    block : int, default 256
+        Trees per table block (bounds the table memory).
+    """
+
+    def __init__(self, trees: list[Tree], n_features: int, block: int = 256):
+        self.trees = trees
+        self.n_features = n_features
+        self.block = block
+        self._blocks: list = []
+        self._built = 0
+
+    def _build(self, upto: int) -> None:
+        while self._built < upto:
+            lo = self._built
+            hi = min(lo + self.block, len(self.trees))
+            self._blocks.append(self._make_block(lo, hi))
+            self._built = hi
+
+    def _make_block(self, lo: int, hi: int):
+        trees = self.trees[lo:hi]
+        T = len(trees)
+        max_leaves = max(t.n_leaves for t in trees)
+        if max_leaves > 64:
+            return ("traverse", lo, hi, None)
+        bits = 32 if max_leaves <= 32 else 64
+        dt = np.uint32 if bits == 32 else np.uint64
+        full = np.iinfo(dt).max
+        # per internal node: tree, feature, bin, default_left, mask of its left subtree's leaves
+        tt, ff, bb, dd, mm = [], [], [], [], []
+        hashed_values = np.zeros((T, bits))
+        db_pos = _db_index(bits)
+        for t, tree in enumerate(trees):
+            order = tree.leaves_in_order()
+            rank = np.full(tree.n_nodes, -1, dtype=np.int64)
+            rank[order] = np.arange(order.size)
+            # leaf bit range [first, last] under every node, children after parents -> reverse sweep
+            first = np.where(rank >= 0, rank, 1 << 30)
+            last = np.where(rank >= 0, rank, -1)
+            for j in range(tree.n_nodes - 1, -1, -1):
+                if tree.feature[j] >= 0:
+                    first[j] = min(first[tree.left[j]], first[tree.right[j]])
+                    last[j] = max(last[tree.left[j]], last[tree.right[j]])
+            for j in np.flatnonzero(tree.feature >= 0):
+                a, b = int(first[tree.left[j]]), int(last[tree.left[j]])
+                mask = ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
+                tt.append(t), ff.append(tree.feature[j]), bb.append(tree.bin[j])
+                dd.append(tree.default_left[j]), mm.append(mask)
+            # leaf value addressed by the de Bruijn hash of its bit
+            vals = np.zeros(bits)
+            vals[np.arange(order.size)] = tree.value[order]
+            hashed_values[t] = vals[db_pos]
+        tt, ff, bb, dd = (np.asarray(a, dtype=np.int64) for a in (tt, ff, bb, dd))
+        full_int = (1 << bits) - 1
+        notm = np.array([full_int ^ m for m in mm], dtype=dt)
+        feats = np.unique(ff)
+        tables = []
+        for f in feats:
+            sel = ff == f
+            # codes c > bin go right: AND ~mask into position bin+1, then AND-accumulate over codes
+            A = np.full((N_CODES, T), full, dtype=dt)
+            np.bitwise_and.at(A, (bb[sel] + 1, tt[sel]), notm[sel])
+            A[:MISSING_BIN] = np.bitwise_and.accumulate(A[:MISSING_BIN], axis=0)
+            # the missing code goes right where default_left is False
+            A[MISSING_BIN] = full
+            selm = sel & ~dd.astype(bool)
+            np.bitwise_and.at(A[MISSING_BIN], tt[selm], notm[selm])
+            tables.append(A)
+        # trees that are a single leaf: bit 0 survives everywhere (all-ones start)
+        return ("masks", lo, hi, (feats, tables, hashed_values.ravel(), bits, dt))
+
+    def predict_trees(self, codes: np.ndarray, n_iter: int | None = None) -> np.ndarray:
+        """Per-tree outputs, shape (n_samples, n_iter)."""
+        n_iter = len(self.trees) if n_iter is None else int(n_iter)
+        self._build(n_iter)
+        n = codes.shape[1]
+        out = np.empty((n, n_iter))
+        for kind, lo, hi, payload in self._blocks:
+            if lo >= n_iter:
+                break
+            hi_use = min(hi, n_iter)
+            if kind == "traverse":
+                for t in range(lo, hi_use):
+                    out[:, t] = predict_tree(self.trees[t], codes)
+                continue
+            feats, tables, hv, bits, dt = payload
+            T = hi - lo
+            shift = dt(27 if bits == 32 else 58)
+            db = _DB32 if bits == 32 else _DB64
+            offs = (np.arange(T, dtype=np.int64) * bits)[None, :]
+            chunk = max(64, CHUNK_ELEMENTS // max(T, 1))
+            for s in range(0, n, chunk):
+                e = min(n, s + chunk)
+                if feats.size:
+                    acc = tables[0].take(codes[feats[0], s:e], axis=0)
+                    for f, tab in zip(feats[1:], tables[1:]):
+                        np.bitwise_and(acc, tab.take(codes[f, s:e], axis=0), out=acc)
+                else:
+                    acc = np.full((e - s, T), np.iinfo(dt).max, dtype=dt)
+                low = acc & (~acc + dt(1))                      # lowest set bit
+                h = (low * db) >> shift
+                vals = hv.take(h.astype(np.int64) + offs)
+                out[s:e, lo:hi_use] = vals[:, : hi_use - lo]
+        return out
+
+    def predict(self, codes: np.ndarray, n_iter: int | None = None) -> np.ndarray:
+        """Sum of the first ``n_iter`` trees (without the initial score)."""
+        n_iter = len(self.trees) if n_iter is None else int(n_iter)
+        if n_iter == 0:
+            return np.zeros(codes.shape[1])
+        return self.predict_trees(codes, n_iter).sum(axis=1)

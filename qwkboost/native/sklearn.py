@@ -1,0 +1,126 @@
+"""A scikit-learn estimator around the native engine.
+
+:class:`NativeGBDTRegressor` takes the engine's parameters (XGBoost names) as
+constructor arguments, an objective by registry name, and ``n_estimators``
+boosting rounds. NaN in ``X`` is a missing value (``allow_nan`` tag).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from qwkboost.native.boosting import train_booster
+from qwkboost.native.params import DEFAULTS
+from qwkboost.objectives import get as get_objective
+
+__all__ = ["NativeGBDTRegressor"]
+
+
+class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
+    """Histogram gradient-boosted trees (NumPy), scikit-learn style.
+
+    Parameters
+    ----------
+    objective : str, default "squared_error"
+        A registered objective name (see :func:`qwkboost.objectives.available`).
+    n_estimators : int, default 100
+        Boosting rounds.
+    learning_rate, max_depth, max_leaves, grow_policy, reg_lambda, reg_alpha, gamma, min_child_weight,
+    min_samples_leaf, subsample, colsample_bytree, sampling_method, top_rate, other_rate,
+    monotone_constraints, max_bin, refit
+        Engine parameters, see :data:`qwkboost.native.params.DEFAULTS`.
+    n_jobs : int, optional
+        Threads for histograms of large nodes.
+    random_state : int, default 0
+        Seed of binning subsample and row/column sampling.
+
+    Attributes
+    ----------
+    booster_ : NativeBooster
+    objective_ : Objective
+        The fitted objective.
+    n_features_in_ : int
+    feature_importances_ : ndarray
+        Total split gain per feature, normalised to sum to 1.
+    """
+
+    def __init__(self, objective="squared_error", n_estimators=100, learning_rate=0.3, max_depth=6,
+                 max_leaves=0, grow_policy="depthwise", reg_lambda=1.0, reg_alpha=0.0, gamma=0.0,
+                 min_child_weight=1.0, min_samples_leaf=1, subsample=1.0, colsample_bytree=1.0,
+                 sampling_method="uniform", top_rate=0.2, other_rate=0.1, monotone_constraints=None,
+                 max_bin=255, refit="none", n_jobs=None, random_state=0):
+        self.objective = objective
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.max_leaves = max_leaves
+        self.grow_policy = grow_policy
+        self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
+        self.gamma = gamma
+        self.min_child_weight = min_child_weight
+        self.min_samples_leaf = min_samples_leaf
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.sampling_method = sampling_method
+        self.top_rate = top_rate
+        self.other_rate = other_rate
+        self.monotone_constraints = monotone_constraints
+        self.max_bin = max_bin
+        self.refit = refit
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    def _engine_params(self) -> dict:
+        return {k: getattr(self, k) for k in DEFAULTS if hasattr(self, k) and k in self.get_params()}
+
+    def fit(self, X, y, eval_set=None, early_stopping_rounds=None):
+        """Fit on ``X`` (n_samples, n_features) and ``y``; return ``self``."""
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
+        if isinstance(self.n_estimators, bool) or int(self.n_estimators) != self.n_estimators \
+                or self.n_estimators < 0:
+            raise ValueError(f"n_estimators must be an integer >= 0; got {self.n_estimators!r}")
+        obj = get_objective(self.objective)
+        obj.fit(y)
+        if isinstance(self.random_state, (int, np.integer)):
+            seed = int(self.random_state)
+        else:
+            seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        if eval_set is not None:
+            Xv, yv = eval_set
+            Xv = validate_data(self, Xv, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
+            eval_set = (Xv, np.asarray(yv, dtype=np.float64))
+        booster, _, best, evals = train_booster(X, y, obj, self._engine_params(), int(self.n_estimators),
+                                                eval_set, early_stopping_rounds, (), seed)
+        self.booster_ = booster
+        self.objective_ = obj
+        self.best_iteration_ = best
+        self.evals_result_ = evals
+        return self
+
+    def predict(self, X):
+        """Label-space scores of the best iteration."""
+        check_is_fitted(self, "booster_")
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
+        return self.booster_.predict(X, self.best_iteration_)
+
+    def staged_predict(self, X):
+        """Yield the prediction after each boosting round."""
+        check_is_fitted(self, "booster_")
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
+        yield from self.booster_.staged_predict(X)
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        check_is_fitted(self, "booster_")
+        imp = self.booster_.feature_importance("gain")
+        total = imp.sum()
+        return imp / total if total > 0 else imp

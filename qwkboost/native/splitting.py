@@ -1,0 +1,315 @@
+r"""Stage 3: the best split of every node, vectorised over nodes, features and bins.
+
+XGBoost's second-order criterion (seed 003). With gradient and hessian sums
+:math:`G, H` of a node, :math:`\lambda` = ``reg_lambda`` and the soft threshold
+:math:`T_\alpha(G) = \operatorname{sign}(G)\max(|G| - \alpha, 0)` for
+:math:`\alpha` = ``reg_alpha``,
+
+.. math:: \text{similarity}(G, H) = \frac{T_\alpha(G)^2}{H + \lambda}, \qquad
+          w^* = -\frac{T_\alpha(G)}{H + \lambda},
+
+.. math:: \text{gain} = \frac{G_L^2}{H_L + \lambda} + \frac{G_R^2}{H_R + \lambda}
+          - \frac{G^2}{H + \lambda}.
+
+A split is kept only if both children have hessian sum >= ``min_child_weight``
+and at least ``min_samples_leaf`` rows; ``gamma`` is applied afterwards, by
+pruning (see :mod:`qwkboost.native.grower`), as XGBoost does.
+
+Missing values (the last bin) are tried on both sides, and the better side
+becomes the split's default direction (XGBoost's sparsity-aware split finding).
+
+Monotone constraints (seed 002): a node carries bounds :math:`[l, u]` on its
+weight. Child weights are clipped into them, and the gain is evaluated at
+the clipped weights through
+
+.. math:: \text{score}(G, H \mid w) = -\left(2\,T_\alpha(G)\,w + (H + \lambda)\,w^2\right),
+
+which equals the similarity at :math:`w = w^*`. A split on a feature with
+constraint :math:`+1` is rejected if :math:`w_L > w_R`, with :math:`-1` if
+:math:`w_L < w_R`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qwkboost.native.binning import MISSING_BIN, N_CODES
+
+__all__ = ["SplitParams", "FlatBins", "similarity", "leaf_weight", "score_given_weight", "split_gain",
+           "gain_table", "find_best_splits", "MIN_GAIN"]
+
+# a split must improve the objective by more than this (XGBoost's kRtEps)
+MIN_GAIN = 1e-6
+# nodes x flat bins searched at once (keeps the search's temporaries in L2 cache)
+SEARCH_CHUNK_ELEMENTS = 12_000
+
+
+@dataclass(frozen=True)
+class SplitParams:
+    """Regularisation and child-size limits of the split search."""
+
+    reg_lambda: float = 1.0
+    reg_alpha: float = 0.0
+    gamma: float = 0.0
+    min_child_weight: float = 1.0
+    min_samples_leaf: int = 1
+
+
+def _soft(G, alpha):
+    if alpha == 0.0:
+        return G
+    return np.sign(G) * np.maximum(np.abs(G) - alpha, 0.0)
+
+
+def similarity(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
+    r"""Similarity score :math:`T_\alpha(G)^2 / (H + \lambda)` (seed 003)."""
+    t = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
+    return t * t / (np.asarray(H, dtype=np.float64) + reg_lambda)
+
+
+def leaf_weight(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0, lower=-np.inf, upper=np.inf):
+    r"""Optimal leaf weight :math:`w^* = -T_\alpha(G)/(H + \lambda)`, clipped to ``[lower, upper]``."""
+    w = -_soft(np.asarray(G, dtype=np.float64), reg_alpha) / (np.asarray(H, dtype=np.float64) + reg_lambda)
+    return np.clip(w, lower, upper)
+
+
+def score_given_weight(G, H, w, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
+    r""":math:`-(2\,T_\alpha(G)\,w + (H+\lambda)\,w^2)`, the similarity of a node forced to weight ``w``."""
+    t = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
+    return -(2.0 * t * w + (H + reg_lambda) * w * w)
+
+
+def split_gain(GL, HL, GR, HR, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
+    r"""Gain of one split: similarity(L) + similarity(R) - similarity(L + R)."""
+    return (similarity(GL, HL, reg_lambda, reg_alpha) + similarity(GR, HR, reg_lambda, reg_alpha)
+            - similarity(np.add(GL, GR), np.add(HL, HR), reg_lambda, reg_alpha))
+
+
+class FlatBins:
+    r"""Every feature's bins side by side, so that one vectorised search covers all features.
+
+    Feature :math:`f` owns the segment of positions ``start[f] .. start[f] + n_bins[f]``:
+    its value bins, then one slot for its missing values. Features with few
+    bins (one-hot columns have 2) take few positions, and the search costs
+    :math:`\sum_f (n_f + 1)` per node instead of :math:`256 F`.
+
+    The bins are read from column histograms (features, or EFB bundles); a
+    bundled feature's default bin is what the node total leaves over (see
+    :mod:`qwkboost.native.bundling`).
+
+    Parameters
+    ----------
+    n_bins : ndarray of int, shape (n_features,)
+        Value bins per feature.
+    layout : Layout, optional
+        Column layout; default one column per feature.
+    """
+
+    def __init__(self, n_bins, layout=None):
+        n_bins = np.asarray(n_bins, dtype=np.int64)
+        F = n_bins.size
+        seg = n_bins + 1
+        self.n_bins = n_bins
+        self.uniform = bool(F > 0 and np.all(n_bins == n_bins[0]))
+        self.start = np.concatenate([[0], np.cumsum(seg)[:-1]]).astype(np.int64)
+        self.size = int(seg.sum())
+        self.feat_of = np.repeat(np.arange(F), seg)
+        self.bin_of = np.arange(self.size) - self.start[self.feat_of]
+        self.miss_pos = self.start + n_bins                      # (F,) missing slot of each feature
+        self.is_miss = np.zeros(self.size, dtype=bool)
+        self.is_miss[self.miss_pos] = True
+        code = np.where(self.is_miss, MISSING_BIN, self.bin_of)
+        if layout is None:
+            self.col_of = self.feat_of
+            self.src = code
+            self.recover = np.zeros(self.size, dtype=bool)
+        else:
+            self.col_of = layout.column_of[self.feat_of]
+            self.src = layout.src_bin[self.feat_of, code]       # -1: not in the bundle's column
+            # a bundled feature's default bin is recovered from the node total; its other
+            # absent codes (values never seen in training) stay empty
+            self.recover = (self.src < 0) & (code == layout.default_bin[self.feat_of])
+        self.any_recover = bool(self.recover.any())
+        # thresholds: "bin <= t" with values on both sides; or t = last value bin, missing right
+        last = self.bin_of == (n_bins[self.feat_of] - 1)
+        inner = (self.bin_of < n_bins[self.feat_of] - 1)
+        self.valid = np.stack([inner | (last & ~self.is_miss), inner], axis=0)   # (2, T)
+        self._pos_cache: dict = {}
+
+    def gather(self, hist: np.ndarray, cols, totals: np.ndarray):
+        """Flat histograms ``(k, 3, T)`` from column histograms ``(k, 3, len(cols), 256)``.
+
+        Returns the flat array and a mask ``(T,)`` of positions whose column was built.
+        """
+        key = tuple(int(c) for c in cols)
+        cached = self._pos_cache.get(key)
+        if cached is None:
+            pos = np.full(int(self.col_of.max()) + 1 if self.col_of.size else 1, -1, dtype=np.int64)
+            pos[np.asarray(cols, dtype=np.int64)] = np.arange(len(cols))
+            fpos = pos[self.col_of]
+            built = fpos >= 0
+            take = np.where(built & (self.src >= 0), fpos * N_CODES + np.maximum(self.src, 0), -1)
+            if len(self._pos_cache) > 8:
+                self._pos_cache.clear()
+            cached = self._pos_cache[key] = (take, built, bool(np.all(take >= 0)))
+        take, built, dense = cached
+        k = hist.shape[0]
+        flat_in = hist.reshape(k, 3, -1)
+        if dense:
+            out = flat_in.take(take, axis=2)
+        else:
+            out = flat_in.take(np.maximum(take, 0), axis=2)
+            out[:, :, take < 0] = 0.0
+        if self.any_recover:
+            seg = np.add.reduceat(out, self.start, axis=2)                  # (k, 3, F)
+            rest = totals[:, :, None] - seg
+            r = self.recover & built
+            out[:, :, r] = rest[:, :, self.feat_of[r]]
+        return out, built
+
+
+def gain_table(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
+               lower=None, upper=None, monotone=None, missing: bool = True):
+    r"""Gain of every candidate split of every node.
+
+    Parameters
+    ----------
+    flat : ndarray, shape (k, 3, T)
+        :math:`(G, H, C)` of ``k`` nodes on the flat bins of ``fb`` (:meth:`FlatBins.gather`).
+    totals : ndarray, shape (k, 3)
+        The nodes' own :math:`(G, H, C)` sums.
+    params : SplitParams
+    fb : FlatBins
+    lower, upper : ndarray, shape (k,), optional
+        Bounds on the nodes' weights (monotone constraints).
+    monotone : ndarray of int, shape (n_features,), optional
+        Constraint per feature in {-1, 0, +1}.
+    missing : bool, default True
+        Also try sending the missing values left; ``False`` when no node has any.
+
+    Returns
+    -------
+    gain : ndarray, shape (k, d, T)
+        ``-inf`` where a split is not allowed. Position ``p`` is the split
+        "bin <= ``fb.bin_of[p]``" of feature ``fb.feat_of[p]``; axis 1 is the
+        default direction of missing values: 0 right, 1 left (``d = 2`` only if ``missing``).
+    GL, HL : ndarray, shape (k, d, T)
+        Left child sums (the right child is the node's total minus these).
+    CL : ndarray or None
+        Left child counts, computed only when ``min_samples_leaf > 1``.
+    """
+    k = flat.shape[0]
+    T = fb.size
+    want_c = params.min_samples_leaf > 1
+
+    # cumulative sums within each feature's segment: one cumsum over all positions, minus
+    # the sum of the segments before (missing slots sit at segment ends and are never thresholds)
+    ns = 3 if want_c else 2
+    v = flat[:, :ns]
+    if fb.uniform:
+        # every feature has the same number of bins: a plain cumsum per feature
+        nb1 = int(fb.n_bins[0]) + 1
+        v4 = v.reshape(k, ns, -1, nb1)
+        cum = np.cumsum(v4, axis=3).reshape(k, ns, T)
+        miss = lambda: np.broadcast_to(v4[..., -1:], v4.shape).reshape(k, ns, T)
+    else:
+        cs = np.cumsum(v, axis=2)
+        base = cs[:, :, fb.start] - v[:, :, fb.start]               # (k, ns, F)
+        cum = cs
+        cum -= np.repeat(base, fb.n_bins + 1, axis=2)
+        miss = lambda: np.repeat(v[:, :, fb.miss_pos], fb.n_bins + 1, axis=2)
+    if missing:
+        both = np.empty((k, ns, 2, T))
+        both[:, :, 0] = cum
+        np.add(cum, miss(), out=both[:, :, 1])
+    else:
+        both = cum[:, :, None]
+    GL, HL = both[:, 0], both[:, 1]
+    CL = both[:, 2] if want_c else None
+    Gt = totals[:, 0].reshape(k, 1, 1)
+    Ht = totals[:, 1].reshape(k, 1, 1)
+    GR = Gt - GL
+    HR = Ht - HL
+    lam, alpha = params.reg_lambda, params.reg_alpha
+    m = max(params.min_child_weight, 1e-300)
+    ok = HL >= m
+    ok &= HR >= m
+    if want_c:
+        CR = totals[:, 2].reshape(k, 1, 1) - CL
+        ok &= CL >= params.min_samples_leaf
+        ok &= CR >= params.min_samples_leaf
+    ok &= fb.valid[None] if missing else fb.valid[None, :1]
+    constrained = monotone is not None and np.any(monotone != 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if not constrained and lower is None:
+            if alpha == 0.0:
+                gain = GL * GL
+                gain /= HL + lam
+                t = GR * GR
+                t /= HR + lam
+                gain += t
+                gain -= (Gt * Gt) / (Ht + lam)
+            else:
+                gain = (similarity(GL, HL, lam, alpha) + similarity(GR, HR, lam, alpha)
+                        - similarity(Gt, Ht, lam, alpha))
+        else:
+            lo = np.full(k, -np.inf) if lower is None else np.asarray(lower, dtype=np.float64)
+            hi = np.full(k, np.inf) if upper is None else np.asarray(upper, dtype=np.float64)
+            lo3, hi3 = lo.reshape(k, 1, 1), hi.reshape(k, 1, 1)
+            wL = leaf_weight(GL, HL, lam, alpha, lo3, hi3)
+            wR = leaf_weight(GR, HR, lam, alpha, lo3, hi3)
+            wP = leaf_weight(Gt, Ht, lam, alpha, lo3, hi3)
+            gain = (score_given_weight(GL, HL, wL, lam, alpha) + score_given_weight(GR, HR, wR, lam, alpha)
+                    - score_given_weight(Gt, Ht, wP, lam, alpha))
+            if constrained:
+                mono = np.asarray(monotone)[fb.feat_of][None, None, :]
+                ok &= ~(((mono > 0) & (wL > wR)) | ((mono < 0) & (wL < wR)))
+    np.putmask(gain, ~ok, -np.inf)
+    return gain, GL, HL, CL
+
+
+def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
+                     feature_mask=None, lower=None, upper=None, monotone=None, missing: bool = True) -> dict:
+    """Best split per node (see :func:`gain_table` for the arguments).
+
+    Parameters
+    ----------
+    feature_mask : ndarray of bool, shape (n_features,), optional
+        Features allowed to split (column subsampling).
+
+    Returns
+    -------
+    dict of arrays of length k
+        ``gain`` (-inf if the node has no valid split), ``feature``, ``bin``,
+        ``default_left``, ``left`` and ``right`` (k, 3) child sums (the counts
+        are left at 0 unless ``min_samples_leaf > 1``).
+    """
+    k = flat.shape[0]
+    chunk = max(1, SEARCH_CHUNK_ELEMENTS // fb.size)
+    if k > chunk:
+        # a few nodes at a time: the temporaries stay in cache (several times faster at k = 16)
+        parts = [find_best_splits(flat[i:i + chunk], totals[i:i + chunk], params, fb, feature_mask,
+                                  None if lower is None else lower[i:i + chunk],
+                                  None if upper is None else upper[i:i + chunk], monotone, missing)
+                 for i in range(0, k, chunk)]
+        return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    gain, GL, HL, CL = gain_table(flat, totals, params, fb, lower, upper, monotone, missing)
+    k, d, T = gain.shape
+    if feature_mask is not None:
+        gain[:, :, ~np.asarray(feature_mask, dtype=bool)[fb.feat_of]] = -np.inf
+    flatg = gain.reshape(k, -1)
+    best = flatg.argmax(axis=1)
+    rows = np.arange(k)
+    g = flatg[rows, best]
+    L = np.zeros((k, 3))
+    L[:, 0] = GL.reshape(k, -1)[rows, best]
+    L[:, 1] = HL.reshape(k, -1)[rows, best]
+    if CL is not None:
+        L[:, 2] = CL.reshape(k, -1)[rows, best]
+    R = totals - L
+    direction, p = np.divmod(best, T)
+    g = np.where(g > MIN_GAIN, g, -np.inf)
+    return {"gain": g, "feature": fb.feat_of[p], "bin": fb.bin_of[p],
+            "default_left": direction.astype(bool), "left": L, "right": R}

@@ -1,0 +1,150 @@
+"""The boosting loop: learning rate, early stopping, callbacks, refits, faithfulness to XGBoost."""
+
+import numpy as np
+import pytest
+
+import qwkboost as qb
+from qwkboost.native.binning import BinMapper
+from qwkboost.native.boosting import _line_search, train_booster
+from qwkboost.objectives import get as get_objective
+
+
+def obj(name, y, **kw):
+    return get_objective(name, **kw).fit(y)
+
+
+def test_loss_decreases_and_learning_rate_scales_the_first_tree(chisq_small):
+    X, y = chisq_small
+    curves = {}
+    for lr in (0.1, 0.5):
+        b, n, best, ev = train_booster(X, y, obj("squared_error", y), {"learning_rate": lr, "max_depth": 3}, 20)
+        curves[lr] = ev["train"]["rmse"]
+        assert n == best == 20 and len(b.trees) == 20
+        assert np.all(np.diff(curves[lr]) < 0)
+    b1, *_ = train_booster(X, y, obj("squared_error", y), {"learning_rate": 1.0, "max_depth": 3}, 1)
+    b5, *_ = train_booster(X, y, obj("squared_error", y), {"learning_rate": 0.5, "max_depth": 3}, 1)
+    np.testing.assert_allclose(b5.trees[0].value, 0.5 * b1.trees[0].value)
+    assert curves[0.5][5] < curves[0.1][5]
+
+
+def test_early_stopping_and_callbacks(chisq_small):
+    X, y = chisq_small
+    seen = []
+    m = qb.train(X[:1000], y[:1000], engine="native", objective="squared_error",
+                 params={"max_depth": 6, "learning_rate": 0.8, "reg_lambda": 0.0, "min_child_weight": 0.0},
+                 num_boost_round=500, eval_set=(X[1000:], y[1000:]), early_stopping_rounds=5,
+                 callbacks=[lambda r, e: seen.append((r, e))])
+    valid = m.evals_result["valid"]["rmse"]
+    assert m.num_rounds < 500 and m.num_rounds == len(valid) == len(seen)
+    assert m.best_iteration == int(np.argmin(valid)) + 1
+    assert m.num_rounds - m.best_iteration == 5
+    assert seen[0][0] == 0 and set(seen[0][1]) == {"train", "valid"}
+    assert seen[-1][1]["valid"]["rmse"] == valid[-1]
+    # predict uses the best iteration by default
+    np.testing.assert_allclose(m.predict(X[1000:]), m.predict(X[1000:], num_iteration=m.best_iteration))
+
+
+def test_early_stopping_on_a_higher_is_better_metric(small_quartiles):
+    ds = small_quartiles
+    m = qb.train(ds.X_train, ds.y_train, engine="native", objective="extended_qwk",
+                 params={"max_depth": 3, "learning_rate": 0.3}, num_boost_round=300,
+                 eval_set=(ds.X_test, ds.y_test), early_stopping_rounds=10)
+    k = m.evals_result["valid"]["kappa"]
+    assert m.best_iteration == int(np.argmax(k)) + 1
+
+
+def test_line_search_finds_the_minimum():
+    assert _line_search(lambda r: (r - 3.3) ** 2) == pytest.approx(3.3, abs=1e-3)
+    assert _line_search(lambda r: (r - 0.2) ** 2) == pytest.approx(0.2, abs=1e-3)
+    assert _line_search(lambda r: r) == 0.0
+
+
+def test_refit_leaves_gives_the_mean_residual_for_squared_error(chisq_small):
+    # Friedman's per-leaf step on squared error is the leaf's mean residual (seed 001's handmade model)
+    X, y = chisq_small
+    o = obj("squared_error", y)
+    b, *_ = train_booster(X, y, o, {"max_depth": 2, "learning_rate": 1.0, "reg_lambda": 5.0,
+                                    "refit": "leaves"}, 1)
+    t = b.trees[0]
+    leaf = t.apply(b.bin_mapper.transform(X))
+    for j in np.unique(leaf):
+        assert t.value[j] == pytest.approx((y - y.mean())[leaf == j].mean(), rel=1e-3)
+
+
+@pytest.mark.parametrize("refit", ["leaves", "step"])
+def test_refit_lowers_the_true_loss_of_each_round(small_quartiles, refit):
+    ds = small_quartiles
+    X, y = ds.X_train, ds.y_train
+    p = {"max_depth": 3, "learning_rate": 1.0}
+    base, *_ = train_booster(X, y, obj("extended_qwk", y), p, 1)
+    o = obj("extended_qwk", y)
+    ref, *_ = train_booster(X, y, o, {**p, "refit": refit}, 1)
+    loss = lambda b: o.loss(y, b.predict(X))
+    assert loss(ref) < loss(base)
+    # and over many rounds it still trains
+    many, *_ = train_booster(X, y, obj("extended_qwk", y), {"max_depth": 3, "learning_rate": 0.3, "refit": refit}, 20)
+    assert loss(many) < loss(base)
+
+
+def xgboost_cuts(X, max_bin=256):
+    xgb = pytest.importorskip("xgboost")
+    d = xgb.QuantileDMatrix(X, max_bin=max_bin)
+    ptr, cuts = (np.asarray(a) for a in d.get_quantile_cut())
+    bm = BinMapper()
+    # XGBoost: first entry is a sentinel below the minimum, last one above the maximum
+    bm.edges_ = [cuts[ptr[f] + 1: ptr[f + 1] - 1].astype(np.float64) for f in range(X.shape[1])]
+    bm.n_bins_ = np.array([e.size + 1 for e in bm.edges_])
+    return bm
+
+
+def test_same_cut_points_give_xgboost_hist_trees(chisq_small):
+    """With XGBoost's own cut points the native engine reproduces XGBoost hist (squared error)."""
+    xgb = pytest.importorskip("xgboost")
+    X, y = chisq_small
+    X = X.astype(np.float32).astype(np.float64)          # XGBoost stores float32
+    for depth in (1, 2):
+        p = {"max_depth": depth, "learning_rate": 0.3}
+        ours, *_ = train_booster(X, y, obj("squared_error", y), p, 30, bin_mapper=xgboost_cuts(X))
+        ref = qb.train(X, y, engine="xgboost", objective="squared_error", params={**p, "nthread": 1},
+                       num_boost_round=30)
+        np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5, atol=1e-4)
+
+
+def test_non_finite_gradients_are_reported():
+    from qwkboost.objectives import Objective
+
+    class Bad(Objective):
+        def grad_hess(self, y, score):
+            return np.full_like(score, np.nan), np.ones_like(score)
+
+    X = np.random.RandomState(0).normal(size=(20, 2))
+    with pytest.raises(ValueError, match="non-finite gradients"):
+        train_booster(X, X[:, 0], Bad().fit(X[:, 0]), {}, 2)
+
+
+def test_own_bins_match_xgboost_with_the_same_max_bin(chisq_small):
+    """On small data (n below ~8 max_bin) XGBoost's sketch is exact, and our cut points are the same ones."""
+    pytest.importorskip("xgboost")
+    X, y = chisq_small
+    X = X.astype(np.float32).astype(np.float64)
+    p = {"max_depth": 2, "learning_rate": 0.3, "max_bin": 255}
+    ours = qb.train(X, y, engine="native", objective="squared_error", params=p, num_boost_round=25)
+    ref = qb.train(X, y, engine="xgboost", objective="squared_error", params={**p, "nthread": 1},
+                   num_boost_round=25)
+    np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("refit", ["leaves", "step"])
+def test_refit_with_row_sampling_and_monotone_bounds(small_quartiles, refit):
+    ds = small_quartiles
+    X, y = ds.X_train, ds.y_train
+    o = obj("extended_qwk", y)
+    p = {"max_depth": 3, "learning_rate": 0.5, "refit": refit, "subsample": 0.6,
+         "monotone_constraints": [1, 1, 1, 1, 1]}
+    b, *_ = train_booster(X, y, o, p, 15, seed=2)
+    base, *_ = train_booster(X, y, obj("extended_qwk", y), {**p, "refit": "none"}, 1, seed=2)
+    assert o.loss(y, b.predict(X)) < o.loss(y, base.predict(X))
+    # raising every feature never lowers the score
+    lo = b.predict(X[:200])
+    hi = b.predict(np.minimum(X[:200] + 0.1, 1.0))
+    assert np.all(hi >= lo - 1e-12)

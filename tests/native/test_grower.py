@@ -1,0 +1,121 @@
+"""Tree growth: depth-wise and best-first shapes, leaf rows and weights, exactness on small data."""
+
+import numpy as np
+import pytest
+
+from qwkboost.native.binning import BinMapper
+from qwkboost.native.bundling import Layout
+from qwkboost.native.grower import GrowerParams, grow_tree
+from qwkboost.native.histogram import HistogramBuilder
+from qwkboost.native.splitting import SplitParams
+
+
+def setup(X, g, h=None, **gp):
+    bm = BinMapper().fit(X)
+    codes = bm.transform(X)
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, np.ones_like(g) if h is None else h)
+    params = GrowerParams(**{"split": SplitParams(), **gp})
+    return bm, codes, hb, params
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rs = np.random.RandomState(0)
+    X = rs.normal(size=(2000, 4))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.5 * X[:, 2] * X[:, 3]
+    return X, -(y - y.mean())
+
+
+def test_depthwise_respects_max_depth(problem):
+    X, g = problem
+    for depth in (1, 3, 6):
+        bm, codes, hb, p = setup(X, g, max_depth=depth)
+        t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+        assert t.depth() == depth and t.n_leaves <= 2 ** depth
+
+
+def test_lossguide_respects_max_leaves_and_grows_best_first(problem):
+    X, g = problem
+    for leaves in (2, 7, 31):
+        bm, codes, hb, p = setup(X, g, grow_policy="lossguide", max_leaves=leaves, max_depth=0)
+        t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+        assert t.n_leaves == leaves
+    # two leaves: the best-first tree is the depth-1 tree
+    bm, codes, hb, p1 = setup(X, g, max_depth=1)
+    d1 = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p1).tree
+    bm, codes, hb, p2 = setup(X, g, grow_policy="lossguide", max_leaves=2, max_depth=0)
+    lg = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p2).tree
+    np.testing.assert_array_equal(d1.feature, lg.feature)
+    np.testing.assert_allclose(d1.value, lg.value)
+
+
+def test_max_leaves_in_depthwise_keeps_the_best_splits(problem):
+    X, g = problem
+    bm, codes, hb, p = setup(X, g, max_depth=6, max_leaves=10)
+    t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+    assert t.n_leaves == 10
+
+
+def test_leaves_partition_rows_and_hold_newton_weights(problem):
+    X, g = problem
+    h = np.random.RandomState(1).uniform(0.5, 2.0, size=g.size)
+    bm, codes, hb, p = setup(X, g, h, max_depth=4)
+    grown = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p)
+    t = grown.tree
+    rows = np.concatenate(list(grown.leaf_rows.values()))
+    np.testing.assert_array_equal(np.sort(rows), np.arange(g.size))
+    leaf = t.apply(codes)
+    for j, r in grown.leaf_rows.items():
+        assert np.all(leaf[r] == j)
+        assert t.value[j] == pytest.approx(-g[r].sum() / (h[r].sum() + 1.0), rel=1e-9)
+        assert t.count[j] == r.size and t.hess[j] == pytest.approx(h[r].sum())
+
+
+def brute_best_split(x, g, lam):
+    """Exhaustive search over thresholds between distinct values of one feature (no missing)."""
+    best = (-np.inf, None)
+    G = g.sum()
+    for v in np.unique(x)[1:]:
+        L = x < v
+        gl, gr = g[L].sum(), g[~L].sum()
+        gain = gl ** 2 / (L.sum() + lam) + gr ** 2 / ((~L).sum() + lam) - G ** 2 / (x.size + lam)
+        best = max(best, (gain, v))
+    return best
+
+
+def test_root_split_matches_exhaustive_search_when_every_value_has_a_bin():
+    rs = np.random.RandomState(3)
+    X = rs.randint(0, 40, size=(300, 3)).astype(float)
+    g = rs.normal(size=300) + (X[:, 1] > 17) * 2.0
+    bm, codes, hb, p = setup(X, g, max_depth=1)
+    t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+    gains = [brute_best_split(X[:, f], g, 1.0) for f in range(3)]
+    f = int(np.argmax([gg[0] for gg in gains]))
+    assert t.feature[0] == f
+    assert t.threshold[0] == gains[f][1]
+    assert t.gain[0] == pytest.approx(gains[f][0], rel=1e-9)
+
+
+def test_row_subset_and_feature_mask(problem):
+    X, g = problem
+    bm, codes, hb, p = setup(X, g, max_depth=3)
+    rows = np.arange(0, 2000, 2)
+    mask = np.array([False, True, True, False])
+    grown = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p, rows=rows, feature_mask=mask)
+    t = grown.tree
+    assert set(t.feature[t.feature >= 0]) <= {1, 2}
+    assert t.count[0] == 1000
+    np.testing.assert_array_equal(np.sort(np.concatenate(list(grown.leaf_rows.values()))), rows)
+
+
+def test_nodes_that_cannot_split_stay_leaves():
+    X = np.arange(6.0)[:, None]
+    g = np.array([-5.0, -5.0, -5.0, 5.0, 5.0, 5.0])
+    bm, codes, hb, p = setup(X, g, max_depth=5, split=SplitParams(min_child_weight=2.0))
+    t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+    assert t.n_leaves == 2 and t.threshold[0] == 3.0
+    # a single row: just a root
+    bm, codes, hb, p = setup(np.zeros((1, 2)), np.array([1.0]))
+    t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+    assert t.n_nodes == 1 and t.value[0] == pytest.approx(-0.5)

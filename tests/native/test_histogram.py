@@ -1,0 +1,103 @@
+"""Histograms: bincount against a brute-force sum, subtraction, pairs, threads, cached counts."""
+
+import numpy as np
+import pytest
+
+from qwkboost.native import histogram
+from qwkboost.native.binning import N_CODES
+from qwkboost.native.histogram import HistogramBuilder
+
+
+def brute(codes, g, h, rows):
+    F = codes.shape[0]
+    out = np.zeros((3, F, N_CODES))
+    for f in range(F):
+        np.add.at(out[0, f], codes[f, rows], g[rows])
+        np.add.at(out[1, f], codes[f, rows], h[rows])
+        np.add.at(out[2, f], codes[f, rows], 1.0)
+    return out
+
+
+@pytest.fixture
+def data():
+    rs = np.random.RandomState(0)
+    n, F = 3000, 5
+    codes = rs.randint(0, 256, size=(F, n)).astype(np.uint8)
+    g = rs.normal(size=n)
+    h = rs.uniform(0.5, 2.0, size=n)
+    return codes, g, h
+
+
+def test_build_matches_brute_force(data):
+    codes, g, h = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, h)
+    rows = np.sort(np.random.RandomState(1).choice(3000, 700, replace=False))
+    np.testing.assert_allclose(hb.build(rows), brute(codes, g, h, rows), atol=1e-9)
+    np.testing.assert_allclose(hb.build(None), brute(codes, g, h, np.arange(3000)), atol=1e-9)
+
+
+def test_constant_hessian_skips_the_pass_and_uses_counts(data):
+    codes, g, _ = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, np.full(3000, 2.0))
+    assert hb.const_hess == 2.0
+    rows = np.arange(0, 3000, 3)
+    out = hb.build(rows)
+    np.testing.assert_allclose(out[1], 2.0 * out[2])
+    np.testing.assert_allclose(out, brute(codes, g, np.full(3000, 2.0), rows), atol=1e-9)
+
+
+def test_counts_skipped_when_not_needed(data):
+    codes, g, h = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, h, need_counts=False)
+    out = hb.build(np.arange(100))
+    assert not out[2].any()
+    np.testing.assert_allclose(out[:2], brute(codes, g, h, np.arange(100))[:2], atol=1e-9)
+
+
+def test_subtraction_trick(data):
+    codes, g, h = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, h)
+    parent = np.arange(3000)
+    left = parent[codes[2] < 100]
+    right = parent[codes[2] >= 100]
+    np.testing.assert_allclose(histogram.subtract(hb.build(parent), hb.build(left)), hb.build(right), atol=1e-9)
+
+
+def test_column_subset_follows_the_order_given(data):
+    codes, g, h = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, h)
+    full = hb.build(None)
+    np.testing.assert_allclose(hb.build(None, [4, 1]), full[:, [4, 1]])
+
+
+def test_pairs_and_threads_give_the_same_histograms(data, monkeypatch):
+    # (threads run whole bincounts, so they change nothing, bit for bit)
+    codes, g, h = data
+    rows = np.arange(0, 3000, 2)
+    ref = brute(codes, g, h, rows)
+    monkeypatch.setattr(histogram, "PAIR_MIN_ROWS", 10)
+    monkeypatch.setattr(histogram, "PARALLEL_MIN_ELEMENTS", 10)
+    monkeypatch.setattr(histogram, "BLOCK_ROWS", 500)
+    hb = HistogramBuilder(codes, n_jobs=2)
+    assert len(hb.pairs) == 2
+    hb.set_gradients(g, h)
+    np.testing.assert_allclose(hb.build(rows), ref, atol=1e-9)
+    np.testing.assert_allclose(hb.build(rows, [0, 3, 1]), ref[:, [0, 3, 1]], atol=1e-9)
+    serial = HistogramBuilder(codes, n_jobs=1)
+    serial.set_gradients(g, h)
+    np.testing.assert_array_equal(hb.build(rows), serial.build(rows))
+
+
+def test_cached_root_counts(data):
+    codes, g, _ = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.cache_root_counts()
+    hb.set_gradients(g, np.ones(3000))
+    out = hb.build(None)
+    np.testing.assert_allclose(out, brute(codes, g, np.ones(3000), np.arange(3000)), atol=1e-9)
+    np.testing.assert_allclose(hb.build(None, [3])[2], out[2, [3]])

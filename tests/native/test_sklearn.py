@@ -1,0 +1,45 @@
+"""The scikit-learn estimator."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import cross_val_score
+from sklearn.utils.estimator_checks import check_estimator
+
+from qwkboost.native.sklearn import NativeGBDTRegressor
+
+
+def test_check_estimator():
+    results = check_estimator(NativeGBDTRegressor(n_estimators=8), on_fail=None)
+    failed = [(r["check_name"], str(r["exception"])) for r in results if r["status"] == "failed"]
+    assert not failed
+    assert sum(r["status"] == "passed" for r in results) >= 45
+
+
+def test_fit_predict_params_and_importances(chisq_small):
+    X, y = chisq_small
+    est = NativeGBDTRegressor(n_estimators=30, max_depth=3, learning_rate=0.2, subsample=0.8, random_state=3)
+    assert est.get_params()["max_depth"] == 3
+    est.fit(X, y)
+    assert est.score(X, y) > 0.8
+    assert est.feature_importances_.sum() == pytest.approx(1.0)
+    staged = list(est.staged_predict(X[:5]))
+    np.testing.assert_allclose(staged[-1], est.predict(X[:5]))
+    again = clone(est).fit(X, y)
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    assert cross_val_score(NativeGBDTRegressor(n_estimators=20, max_depth=3), X, y, cv=3).mean() > 0.5
+
+
+def test_nan_and_eval_set(with_missing):
+    X, y = with_missing
+    est = NativeGBDTRegressor(n_estimators=200, max_depth=3, learning_rate=0.3)
+    est.fit(X[:900], y[:900], eval_set=(X[900:], y[900:]), early_stopping_rounds=5)
+    assert est.best_iteration_ < 200
+    assert np.isfinite(est.predict(X)).all()
+
+
+def test_extended_qwk_objective(small_quartiles):
+    ds = small_quartiles
+    est = NativeGBDTRegressor(objective="extended_qwk", n_estimators=60, max_depth=3, learning_rate=0.1)
+    est.fit(ds.X_train, ds.y_train)
+    assert est.objective_.metric_name == "kappa"

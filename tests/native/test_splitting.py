@@ -1,0 +1,210 @@
+"""Split search: XGBoost's gain and weights, seed 003's worked example, missing values, limits."""
+
+import numpy as np
+import pytest
+
+from qwkboost.native.binning import BinMapper, MISSING_BIN, N_CODES
+from qwkboost.native.bundling import Layout
+from qwkboost.native.grower import GrowerParams, grow_tree
+from qwkboost.native.histogram import HistogramBuilder
+from qwkboost.native.splitting import (FlatBins, SplitParams, find_best_splits, gain_table, leaf_weight,
+                                       score_given_weight, similarity, split_gain)
+
+# seed 003: four rows, residuals from the mean 0.5, one unit of hessian per row
+Y = np.array([-10.0, 7.0, 8.0, -7.0])
+X = np.array([[10.0], [20.0], [25.0], [35.0]])
+R = Y - Y.mean()                       # -10.5, 6.5, 7.5, -7.5
+
+
+def hist_of(x_codes, g, h):
+    """(1, 3, 1, 256) histogram of one feature."""
+    out = np.zeros((1, 3, 1, N_CODES))
+    np.add.at(out[0, 0, 0], x_codes, g)
+    np.add.at(out[0, 1, 0], x_codes, h)
+    np.add.at(out[0, 2, 0], x_codes, 1.0)
+    return out
+
+
+def flat(hist, n_bins, tot):
+    """Column histograms (k, 3, F, 256) -> the flat bins the split search reads."""
+    fb = FlatBins(np.asarray(n_bins))
+    return fb.gather(hist, np.arange(hist.shape[2]), tot)[0], fb
+
+
+def best(hist, tot, params, n_bins, **kw):
+    f, fb = flat(hist, n_bins, tot)
+    return find_best_splits(f, tot, params, fb, **kw)
+
+
+def seed003_gains(rows, lam=0.0):
+    g = -R[rows]                        # squared error: g = F - y = -(residual)
+    h = np.ones(len(rows))
+    codes = np.arange(len(rows))        # x is already sorted: one bin per row
+    hist = hist_of(codes, g, h)
+    tot = np.array([[g.sum(), h.sum(), len(rows)]])
+    p = SplitParams(reg_lambda=lam, min_child_weight=0.0)
+    f, fb = flat(hist, [len(rows)], tot)
+    gain, *_ = gain_table(f, tot, p, fb, missing=False)
+    return gain[0, 0, : len(rows) - 1]
+
+
+def test_seed003_root_gains():
+    # x < 15, x < 22.5, x < 30
+    np.testing.assert_allclose(seed003_gains([0, 1, 2, 3]), [120.33, 4.0, 56.33], atol=0.005)
+
+
+def test_seed003_second_level_gains():
+    # under the right node (rows 2..4): x < 22.5 -> 28.17, x < 30 -> 140.17
+    np.testing.assert_allclose(seed003_gains([1, 2, 3]), [28.17, 140.17], atol=0.005)
+
+
+def test_seed003_similarity_scores_with_lambda_one():
+    assert similarity(-10.5, 1, 1.0) == pytest.approx(55.125)
+    assert similarity(6.5 + 7.5 - 7.5, 3, 1.0) == pytest.approx(10.5625)
+    assert similarity(6.5 + 7.5, 2, 1.0) == pytest.approx(65.33, abs=0.005)
+    assert similarity(-7.5, 1, 1.0) == pytest.approx(28.125)
+    # and with lambda = 0, the seed's numbers in brackets
+    assert similarity(-10.5, 1, 0.0) == pytest.approx(110.25)
+    assert similarity(6.5, 3, 0.0) == pytest.approx(14.08, abs=0.005)
+
+
+def test_seed003_split_gain_formula():
+    assert split_gain(-10.5, 1, 6.5, 3, 0.0) == pytest.approx(120.33, abs=0.005)
+    assert split_gain(14.0, 2, -7.5, 1, 0.0) == pytest.approx(140.17, abs=0.005)
+
+
+def _grow_seed003(gamma, prune="post"):
+    bm = BinMapper().fit(X)
+    codes = bm.transform(X)
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(-R, np.ones(4))
+    p = GrowerParams(SplitParams(reg_lambda=0.0, gamma=gamma, min_child_weight=0.0), max_depth=3, prune=prune)
+    return grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+
+
+def test_seed003_tree_and_gamma_pruning():
+    t = _grow_seed003(0.0)
+    # root: x < 15 (gain 120.33); its right child: x < 30 (gain 140.17)
+    assert t.threshold[0] == 20.0 and t.gain[0] == pytest.approx(120.33, abs=0.005)
+    right = t.right[0]
+    assert t.threshold[right] == 35.0 and t.gain[right] == pytest.approx(140.17, abs=0.005)
+    # gamma = 130: 140.17 - 130 > 0 keeps the lower split, and with it the root
+    t130 = _grow_seed003(130.0)
+    assert t130.n_leaves == 3 and t130.gain[t130.right[0]] == pytest.approx(140.17, abs=0.005)
+    # gamma = 150: 140.17 - 150 < 0 prunes it; then the root (120.33 < 150) goes too
+    t150 = _grow_seed003(150.0)
+    assert t150.n_leaves == 1
+    assert t150.value[0] == pytest.approx(-(-R).sum() / 4)
+
+
+def test_pre_pruning_refuses_the_weak_root_split():
+    # XGBoost hist semantics: the root gain 120.33 < 130 stops growth at once
+    assert _grow_seed003(130.0, prune="pre").n_leaves == 1
+    assert _grow_seed003(100.0, prune="pre").n_leaves == 3
+
+
+def test_leaf_weight_and_score_given_weight():
+    assert leaf_weight(-14.0, 2.0, 1.0) == pytest.approx(14.0 / 3.0)
+    assert leaf_weight(-14.0, 2.0, 1.0, upper=1.0) == 1.0
+    # at the optimal weight, score_given_weight is the similarity
+    w = leaf_weight(5.0, 3.0, 1.0)
+    assert score_given_weight(5.0, 3.0, w, 1.0) == pytest.approx(similarity(5.0, 3.0, 1.0))
+    # L1: soft threshold of G
+    assert leaf_weight(-3.0, 1.0, 0.0, reg_alpha=1.0) == pytest.approx(2.0)
+    assert similarity(0.5, 1.0, 0.0, reg_alpha=1.0) == 0.0
+
+
+def test_missing_values_learn_their_direction():
+    # rows with missing x behave like the low-x rows: they should go left
+    rs = np.random.RandomState(0)
+    x = rs.uniform(0, 1, 400)
+    g = np.where(x < 0.5, -1.0, 1.0)
+    x[:60] = np.nan
+    g[:60] = -1.0
+    bm = BinMapper().fit(x[:, None])
+    codes = bm.transform(x[:, None])
+    hist = hist_of(codes[0].astype(int), g, np.ones(400))
+    tot = np.array([[g.sum(), 400.0, 400.0]])
+    res = best(hist, tot, SplitParams(), bm.n_bins_, missing=True)
+    assert res["default_left"][0]
+    assert bm.edges_[0][res["bin"][0]] == pytest.approx(0.5, abs=0.01)
+    # the other way round
+    g[:60] = 1.0
+    hist = hist_of(codes[0].astype(int), g, np.ones(400))
+    tot = np.array([[g.sum(), 400.0, 400.0]])
+    assert not best(hist, tot, SplitParams(), bm.n_bins_, missing=True)["default_left"][0]
+
+
+def test_missing_only_split_is_found():
+    # all values alike, the missing rows different: the split is "value vs missing"
+    x = np.r_[np.ones(50), np.full(50, np.nan)]
+    x[:25] = 2.0
+    g = np.r_[np.zeros(50), np.ones(50)]
+    bm = BinMapper().fit(x[:, None])
+    codes = bm.transform(x[:, None])[0].astype(int)
+    hist = hist_of(codes, g, np.ones(100))
+    res = best(hist, np.array([[50.0, 100.0, 100.0]]), SplitParams(), bm.n_bins_, missing=True)
+    assert np.isfinite(res["gain"][0])
+    assert res["bin"][0] == bm.n_bins_[0] - 1 and not res["default_left"][0]
+    assert res["left"][0, 1] == 50 and res["right"][0, 1] == 50
+
+
+@pytest.mark.parametrize("limit", ["min_child_weight", "min_samples_leaf"])
+def test_child_size_limits(limit):
+    x = np.arange(20.0)[:, None]
+    g = np.where(np.arange(20) < 2, -10.0, 1.0)       # the best unconstrained split isolates 2 rows
+    codes = BinMapper().fit_transform(x)[0].astype(int)
+    h = np.ones(20)
+    hist = hist_of(codes, g, h)
+    tot = np.array([[g.sum(), 20.0, 20.0]])
+    free = best(hist, tot, SplitParams(min_child_weight=0.0), [20], missing=False)
+    assert free["bin"][0] == 1
+    p = SplitParams(min_child_weight=5.0) if limit == "min_child_weight" else \
+        SplitParams(min_child_weight=0.0, min_samples_leaf=5)
+    res = best(hist, tot, p, [20], missing=False)
+    assert res["left"][0, 1] >= 5 and res["right"][0, 1] >= 5
+    assert res["bin"][0] == 4
+
+
+def test_monotone_constraint_rejects_a_decreasing_split():
+    x = np.arange(10.0)[:, None]
+    g = np.where(np.arange(10) < 5, -1.0, 1.0)   # w_L > 0 > w_R: a decreasing step
+    codes = BinMapper().fit_transform(x)[0].astype(int)
+    hist = hist_of(codes, g, np.ones(10))
+    tot = np.array([[0.0, 10.0, 10.0]])
+    p = SplitParams(min_child_weight=0.0)
+    assert np.isfinite(best(hist, tot, p, [10], missing=False)["gain"][0])
+    up = best(hist, tot, p, [10], monotone=np.array([1]), missing=False)
+    assert not np.isfinite(up["gain"][0])
+    down = best(hist, tot, p, [10], monotone=np.array([-1]), missing=False)
+    assert np.isfinite(down["gain"][0])
+
+
+def test_feature_mask_and_invalid_thresholds():
+    rs = np.random.RandomState(1)
+    Xr = rs.normal(size=(300, 3))
+    g = -Xr[:, 0] * 5 - Xr[:, 2]
+    bm = BinMapper(max_bin=16).fit(Xr)
+    codes = bm.transform(Xr)
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, np.ones(300))
+    hist = hb.build(None)[None]
+    tot = np.array([[g.sum(), 300.0, 300.0]])
+    assert best(hist, tot, SplitParams(), bm.n_bins_, missing=False)["feature"][0] == 0
+    mask = np.array([False, True, True])
+    assert best(hist, tot, SplitParams(), bm.n_bins_, feature_mask=mask, missing=False)["feature"][0] == 2
+    f, fb = flat(hist, bm.n_bins_, tot)
+    gain, *_ = gain_table(f, tot, SplitParams(), fb, missing=True)
+    # a threshold at a feature's last bin only splits off missing rows: none here, so never valid;
+    # nor is the missing slot itself a threshold
+    last = fb.start[0] + bm.n_bins_[0] - 1
+    assert np.all(np.isneginf(gain[0, :, last:last + 2]))
+    assert hist[0, 0, :, MISSING_BIN].sum() == 0
+
+
+def test_flat_bins_layout():
+    fb = FlatBins(np.array([3, 1, 2]))
+    np.testing.assert_array_equal(fb.start, [0, 4, 6])
+    np.testing.assert_array_equal(fb.feat_of, [0, 0, 0, 0, 1, 1, 2, 2, 2])
+    np.testing.assert_array_equal(fb.bin_of, [0, 1, 2, 3, 0, 1, 0, 1, 2])
+    np.testing.assert_array_equal(fb.miss_pos, [3, 5, 8])
