@@ -58,6 +58,8 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         A registered name (see :func:`qwkboost.objectives.available`) or an instance.
     params : dict, optional
         The engine's own parameters, e.g. ``{"max_depth": 5, "learning_rate": 0.1}``.
+        ``base_score`` (XGBoost's name), on any engine, replaces the objective's
+        initial score :math:`F_0`; ``None`` keeps it.
     num_boost_round : int, default 100
     eval_set : tuple (X_val, y_val), optional
         Scored every round with the objective's metric.
@@ -101,7 +103,12 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         if eval_set is None:
             raise ValueError("early_stopping_rounds needs an eval_set to score")
     params = dict(params or {})
+    base_score = params.pop("base_score", None)
     obj.fit(y)
+    if base_score is not None:
+        if isinstance(base_score, bool) or not np.isfinite(float(base_score)):
+            raise ValueError(f"params.base_score must be a finite number; got {base_score!r}")
+        obj.init_score_ = float(base_score)
     booster, num_rounds, best, evals_result = adapter.fit(
         X, y, obj, params, int(num_boost_round), eval_set, early_stopping_rounds, callbacks or [], int(seed))
     return Model(engine, obj, obj.init_score_, booster, num_rounds, best, evals_result, X.shape[1])

@@ -9,7 +9,7 @@ import qwkboost as qb
 from qwkboost.objectives import Objective, register
 from qwkboost import objectives
 
-ENGINES = ["xgboost", "lightgbm"]
+ENGINES = ["xgboost", "lightgbm", "native"]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_first_round_starts_from_initial_score(engine, small_quartiles):
     # without our F0 the first trees would start at 0 (LightGBM) or 0.5 (XGBoost); one shallow
     # round at a small learning rate must stay near the label mean
     ds = small_quartiles
-    p = {"learning_rate": 0.01, "max_depth": 2} if engine == "xgboost" else {"learning_rate": 0.01, "num_leaves": 4}
+    p = {"learning_rate": 0.01, "num_leaves": 4} if engine == "lightgbm" else {"learning_rate": 0.01, "max_depth": 2}
     pred = qb.train(ds.X_train, ds.y_train, engine, "extended_qwk", params=p, num_boost_round=1).predict(ds.X_test)
     assert abs(pred.mean() - ds.y_train.mean()) < 0.05
 
@@ -116,7 +116,7 @@ def test_user_objective_runs_unchanged(engine, small_quartiles):
     try:
         ds = small_quartiles
         # no hessian-scale-dependent regularisation, so 2x gradient and hessian give the same trees
-        p = {"reg_lambda": 0.0, "min_child_weight": 0.0} if engine == "xgboost" else {}
+        p = {} if engine == "lightgbm" else {"reg_lambda": 0.0, "min_child_weight": 0.0}
         a = qb.train(ds.X_train, ds.y_train, engine, "test_scaled_se", params=p, num_boost_round=20)
         b = qb.train(ds.X_train, ds.y_train, engine, "squared_error", params=p, num_boost_round=20)
         a, b = a.predict(ds.X_test), b.predict(ds.X_test)
@@ -173,3 +173,14 @@ def test_predict_checks_features(small_quartiles):
         m.predict(ds.X_test[:, :3])
     with pytest.raises(ValueError, match=r"num_iteration must be in \[0, 2\]"):
         m.predict(ds.X_test, num_iteration=9)
+
+
+@pytest.mark.parametrize("engine", ["xgboost", "lightgbm", "native"])
+def test_base_score_overrides_the_initial_score(engine, small_quartiles):
+    ds = small_quartiles
+    m = qb.train(ds.X_train, ds.y_train, engine, "extended_qwk", params={"base_score": 1.25},
+                 num_boost_round=0)
+    np.testing.assert_allclose(m.predict(ds.X_test[:5]), 1.25)
+    assert m.init_score == 1.25
+    with pytest.raises(ValueError, match="params.base_score must be a finite number"):
+        qb.train(ds.X_train, ds.y_train, engine, params={"base_score": float("nan")}, num_boost_round=1)
