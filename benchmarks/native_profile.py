@@ -51,6 +51,7 @@ def main() -> None:
 
     obj = get_objective("squared_error").fit(y)
     wrap(histogram.HistogramBuilder, "build", "histograms (bincount, subtraction elsewhere)")
+    wrap(histogram.HistogramBuilder, "build_many", "histograms of a level's small nodes (one bincount per column)")
     wrap(grower._Grower, "_search", "split search (vectorised per level)")
     wrap(grower, "partition", "row partitions (np.compress)")
     wrap(grower, "grow_tree", "grow_tree in total")

@@ -43,7 +43,7 @@ import numpy as np
 
 from qwkboost.native.binning import MISSING_BIN
 from qwkboost.native.bundling import Layout
-from qwkboost.native.histogram import HistogramBuilder, pool, subtract
+from qwkboost.native.histogram import BLOCK_ROWS, PAIR_MIN_ROWS, HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
 from qwkboost.native.splitting import FlatBins, SplitParams, find_best_splits
 
@@ -150,7 +150,7 @@ class _Grower:
 
     def _search(self, nodes: list[_Node]) -> None:
         """Best split of each node (vectorised over the nodes)."""
-        hist = np.stack([n.hist for n in nodes])                 # (k, 3, ncols, 256)
+        hist = nodes[0].hist[None] if len(nodes) == 1 else np.stack([n.hist for n in nodes])  # (k, 3, ncols, 256)
         totals = np.stack([n.totals for n in nodes])
         flat, built = self.fb.gather(hist, self.cols, totals)
         lower = upper = None
@@ -164,7 +164,11 @@ class _Grower:
             allowed = np.zeros(self.fb.n_bins.size, dtype=bool)
             allowed[self.fb.feat_of[built]] = True
             mask = allowed if mask is None else (mask & allowed)
-        res = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone, missing)
+        c = self.hb.const_hess
+        scale = c if (c is not None and c > 0 and math.frexp(c)[0] == 0.5
+                      and self.hb.n_samples < 2 ** 53) else None
+        res = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone, missing,
+                               scale)
         for i, n in enumerate(nodes):
             gain = res["gain"][i]
             if not np.isfinite(gain) or (self.p.prune == "pre" and gain < self.sp.gamma):
@@ -222,10 +226,21 @@ class _Grower:
     def _split_level(self, cands: list[_Node]) -> list[_Node]:
         """Split every node of a level; partitions and histogram builds run on the thread pool."""
         if not self._threaded(cands):
+            kids = [self._split(n) for n in cands]
+            # the smaller child of each parent whose children may split; the small ones
+            # are counted together (one bincount per column and statistic for the level)
+            small = [(l if l.rows.size <= r.rows.size else r) for l, r in kids
+                     if self._can_split(l) or self._can_split(r)]
+            few = [c for c in small if c.rows.size < PAIR_MIN_ROWS]
+            built = {}
+            if len(few) > 1:
+                if sum(c.rows.size for c in few) <= BLOCK_ROWS:
+                    hists = self.hb.build_many([c.rows for c in few], self.cols)
+                    built = {id(c): hists[i] for i, c in enumerate(few)}
             nxt = []
-            for n in cands:
-                left, right = self._split(n)
-                nxt.extend(self._child_hists(n, left, right))
+            for n, (l, r) in zip(cands, kids):
+                s = l if l.rows.size <= r.rows.size else r
+                nxt.extend(self._child_hists(n, l, r, built.get(id(s))))
             return nxt
         ex = pool(self.hb.n_jobs)
         parts = list(ex.map(lambda n: partition(self.layout, n.rows, *n.split[1:4]), cands))

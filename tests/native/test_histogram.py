@@ -101,3 +101,21 @@ def test_cached_root_counts(data):
     out = hb.build(None)
     np.testing.assert_allclose(out, brute(codes, g, np.ones(3000), np.arange(3000)), atol=1e-9)
     np.testing.assert_allclose(hb.build(None, [3])[2], out[2, [3]])
+
+
+def test_build_many_equals_per_node_builds():
+    """A level's small nodes counted together give the per-node histograms bit for bit."""
+    import numpy as np
+    from qwkboost.native.histogram import HistogramBuilder
+    rng = np.random.default_rng(3)
+    n = 5_000
+    codes = rng.integers(0, 256, size=(4, n)).astype(np.uint8)
+    for h in (np.ones(n), rng.random(n) + 0.5):
+        hb = HistogramBuilder(codes)
+        hb.set_gradients(rng.normal(size=n), h, need_counts=True)
+        rows = [np.sort(rng.choice(n, m, replace=False)) for m in (1, 40, 700, 2_000)]
+        for cols in (None, [0, 2, 3]):
+            many = hb.build_many(rows, cols)
+            assert many.shape[0] == len(rows)
+            for i, r in enumerate(rows):
+                assert np.array_equal(many[i], hb.build(r, cols))

@@ -208,3 +208,20 @@ def test_flat_bins_layout():
     np.testing.assert_array_equal(fb.feat_of, [0, 0, 0, 0, 1, 1, 2, 2, 2])
     np.testing.assert_array_equal(fb.bin_of, [0, 1, 2, 3, 0, 1, 0, 1, 2])
     np.testing.assert_array_equal(fb.miss_pos, [3, 5, 8])
+
+
+def test_hess_scale_gives_the_same_splits():
+    """Integer cumsums of the counts (H = c * C, c a power of two) change nothing."""
+    rng = np.random.default_rng(5)
+    fb = FlatBins(np.full(3, 255))
+    k = 4
+    C = rng.integers(0, 40, size=(k, 3, 256)).astype(float)
+    C[:, :, 255] = 0
+    G = rng.normal(size=(k, 3, 256)) * (C > 0)
+    for c in (1.0, 2.0, 0.25):
+        flat = np.stack([G, c * C, C], axis=1).reshape(k, 3, -1)
+        tot = flat[:, :, :256].sum(axis=2)
+        a = find_best_splits(flat, tot, SplitParams(), fb, missing=False)
+        b = find_best_splits(flat, tot, SplitParams(), fb, missing=False, hess_scale=c)
+        for key in a:
+            assert np.array_equal(a[key], b[key]), key
