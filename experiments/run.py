@@ -32,15 +32,34 @@ from qwkboost.table import run_table
 log = logging.getLogger("qwkboost")
 
 
+_ABSENT = object()
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def row_configs(cfg: DictConfig) -> list[dict]:
-    """Compose one config per table row, keeping the user's other overrides."""
+    """Compose one config per table row, keeping the user's other overrides.
+
+    An override inside the engine or objective group (``objective.params.clip=hold``)
+    applies to the rows whose group has that key and is skipped, with a log line,
+    for the others: squared error has no ``clip``, LightGBM no ``max_depth``.
+    """
     hc = HydraConfig.get()
-    keep = [o for o in hc.overrides.task if not o.split("=")[0].lstrip("+~") in ("engine", "objective")]
+    keep = [o for o in hc.overrides.task if _key(o) not in ("engine", "objective")]
+    grouped = [o for o in keep if _key(o).startswith(("engine.", "objective."))]
+    common = [o for o in keep if o not in grouped]
     rows = []
     for engine in cfg.table.engines:
         for objective in cfg.table.objectives:
-            rc = hydra.compose(config_name=hc.job.config_name,
-                               overrides=[*keep, f"engine={engine}", f"objective={objective}"])
+            choice = [f"engine={engine}", f"objective={objective}"]
+            base = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *choice])
+            fits = [o for o in grouped if o.startswith("+") or OmegaConf.select(base, _key(o), default=_ABSENT) is not _ABSENT]
+            for o in grouped:
+                if o not in fits:
+                    log.info("row %s/%s: %s does not apply (no such key), skipped", engine, objective, o)
+            rc = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *fits, *choice])
             rows.append(OmegaConf.to_container(rc, resolve=True))
     return rows
 

@@ -10,8 +10,9 @@ from typing import Any, Mapping
 
 from qwkboost.engines import ENGINES
 from qwkboost.objectives import available as available_objectives
+from qwkboost.objectives import get as get_objective
 
-__all__ = ["check_config", "DATA_SOURCES", "THRESHOLD_METHODS"]
+__all__ = ["check_config", "check_tune", "DATA_SOURCES", "THRESHOLD_METHODS", "TUNE_METRICS"]
 
 DATA_SOURCES = ("quartiles", "chisq", "csv")
 THRESHOLD_METHODS = ("round", "exact", "nelder_mead", "distribution")
@@ -48,6 +49,10 @@ def check_config(cfg: Mapping) -> None:
     if objective.get("name") not in available_objectives():
         raise ValueError(f"objective.name={objective.get('name')!r} is unknown; choose one of: "
                          f"{', '.join(available_objectives())}")
+    try:
+        get_objective(objective["name"], **(objective.get("params") or {}))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"objective.params: {exc}") from None
     _positive_int(cfg["cv"].get("n_splits"), "cv.n_splits", minimum=2)
     method = cfg["thresholds"].get("method")
     if method not in THRESHOLD_METHODS:
@@ -74,3 +79,34 @@ def check_config(cfg: Mapping) -> None:
             if o not in available_objectives():
                 raise ValueError(f"table.objectives has unknown objective {o!r}; choose from: "
                                  f"{', '.join(available_objectives())}")
+
+
+#: Out-of-fold results a study may select on (test-set figures would leak), and their direction.
+TUNE_METRICS = {"qwk_thresholds_oof": "maximize", "qwk_round_oof": "maximize", "kappa_tilde_oof": "maximize",
+                "rmse_oof": "minimize"}
+
+
+def check_tune(cfg: Mapping) -> None:
+    """Check ``cfg.tune`` against the data before any trial runs.
+
+    Raises
+    ------
+    ValueError
+        For a metric that is not an out-of-fold result, a QWK metric on a
+        regression target, or a direction that contradicts the metric.
+    """
+    t = cfg["tune"]
+    metric = t.get("metric")
+    if metric not in TUNE_METRICS:
+        hint = " (test-set figures would leak into the model choice)" if metric and f"{metric}_oof" in TUNE_METRICS \
+            else ""
+        raise ValueError(f"tune.metric={metric!r} is not an out-of-fold result{hint}; choose one of: "
+                         f"{', '.join(TUNE_METRICS)}")
+    data = cfg["data"]
+    ordinal = data["name"] == "quartiles" or (data["name"] == "csv" and data.get("ordinal", True))
+    if metric != "rmse_oof" and not ordinal:
+        raise ValueError(f"tune.metric={metric!r} needs ordinal labels, but data={data['name']} is a regression "
+                         "target; use tune.metric=rmse_oof tune.direction=minimize")
+    if t.get("direction") != TUNE_METRICS[metric]:
+        raise ValueError(f"tune.direction={t.get('direction')!r} contradicts tune.metric={metric!r}; "
+                         f"use tune.direction={TUNE_METRICS[metric]}")

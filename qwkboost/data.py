@@ -127,11 +127,14 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
             raise ValueError(f"data.target={target!r} has NaN or inf values in data.{arg}")
     classes = None
     if ordinal:
-        frac = y != np.round(y)
-        if frac.any():
-            raise ValueError(
-                f"data.target={target!r} must be whole-numbered ordinal labels for a QWK experiment; "
-                f"row {int(np.flatnonzero(frac)[0])} is {y[frac][0]!r}")
+        for frame, arr, arg in ((df, y, "path"), (dft, yt, "test_path")):
+            frac = arr != np.round(arr)
+            if frac.any():
+                i = int(np.flatnonzero(frac)[0])
+                source = arg if test_path else "path"   # without a test file both parts come from data.path
+                raise ValueError(
+                    f"data.target={target!r} must be whole-numbered ordinal labels for a QWK experiment; "
+                    f"data row {frame.index[i]} of data.{source} is {float(arr[i])!r}")
         classes = np.unique(np.concatenate([y, yt]))
     return Dataset(df[features].to_numpy(dtype=float), y, dft[features].to_numpy(dtype=float), yt,
                    features, classes, Path(path).stem)

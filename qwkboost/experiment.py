@@ -80,7 +80,8 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
     k = len(classes)
     y_idx = (ds.y_train - lo).astype(np.int64)
     round_cuts = classes[:-1] + 0.5
-    cuts = round_cuts if method == "round" else fit_thresholds(method, cv.oof, y_idx, n_classes=k)
+    # fit on the index scale (0..K-1), where every method's starting point lives, then shift back
+    cuts = round_cuts if method == "round" else fit_thresholds(method, cv.oof - lo, y_idx, n_classes=k) + lo
     m["qwk_round_oof"] = qwk(y_idx, apply_thresholds(cv.oof, round_cuts), n_classes=k)
     m["qwk_thresholds_oof"] = qwk(y_idx, apply_thresholds(cv.oof, cuts), n_classes=k)
     m["kappa_tilde_oof"] = extended_qwk(ds.y_train, np.clip(cv.oof, lo, hi))

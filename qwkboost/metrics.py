@@ -108,7 +108,7 @@ def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None
     check_same_length(yt, ys, "y_true", "y_score")
     if a is None or b is None:
         if yt.min() == yt.max():
-            raise _single_class_error("y_true", yt[0])
+            raise _single_class_error("y_true", float(yt[0]))
         a = yt.mean() if a is None else a
         b = yt.var() if b is None else b
     r = ys - yt

@@ -14,6 +14,7 @@ import logging
 from typing import Any, Mapping
 
 from qwkboost import tracking
+from qwkboost.config import check_tune
 from qwkboost.experiment import load_dataset, run_experiment
 
 __all__ = ["default_storage", "suggest", "tune"]
@@ -93,8 +94,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
     n_trials = t["n_trials"]
     if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
         raise ValueError(f"tune.n_trials must be a positive integer; got {n_trials!r}")
-    if t.get("direction") not in ("maximize", "minimize"):
-        raise ValueError(f"tune.direction must be 'maximize' or 'minimize'; got {t.get('direction')!r}")
+    check_tune(cfg)
     url = t.get("storage") or default_storage()
     study = optuna.create_study(study_name=t["study_name"], storage=_storage(url, t), direction=t["direction"],
                                 sampler=optuna.samplers.TPESampler(seed=int(cfg.get("seed", 0))),
@@ -118,9 +118,6 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         trial_cfg.pop("tune", None)
         row = run_experiment(trial_cfg, experiment_id, parent_run_id=parent_id, run_name=f"trial {trial.number}",
                              dataset=ds, on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id))
-        if metric not in row:
-            raise ValueError(f"tune.metric={metric!r} is not a result; available: "
-                             f"{sorted(k for k, v in row.items() if isinstance(v, float))}")
         return row[metric]
 
     with tracking.run(experiment_id, f"tune {t['study_name']}",

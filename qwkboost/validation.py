@@ -48,7 +48,7 @@ def check_1d(values, name: str, *, allow_nan: bool = False) -> np.ndarray:
         first = int(np.flatnonzero(bad)[0])
         what = "inf" if allow_nan else "NaN or inf"
         raise ValueError(
-            f"{name} contains {int(bad.sum())} {what} value(s) (first at index {first}: {arr[first]!r})"
+            f"{name} contains {int(bad.sum())} {what} value(s) (first at index {first}: {float(arr[first])!r})"
         )
     return arr
 
@@ -68,13 +68,13 @@ def check_labels(values, name: str) -> np.ndarray:
     if frac.any():
         first = int(np.flatnonzero(frac)[0])
         raise ValueError(
-            f"{name} must hold integer class labels; index {first} is {arr[first]!r}. "
+            f"{name} must hold integer class labels; index {first} is {float(arr[first])!r}. "
             "Round or threshold continuous scores first (see qwkboost.thresholds)."
         )
     if (arr < 0).any():
         first = int(np.flatnonzero(arr < 0)[0])
         raise ValueError(
-            f"{name} must hold class labels 0..K-1; index {first} is negative ({arr[first]!r}). "
+            f"{name} must hold class labels 0..K-1; index {first} is negative ({float(arr[first])!r}). "
             "Shift labels so the lowest class is 0."
         )
     return arr.astype(np.int64)

@@ -70,6 +70,8 @@ def test_tune_config_composes():
         (["cv.n_splits=1"], r"cv.n_splits must be an integer >= 2"),
         (["thresholds.method=magic"], r"thresholds.method='magic' is unknown"),
         (["data=csv"], r"data.path is not set"),
+        (["objective.params.hessian=newton"], r"objective.params: hessian must be one of"),
+        (["objective=squared_error", "+objective.params.clip=hold"], r"objective.params: .*unknown parameter"),
         (["data=csv", "data.path=/nonexistent/train.csv", "data.target=y"], r"data.path='/nonexistent/train.csv' does not exist"),
     ],
 )
@@ -106,3 +108,19 @@ def test_csv_keeps_the_label_scale(tmp_path):
     ds = load_dataset(cfg_for("data=csv", f"data.path={p}", "data.target=score", "data.test_size=0.25")["data"])
     assert ds.classes.min() == 3 and ds.classes.max() == 8
     assert len(ds.y_test) == 15 and ds.X_train.shape[1] == 2
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (["tune.metric=qwk_thresholds"], r"not an out-of-fold result \(test-set figures would leak"),
+        (["data=chisq"], r"needs ordinal labels, but data=chisq is a regression target; use tune.metric=rmse_oof"),
+        (["tune.direction=minimize"], r"contradicts tune.metric='qwk_thresholds_oof'; use tune.direction=maximize"),
+    ],
+)
+def test_bad_tune_config(overrides, match):
+    from qwkboost.config import check_tune
+
+    with pytest.raises(ValueError, match=match):
+        check_tune(cfg_for(*overrides, name="tune"))
+    check_tune(cfg_for("data=chisq", "tune.metric=rmse_oof", "tune.direction=minimize", name="tune"))

@@ -40,3 +40,12 @@ def test_non_numeric_feature_is_named(tmp_path):
     pd.DataFrame({"city": ["a", "b"] * 5, "y": [0, 1] * 5}).to_csv(tmp_path / "d.csv", index=False)
     with pytest.raises(ValueError, match=r"encode these first: \['city'\]"):
         from_file(str(tmp_path / "d.csv"), "y")
+
+
+def test_fractional_test_label_is_named_with_its_file_row(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"f": range(20), "y": [0, 1, 2, 3] * 5}).to_csv(tmp_path / "tr.csv", index=False)
+    pd.DataFrame({"f": range(4), "y": [0, 1, 2.5, 3]}).to_csv(tmp_path / "te.csv", index=False)
+    with pytest.raises(ValueError, match=r"data row 2 of data.test_path is 2.5"):
+        from_file(str(tmp_path / "tr.csv"), "y", test_path=str(tmp_path / "te.csv"))

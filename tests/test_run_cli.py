@@ -68,8 +68,9 @@ def test_failed_job_marks_the_sweep_failed(tmp_path, mlflow_store):
 
 
 def test_table_one_command(tmp_path, mlflow_store):
-    run_cli(tmp_path, "experiment=qwk_table", "table.engines=[xgboost,lightgbm]", *TINY_OVERRIDES,
-            f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_table")
+    proc = run_cli(tmp_path, "experiment=qwk_table", "table.engines=[xgboost,lightgbm]", *TINY_OVERRIDES,
+                   "objective.params.clip=hold", f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_table")
+    assert "objective.params.clip=hold does not apply" in proc.stdout   # squared error rows have no clip
     csv = next(tmp_path.glob("outputs/*/*/qwk_table.csv"))
     table = pd.read_csv(csv)
     assert list(table.columns) == ["engine", "objective", "qwk_round", "qwk_thresholds", "thresholds", "fit_seconds"]
@@ -85,3 +86,5 @@ def test_table_one_command(tmp_path, mlflow_store):
     assert len(got) == 4
     assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id and r.info.status == "FINISHED"
                for r in got.values())
+    assert got["xgboost/extended_qwk"].data.params["objective.params.clip"] == "hold"
+    assert "objective.params.clip" not in got["xgboost/squared_error"].data.params

@@ -15,3 +15,9 @@ def test_features_keep_nan_reject_inf_and_1d():
         check_features([[1.0, 2.0], [np.inf, 3.0]])
     with pytest.raises(ValueError, match="X must be 2-dimensional"):
         check_features([1.0, 2.0])
+
+
+def test_messages_show_plain_numbers():
+    with pytest.raises(ValueError) as err:
+        check_labels([0, 1.5, 2], "y_true")
+    assert "index 1 is 1.5." in str(err.value) and "np." not in str(err.value)

@@ -49,8 +49,10 @@ def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set
         cbs.append(lgb.early_stopping(early_stopping_rounds, first_metric_only=True, verbose=False))
     for fn in callbacks or []:
         cbs.append(_wrap(fn))
+    # keep every trained round (LightGBM would cut back to the best one), as XGBoost does
     booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
-                        valid_names=names, feval=feval, callbacks=cbs)
+                        valid_names=names, feval=feval, callbacks=cbs, keep_training_booster=True)
+    booster.free_dataset()
     num_rounds = booster.current_iteration()
     best = booster.best_iteration if early_stopping_rounds and booster.best_iteration > 0 else num_rounds
     return booster, num_rounds, best, evals_result
@@ -72,7 +74,7 @@ def predict_raw(booster, X, n_iter: int, init_score: float) -> np.ndarray:
 
 
 def dump(booster) -> str:
-    return booster.model_to_string()
+    return booster.model_to_string(num_iteration=-1)
 
 
 def load(text: str):

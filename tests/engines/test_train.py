@@ -184,3 +184,16 @@ def test_base_score_overrides_the_initial_score(engine, small_quartiles):
     assert m.init_score == 1.25
     with pytest.raises(ValueError, match="params.base_score must be a finite number"):
         qb.train(ds.X_train, ds.y_train, engine, params={"base_score": float("nan")}, num_boost_round=1)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_trained_round_is_kept_after_early_stopping(engine, small_quartiles, tmp_path):
+    ds = small_quartiles
+    m = qb.train(ds.X_train, ds.y_train, engine, "squared_error", params={"learning_rate": 0.5},
+                 num_boost_round=500, eval_set=(ds.X_test, ds.y_test), early_stopping_rounds=10)
+    assert m.num_rounds == len(m.learning_curve["valid"]) == m.best_iteration + 10
+    last = m.predict(ds.X_test, num_iteration=m.num_rounds)
+    assert not np.allclose(last, m.predict(ds.X_test))
+    back = qb.load_model(m.save(tmp_path / "m.json"))
+    assert back.num_rounds == m.num_rounds
+    np.testing.assert_array_equal(back.predict(ds.X_test, num_iteration=m.num_rounds), last)
