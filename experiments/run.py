@@ -55,9 +55,11 @@ def row_configs(cfg: DictConfig) -> list[dict]:
         for objective in cfg.table.objectives:
             choice = [f"engine={engine}", f"objective={objective}"]
             base = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *choice])
-            fits = [o for o in grouped if o.startswith("+") or OmegaConf.select(base, _key(o), default=_ABSENT) is not _ABSENT]
+            fits = []
             for o in grouped:
-                if o not in fits:
+                if o.startswith("+") or OmegaConf.select(base, _key(o), default=_ABSENT) is not _ABSENT:
+                    fits.append(o)
+                else:
                     log.info("row %s/%s: %s does not apply (no such key), skipped", engine, objective, o)
             rc = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *fits, *choice])
             rows.append(OmegaConf.to_container(rc, resolve=True))
@@ -80,10 +82,11 @@ def main(cfg: DictConfig) -> float | None:
         return float(table["qwk_thresholds"].max())
     check_config(container)
     parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
-    experiment_id = parent["experiment_id"] if parent else tracking.setup(cfg.tracking.uri,
-                                                                          cfg.tracking.experiment_name)
-    if parent:
+    if parent:   # a multirun job: the store and experiment were set up by the sweep's main process
         tracking.resolve_and_set(cfg.tracking.uri)
+        experiment_id = parent["experiment_id"]
+    else:
+        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
     row = run_experiment(container, experiment_id, parent_run_id=parent and parent["run_id"],
                          output_dir=out_dir)
     return row.get("qwk_thresholds_oof", -row.get("rmse_oof", 0.0))

@@ -130,6 +130,8 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         status = "KILLED"
         raise
     finally:
+        # status first, with retries: mlflow.end_run pops the run before writing, so a lock there
+        # would leave it RUNNING; end_run then only pops the fluent stack
         _retry(mlflow.MlflowClient().set_terminated, active.info.run_id, status)
         if mlflow.active_run() is not None and mlflow.active_run().info.run_id == active.info.run_id:
             mlflow.end_run(status)
