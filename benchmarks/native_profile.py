@@ -53,7 +53,9 @@ def main() -> None:
     wrap(histogram.HistogramBuilder, "build", "histograms (bincount, subtraction elsewhere)")
     wrap(histogram.HistogramBuilder, "build_many", "histograms of a level's small nodes (one bincount per column)")
     wrap(grower._Grower, "_search", "split search (vectorised per level)")
-    wrap(grower, "partition", "row partitions (np.compress)")
+    wrap(grower, "go_left", "row partitions: go-left masks (take + compare)")
+    wrap(grower, "split_rows", "row partitions: row lists (np.compress)")
+    wrap(grower.GrownTree, "leaf_values", "score update of the deepest level (from the masks)")
     wrap(grower, "grow_tree", "grow_tree in total")
     boosting.grow_tree = grower.grow_tree
     wrap(type(obj), "grad_hess", "objective gradient")

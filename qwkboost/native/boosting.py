@@ -326,7 +326,9 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
         g, h = objective.grad_hess(y, score)
         g = np.asarray(g, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)
-        if not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+        # a finite sum means every term is finite (one pass); else check element-wise
+        if not (np.isfinite(g.sum()) and np.isfinite(h.sum())) and \
+                not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
             raise ValueError(f"objective {objective.name!r} returned non-finite gradients at round {it}")
         rows = None
         if p["sampling_method"] == "goss" and goss_active(it, lr):
@@ -345,13 +347,7 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
         tree.scale(lr)
         # training scores: the leaves' row lists, or a pass over all rows when sampling
         if rows is None:
-            delta = np.empty(n)
-            for j, r in grown.leaf_rows.items():
-                if r is None:
-                    delta[:] = tree.value[j]
-                else:
-                    delta[r] = tree.value[j]
-            score += delta
+            score += grown.leaf_values(np.empty(n))
         else:
             score += tree.predict(codes)
         trees.append(tree)

@@ -119,3 +119,26 @@ def test_nodes_that_cannot_split_stay_leaves():
     bm, codes, hb, p = setup(np.zeros((1, 2)), np.array([1.0]))
     t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
     assert t.n_nodes == 1 and t.value[0] == pytest.approx(-0.5)
+
+
+@pytest.mark.parametrize("gp", [{"max_depth": 5}, {"max_depth": 2}, {"max_depth": 1},
+                                {"max_depth": 5, "split": SplitParams(gamma=0.5)},
+                                {"max_depth": 2, "split": SplitParams(gamma=50.0)},
+                                {"max_depth": 2, "split": SplitParams(gamma=1e6)},
+                                {"max_depth": 0, "max_leaves": 12, "grow_policy": "lossguide"}])
+def test_unbuilt_leaf_rows_give_the_same_scores_and_rows(gp):
+    """Leaves kept as masks (big nodes of lopsided trees, and the deepest level) write the same
+    training-score update as explicit row lists, and materialise to the same rows."""
+    rs = np.random.RandomState(5)
+    X = rs.normal(size=(3000, 3))
+    g = -(np.where(X[:, 0] > 1.2, 3.0, 0.0) + 0.3 * X[:, 1] + rs.normal(scale=0.1, size=3000))
+    bm, codes, hb, p = setup(X, g, **gp)
+    grown = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p)
+    fast = grown.leaf_values(np.full(g.size, np.nan))
+    leaf = grown.tree.apply(codes)
+    np.testing.assert_array_equal(fast, grown.tree.value[leaf])
+    rows = grown.leaf_rows                           # materialises the lazy leaves
+    assert not grown.pending and not grown.mask_leaves
+    for j, r in rows.items():
+        r = np.arange(g.size) if r is None else r
+        np.testing.assert_array_equal(np.sort(r), np.flatnonzero(leaf == j))
