@@ -203,7 +203,7 @@ class _Grower:
     # -- helpers ---------------------------------------------------------------
     def _new(self, depth, rows, totals, lower, upper, weight=None) -> _Node:
         node = _Node(len(self.nodes), depth, rows, totals, lower, upper)
-        G, H, C = totals.tolist()
+        G, H, C = totals
         node.weight = _weight(G, H, self.sp.reg_lambda, self.sp.reg_alpha, lower, upper) if weight is None \
             else weight
         node.n = int(C)
@@ -220,13 +220,12 @@ class _Grower:
         """Best split of each node (vectorised over the nodes)."""
         k = len(nodes)
         if k == 1:
-            hist, totals = nodes[0].hist[None], nodes[0].totals[None]
+            hist, totals = nodes[0].hist[None], np.array([nodes[0].totals])
         else:
             hist = np.empty((k,) + nodes[0].hist.shape)                      # (k, 3, ncols, 256)
-            totals = np.empty((k, 3))
             for i, n in enumerate(nodes):
                 hist[i] = n.hist
-                totals[i] = n.totals
+            totals = np.array([n.totals for n in nodes])
         flat, built = self.fb.gather(hist, self.cols, totals)
         lower = upper = None
         if self.monotone is not None:
@@ -247,7 +246,8 @@ class _Grower:
         pre = self.p.prune == "pre"
         gains, feats, bins = res["gain"].tolist(), res["feature"].tolist(), res["bin"].tolist()
         dls = res["default_left"].tolist()
-        Ls, Rs = res["left"], res["right"]
+        Ls, Rs = res["left"].tolist(), res["right"].tolist()     # plain floats per node
+        mh = miss_h.tolist()
         for i, n in enumerate(nodes):
             gain = gains[i]
             if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
@@ -255,9 +255,9 @@ class _Grower:
                 continue
             f = feats[i]
             dl = dls[i]
-            if miss_h[i, f] <= 0:
+            if mh[i][f] <= 0:
                 # no missing rows here: unseen missing values follow the heavier child
-                dl = bool(Ls[i, 1] >= Rs[i, 1])
+                dl = bool(Ls[i][1] >= Rs[i][1])
             n.split = (gain, f, bins[i], dl, Ls[i], Rs[i])
 
     def _bounds(self, node: _Node, f: int, wl: float, wr: float):
@@ -273,15 +273,15 @@ class _Grower:
         """Partition ``node`` (or use ``parts``, its partition done elsewhere); return its children."""
         gain, f, b, dl, L, R = node.split
         lam, alpha = self.sp.reg_lambda, self.sp.reg_alpha
-        wl = _weight(float(L[0]), float(L[1]), lam, alpha, node.lower, node.upper)
-        wr = _weight(float(R[0]), float(R[1]), lam, alpha, node.lower, node.upper)
+        wl = _weight(L[0], L[1], lam, alpha, node.lower, node.upper)
+        wr = _weight(R[0], R[1], lam, alpha, node.lower, node.upper)
         (ll, lu), (rl, ru) = self._bounds(node, f, wl, wr)
         # exact counts from the partition (the histogram's C may be skipped)
-        L = L.copy(); R = R.copy()
+        L = list(L); R = list(R)
         lmask = None
         if parts is not None:
             lrows, rrows = parts
-            L[2], R[2] = lrows.size, rrows.size
+            L[2], R[2] = float(lrows.size), float(rrows.size)
         elif node.rows is None and self.all_rows:
             # the root, or a node kept as a mask: children as masks over every row
             t = go_left(self.layout, None, f, b, dl)
@@ -290,12 +290,12 @@ class _Grower:
             else:
                 lmask, rmask = node.mask & t, np.greater(node.mask, t)     # mask & ~t
             nl = int(np.count_nonzero(lmask))
-            L[2], R[2] = nl, node.n - nl
+            L[2], R[2] = float(nl), float(node.n - nl)
             lrows = rrows = None
         else:
             mask = go_left(self.layout, node.rows, f, b, dl)
             nl = int(np.count_nonzero(mask))
-            L[2], R[2] = nl, mask.size - nl
+            L[2], R[2] = float(nl), float(mask.size - nl)
             lrows = rrows = None
         # a child whose bounds did not move keeps the weight just computed
         pb = (node.lower, node.upper)
@@ -393,7 +393,7 @@ class _Grower:
             G, H = float(self.hb.g.sum()), float(self.hb.h.sum())
         else:
             G, H = float(self.hb.g.take(rows).sum()), float(self.hb.h.take(rows).sum())
-        root = self._new(0, rows, np.array([G, H, float(n)]), -np.inf, np.inf)
+        root = self._new(0, rows, [G, H, float(n)], -np.inf, np.inf)
         if not self._can_split(root):
             return
         root.hist = hist
