@@ -50,8 +50,9 @@ def main() -> None:
         setattr(owner, name, timed)
 
     obj = get_objective("squared_error").fit(y)
-    wrap(histogram.HistogramBuilder, "build", "histograms (bincount, subtraction elsewhere)")
-    wrap(histogram.HistogramBuilder, "build_many", "histograms of a level's small nodes (one bincount per column)")
+    wrap(histogram.HistogramBuilder, "build", "histograms of the root and large nodes (scatter-adds)")
+    wrap(histogram.HistogramBuilder, "build_many", "histograms of a level's small nodes (one scatter-add per column)")
+    wrap(grower._Grower, "result", "tree assembly (flat arrays from the nodes)")
     wrap(grower._Grower, "_search", "split search (vectorised per level)")
     wrap(grower, "go_left", "row partitions: go-left masks (take + compare)")
     wrap(grower, "split_rows", "row partitions: row lists (np.compress)")

@@ -15,8 +15,9 @@ which :meth:`GrownTree.leaf_values` writes the training-score update
 searched together (one vectorised split search for the level), then split;
 ``max_leaves`` > 0 lets only the best splits of a level through. With
 ``n_jobs`` > 1 and large nodes (:data:`PARALLEL_MIN_NODE_ROWS`), the level's
-partitions and histogram builds run on a thread pool; each is the same
-computation as on one thread, so the tree does not depend on ``n_jobs``.
+partitions run on a thread pool (``take`` and comparisons release the GIL);
+each is the same computation as on one thread, so the tree does not depend
+on ``n_jobs``.
 
 **Best-first** (``grow_policy="lossguide"``): the leaf with the largest gain is
 split next, until ``max_leaves`` leaves (LightGBM's leaf-wise growth).
@@ -49,7 +50,7 @@ import numpy as np
 
 from qwkboost.native.binning import MISSING_BIN
 from qwkboost.native.bundling import Layout
-from qwkboost.native.histogram import BLOCK_ROWS, PAIR_MIN_ROWS, HistogramBuilder, pool, subtract
+from qwkboost.native.histogram import MANY_MAX_ROWS, PAIR_MIN_ROWS, HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
 from qwkboost.native.splitting import FlatBins, SplitParams, find_best_splits
 
@@ -107,7 +108,7 @@ class GrownTree:
             self.pending = []
         if self.mask_leaves:
             for mask, j in self.mask_leaves:
-                self._leaf_rows[j] = np.flatnonzero(mask)
+                self._leaf_rows[j] = mask.nonzero()[0]
             self.mask_leaves = []
         return self._leaf_rows
 
@@ -115,15 +116,15 @@ class GrownTree:
         """``out[i]`` = value of the leaf training row ``i`` reached (every row, no sampling)."""
         value = self.tree.value
         if self.mask_leaves:
-            # the mask leaves are disjoint: number them 1..k per row, then one table lookup
-            # (masked writes such as np.putmask branch on every row)
-            k = len(self.mask_leaves)
-            code = np.zeros(out.size, dtype=np.uint8 if k < 255 else np.intp)
-            table = np.zeros(k + 1)
-            for i, (mask, j) in enumerate(self.mask_leaves, start=1):
-                code += mask.view(np.uint8) * code.dtype.type(i) if i > 1 else mask.view(np.uint8)
-                table[i] = value[j]
-            table.take(code, out=out)
+            # the mask leaves are disjoint: out = sum of mask * value, exact (x * 1 = x, x + 0 = x)
+            # and branch-free (masked writes such as np.putmask branch on every row)
+            tmp = None
+            for i, (mask, j) in enumerate(self.mask_leaves):
+                if i == 0:
+                    np.multiply(mask, value[j], out=out)
+                else:
+                    tmp = np.multiply(mask, value[j], out=tmp)
+                    out += tmp
         for j, r in self._leaf_rows.items():
             if r is None:
                 out[:] = value[j]
@@ -164,14 +165,17 @@ class _Node:
         self.n = 0                # number of rows
 
 
-def go_left(layout: Layout, rows, f: int, b: int, default_left: bool) -> np.ndarray:
-    """Mask over ``rows`` (``None``: every row) of "bin(x_f) <= b, missing -> default"."""
+def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: bool = True) -> np.ndarray:
+    """Mask over ``rows`` (``None``: every row) of "bin(x_f) <= b, missing -> default".
+
+    ``missing=False`` promises that no row has a missing value (skips their test).
+    """
     if layout.identity:
         c = layout.codes[f] if rows is None else layout.codes[f].take(rows)
     else:
         c = layout.feature_codes(f, rows)
     mask = c <= b
-    if default_left:
+    if default_left and missing:
         mask |= c == MISSING_BIN
     return mask
 
@@ -199,6 +203,10 @@ class _Grower:
         self.has_missing = has_missing
         self.nodes: list[_Node] = []
         self.n_leaves = 1
+        sp = self.sp
+        self._max_depth = params.max_depth if params.max_depth > 0 else math.inf
+        self._min_h = 2 * sp.min_child_weight               # a node needs twice a child's minimum
+        self._min_c = 2 * max(1, sp.min_samples_leaf)
 
     # -- helpers ---------------------------------------------------------------
     def _new(self, depth, rows, totals, lower, upper, weight=None) -> _Node:
@@ -207,8 +215,7 @@ class _Grower:
         node.weight = _weight(G, H, self.sp.reg_lambda, self.sp.reg_alpha, lower, upper) if weight is None \
             else weight
         node.n = int(C)
-        node.can = not ((self.p.max_depth > 0 and depth >= self.p.max_depth)
-                        or H < 2 * self.sp.min_child_weight or C < 2 * max(1, self.sp.min_samples_leaf))
+        node.can = depth < self._max_depth and H >= self._min_h and C >= self._min_c
         self.nodes.append(node)
         return node
 
@@ -275,16 +282,20 @@ class _Grower:
         lam, alpha = self.sp.reg_lambda, self.sp.reg_alpha
         wl = _weight(L[0], L[1], lam, alpha, node.lower, node.upper)
         wr = _weight(R[0], R[1], lam, alpha, node.lower, node.upper)
-        (ll, lu), (rl, ru) = self._bounds(node, f, wl, wr)
-        # exact counts from the partition (the histogram's C may be skipped)
-        L = list(L); R = list(R)
+        if self.monotone is None:
+            ll = rl = node.lower
+            lu = ru = node.upper
+        else:
+            (ll, lu), (rl, ru) = self._bounds(node, f, wl, wr)
+        # exact counts from the partition (the histogram's C may be skipped); L, R are
+        # this node's own lists (from _search), updated in place
         lmask = None
         if parts is not None:
             lrows, rrows = parts
             L[2], R[2] = float(lrows.size), float(rrows.size)
         elif node.rows is None and self.all_rows:
             # the root, or a node kept as a mask: children as masks over every row
-            t = go_left(self.layout, None, f, b, dl)
+            t = go_left(self.layout, None, f, b, dl, self.has_missing)
             if node.mask is None:
                 lmask, rmask = t, ~t
             else:
@@ -293,7 +304,7 @@ class _Grower:
             L[2], R[2] = float(nl), float(node.n - nl)
             lrows = rrows = None
         else:
-            mask = go_left(self.layout, node.rows, f, b, dl)
+            mask = go_left(self.layout, node.rows, f, b, dl, self.has_missing)
             nl = int(np.count_nonzero(mask))
             L[2], R[2] = float(nl), float(mask.size - nl)
             lrows = rrows = None
@@ -307,7 +318,7 @@ class _Grower:
                 keep = MASK_MIN_SHARE * self.hb.n_samples
                 for c, m in ((left, lmask), (right, rmask)):
                     if c is small or c.n < keep:
-                        c.rows = np.flatnonzero(m)
+                        c.rows = m.nonzero()[0]
                     else:
                         c.mask = m
             else:
@@ -341,7 +352,7 @@ class _Grower:
         return self.hb.n_jobs > 1 and len(nodes) > 1 and rows >= PARALLEL_MIN_NODE_ROWS * len(nodes)
 
     def _split_level(self, cands: list[_Node]) -> list[_Node]:
-        """Split every node of a level; partitions and histogram builds run on the thread pool."""
+        """Split every node of a level; partitions of large nodes run on the thread pool."""
         if not self._threaded(cands):
             kids = [self._split(n) for n in cands]
             # the smaller child of each parent whose children may split; the small ones
@@ -351,7 +362,7 @@ class _Grower:
             few = [c for c in small if c.n < PAIR_MIN_ROWS]
             built = {}
             if len(few) > 1:
-                if sum(c.n for c in few) <= BLOCK_ROWS:
+                if sum(c.n for c in few) <= MANY_MAX_ROWS:
                     hists = self.hb.build_many([c.rows for c in few], self.cols)
                     built = {id(c): hists[i] for i, c in enumerate(few)}
             nxt = []
@@ -373,8 +384,7 @@ class _Grower:
         for n, (l, r) in zip(cands, kids):
             if self._can_split(l) or self._can_split(r):
                 jobs.append(l if l.n <= r.n else r)
-        built = dict(zip((id(c) for c in jobs),
-                         ex.map(lambda c: self.hb.build(c.rows, self.cols, parallel=False), jobs)))
+        built = {id(c): self.hb.build(c.rows, self.cols) for c in jobs}       # on this thread (GIL)
         nxt = []
         for n, (l, r) in zip(cands, kids):
             small = l if l.n <= r.n else r

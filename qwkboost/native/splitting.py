@@ -31,6 +31,7 @@ constraint :math:`+1` is rejected if :math:`w_L > w_R`, with :math:`-1` if
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = ["SplitParams", "FlatBins", "similarity", "leaf_weight", "score_given_
 MIN_GAIN = 1e-6
 # nodes x flat bins searched at once (keeps the search's temporaries in L2 cache)
 SEARCH_CHUNK_ELEMENTS = 12_000
+SEARCH_CHUNK_ELEMENTS_EXACT_H = 24_000
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,64 @@ def _gain_table_exact_h(flat, totals, params: SplitParams, fb: FlatBins, hess_sc
     return gain, GL, HL, None
 
 
+def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: float, feature_mask):
+    r""":func:`find_best_splits` when :math:`H = cC` exactly (``c`` a power of two; see ``hess_scale``).
+
+    With :math:`\lambda' = \lambda / c` the gain is
+
+    .. math:: \text{gain} = \frac{1}{c}\left(\frac{G_L^2}{C_L + \lambda'}
+              + \frac{G_R^2}{C_R + \lambda'}\right) - \frac{G^2}{H + \lambda},
+
+    and the hessian limits :math:`H_L, H_R \ge` ``min_child_weight`` become one
+    integer range test on :math:`C_L` (which, with no missing values, also rules
+    out the missing slots: there :math:`C_R = 0`). Scaling by a power of two is
+    exact in floating point, so every gain equals :func:`gain_table`'s bit for
+    bit, in fewer passes (the argmax runs before scaling and before the
+    parent's term is subtracted). Returns ``None`` if a node's :math:`H/c` is
+    not an integer.
+    """
+    k = flat.shape[0]
+    T = fb.size
+    nb1 = int(fb.n_bins[0]) + 1
+    Gt, Ht = totals[:, 0], totals[:, 1]
+    Ctf = Ht / c
+    Ct = Ctf.astype(np.int64)
+    if (Ct != Ctf).any():
+        return None
+    lam = params.reg_lambda
+    lam_c = lam / c
+    cmin = int(min(math.ceil(max(params.min_child_weight, 1e-300) / c), 2 ** 62))
+    GL = np.cumsum(flat[:, 0].reshape(k, -1, nb1), axis=2).reshape(k, T)
+    CL = np.cumsum(flat[:, 2].reshape(k, -1, nb1).astype(np.int64), axis=2).reshape(k, T)
+    CLf = CL.astype(np.float64)          # one cast (mixed int/float ufuncs cast in slow buffers)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        S = np.multiply(GL, GL)
+        D = np.add(CLf, lam_c)
+        S /= D
+        GR = np.subtract(Gt[:, None], GL)
+        GR *= GR
+        np.subtract(Ctf[:, None], CLf, out=D)
+        D += lam_c
+        GR /= D
+        S += GR
+    # cmin <= C_L <= C - cmin as one unsigned comparison (negative C_L - cmin wraps high)
+    span = Ct - 2 * cmin
+    CL -= cmin
+    bad = np.greater(CL.view(np.uint64), np.maximum(span, 0).astype(np.uint64)[:, None])
+    if feature_mask is not None:
+        bad |= ~np.asarray(feature_mask, dtype=bool)[fb.feat_of]
+    np.putmask(S, bad, -np.inf)
+    best = S.argmax(axis=1)
+    rows = np.arange(k)
+    g = S[rows, best] / c - (Gt * Gt) / (Ht + lam)
+    g[(span < 0) | ~(g > MIN_GAIN)] = -np.inf
+    L = np.zeros((k, 3))
+    L[:, 0] = GL[rows, best]
+    L[:, 1] = CLf[rows, best] * c
+    return {"gain": g, "feature": fb.feat_of[best], "bin": fb.bin_of[best],
+            "default_left": np.zeros(k, dtype=bool), "left": L, "right": totals - L}
+
+
 def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
                      feature_mask=None, lower=None, upper=None, monotone=None, missing: bool = True,
                      hess_scale=None) -> dict:
@@ -346,7 +406,9 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
         are left at 0 unless ``min_samples_leaf > 1``).
     """
     k = flat.shape[0]
-    chunk = max(1, SEARCH_CHUNK_ELEMENTS // fb.size)
+    exact_h = (hess_scale is not None and params.min_samples_leaf <= 1 and fb.uniform and not missing
+               and (monotone is None or not np.any(monotone != 0)) and lower is None and params.reg_alpha == 0.0)
+    chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h else SEARCH_CHUNK_ELEMENTS) // fb.size)
     if k > chunk:
         # a few nodes at a time: the temporaries stay in cache (several times faster at k = 16)
         parts = [find_best_splits(flat[i:i + chunk], totals[i:i + chunk], params, fb, feature_mask,
@@ -355,6 +417,10 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
                                   hess_scale)
                  for i in range(0, k, chunk)]
         return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+    if exact_h:
+        out = _best_splits_exact_h(flat, totals, params, fb, hess_scale, feature_mask)
+        if out is not None:
+            return out
     gain, GL, HL, CL = gain_table(flat, totals, params, fb, lower, upper, monotone, missing, hess_scale)
     k, d, T = gain.shape
     if feature_mask is not None:

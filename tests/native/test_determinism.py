@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import qwkboost as qb
-from qwkboost.native import grower, histogram
+from qwkboost.native import grower
 
 SAMPLING = {"subsample": 0.6, "colsample_bytree": 0.6}
 GOSS = {"sampling_method": "goss", "learning_rate": 0.5}
@@ -27,7 +27,6 @@ def test_threads_do_not_change_the_model(chisq_small, monkeypatch):
     p = {"max_depth": 4, **SAMPLING}
     one = qb.train(X, y, engine="native", objective="squared_error", params={**p, "n_jobs": 1},
                    num_boost_round=8, seed=1)
-    monkeypatch.setattr(histogram, "PARALLEL_MIN_ELEMENTS", 100)
     monkeypatch.setattr(grower, "PARALLEL_MIN_NODE_ROWS", 10)
     two = qb.train(X, y, engine="native", objective="squared_error", params={**p, "n_jobs": 2},
                    num_boost_round=8, seed=1)

@@ -1,4 +1,4 @@
-"""Histograms: bincount against a brute-force sum, subtraction, pairs, threads, cached counts."""
+"""Histograms: scatter-adds against a brute-force sum, subtraction, pairs, cached counts."""
 
 import numpy as np
 import pytest
@@ -75,22 +75,38 @@ def test_column_subset_follows_the_order_given(data):
     np.testing.assert_allclose(hb.build(None, [4, 1]), full[:, [4, 1]])
 
 
-def test_pairs_and_threads_give_the_same_histograms(data, monkeypatch):
-    # (threads run whole bincounts, so they change nothing, bit for bit)
+@pytest.mark.parametrize("hess", ["varying", "constant"])
+@pytest.mark.parametrize("need_counts", [True, False])
+def test_pairs_give_the_same_histograms(data, monkeypatch, hess, need_counts):
+    # joint 16-bit keys (one complex pass for two statistics) against the brute force
     codes, g, h = data
+    if hess == "constant":
+        h = np.full(h.size, 0.5)
     rows = np.arange(0, 3000, 2)
     ref = brute(codes, g, h, rows)
     monkeypatch.setattr(histogram, "PAIR_MIN_ROWS", 10)
-    monkeypatch.setattr(histogram, "PARALLEL_MIN_ELEMENTS", 10)
-    monkeypatch.setattr(histogram, "BLOCK_ROWS", 500)
     hb = HistogramBuilder(codes, n_jobs=2)
     assert len(hb.pairs) == 2
-    hb.set_gradients(g, h)
-    np.testing.assert_allclose(hb.build(rows), ref, atol=1e-9)
-    np.testing.assert_allclose(hb.build(rows, [0, 3, 1]), ref[:, [0, 3, 1]], atol=1e-9)
-    serial = HistogramBuilder(codes, n_jobs=1)
-    serial.set_gradients(g, h)
-    np.testing.assert_array_equal(hb.build(rows), serial.build(rows))
+    hb.set_gradients(g, h, need_counts=need_counts)
+    got = hb.build(rows)
+    if not hb.need_counts:
+        assert not got[2].any()
+        got[2] = ref[2]
+    np.testing.assert_allclose(got, ref, atol=1e-9)
+    np.testing.assert_allclose(hb.build(rows, [0, 3, 1])[:2], ref[:2, [0, 3, 1]], atol=1e-9)
+    np.testing.assert_allclose(hb.build(None)[:2], brute(codes, g, h, np.arange(3000))[:2], atol=1e-9)
+
+
+def test_two_statistics_in_one_complex_pass_are_exact(data):
+    # real and imaginary parts are summed as two real passes would: same bits
+    codes, g, h = data
+    hb = HistogramBuilder(codes, n_jobs=1)
+    hb.set_gradients(g, h, need_counts=False)
+    rows = np.sort(np.random.RandomState(2).choice(3000, 900, replace=False))
+    out = hb.build(rows)
+    for f in range(codes.shape[0]):
+        assert np.array_equal(out[0, f], np.bincount(codes[f, rows], g[rows], minlength=N_CODES))
+        assert np.array_equal(out[1, f], np.bincount(codes[f, rows], h[rows], minlength=N_CODES))
 
 
 def test_cached_root_counts(data):

@@ -210,18 +210,24 @@ def test_flat_bins_layout():
     np.testing.assert_array_equal(fb.miss_pos, [3, 5, 8])
 
 
-def test_hess_scale_gives_the_same_splits():
-    """Integer cumsums of the counts (H = c * C, c a power of two) change nothing."""
+@pytest.mark.parametrize("params", [SplitParams(), SplitParams(reg_lambda=0.0, min_child_weight=0.0),
+                                    SplitParams(reg_lambda=3.0, min_child_weight=37.5)])
+@pytest.mark.parametrize("feature_mask", [None, np.array([True, False, True])])
+def test_hess_scale_gives_the_same_splits(params, feature_mask):
+    """The counts-based search (H = c * C, c a power of two) gives the general search's result, bit for bit."""
     rng = np.random.default_rng(5)
     fb = FlatBins(np.full(3, 255))
-    k = 4
-    C = rng.integers(0, 40, size=(k, 3, 256)).astype(float)
+    k = 40
+    C = rng.integers(0, 40, size=(k, 3, 256)).astype(float) * (rng.random((k, 3, 256)) < 0.3)
     C[:, :, 255] = 0
+    C[0] = 0
+    C[0, :, 7] = 2                       # a node too small to split
     G = rng.normal(size=(k, 3, 256)) * (C > 0)
     for c in (1.0, 2.0, 0.25):
         flat = np.stack([G, c * C, C], axis=1).reshape(k, 3, -1)
         tot = flat[:, :, :256].sum(axis=2)
-        a = find_best_splits(flat, tot, SplitParams(), fb, missing=False)
-        b = find_best_splits(flat, tot, SplitParams(), fb, missing=False, hess_scale=c)
+        a = find_best_splits(flat, tot, params, fb, feature_mask, missing=False)
+        b = find_best_splits(flat, tot, params, fb, feature_mask, missing=False, hess_scale=c)
+        assert np.isfinite(a["gain"]).sum() > k // 2
         for key in a:
             assert np.array_equal(a[key], b[key]), key
