@@ -11,7 +11,9 @@ gap between progress callbacks (after 5 warm-up rounds). LightGBM and XGBoost
 use 2 threads; their built-in objectives are timed as well, without
 ``qwkboost``'s Python gradient and metric. Each configuration is repeated and
 the fastest median kept: the machine may be shared, and OpenMP libraries
-suffer most from that.
+suffer most from that. Every run is a fresh process (engines interleaved),
+so that no engine inherits another's heap or threads; ``--same-process``
+times them all in one.
 
 Prediction: 200 trees of depth 5 trained on the 80k fold, predicting 20,000
 rows, median of 7 calls after one warm-up.
@@ -96,15 +98,38 @@ def xgb_builtin(X, y):
     return run
 
 
-def training(rows: int, rounds: int, repeats: int) -> dict:
+RUNNERS = {"native": lambda X, y: qb_runner("native", X, y), "lightgbm": lambda X, y: qb_runner("lightgbm", X, y),
+           "xgboost": lambda X, y: qb_runner("xgboost", X, y), "lightgbm (built-in objective)": lgb_builtin,
+           "xgboost (built-in objective)": xgb_builtin}
+
+
+def time_child(engine: str, rows: int, rounds: int) -> None:
+    """One timing run in a fresh process (``--isolate``): prints its ms per round."""
     X, y, _, _ = fold(rows)
-    runners = {"native": qb_runner("native", X, y), "lightgbm": qb_runner("lightgbm", X, y),
-               "xgboost": qb_runner("xgboost", X, y), "lightgbm (built-in objective)": lgb_builtin(X, y),
-               "xgboost (built-in objective)": xgb_builtin(X, y)}
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(repeats):                   # interleaved, so load changes hit every engine
-        for k, fn in runners.items():
-            times[k].append(per_round_ms(fn, rounds))
+    with threadpool_limits(1, user_api="blas"):
+        print(json.dumps({"ms": per_round_ms(RUNNERS[engine](X, y), rounds)}))
+
+
+def training(rows: int, rounds: int, repeats: int, isolate: bool = True) -> dict:
+    """ms per round of every engine, ``repeats`` times, interleaved so that load changes hit every engine.
+
+    With ``isolate`` every run is a fresh process: an engine's run then cannot
+    leave state behind (heap, thread pools, caches) that speeds up or slows down
+    the next engine's (measured: LightGBM at 1M rows ran 17 or 24 ms per round
+    depending on which native code ran before it in the same process).
+    """
+    times: dict[str, list[float]] = {k: [] for k in RUNNERS}
+    if not isolate:
+        X, y, _, _ = fold(rows)
+        runners = {k: make(X, y) for k, make in RUNNERS.items()}
+    for _ in range(repeats):
+        for k in RUNNERS:
+            if isolate:
+                r = subprocess.run([sys.executable, __file__, "--time-child", k, "--rows", str(rows),
+                                    "--rounds", str(rounds)], capture_output=True, text=True, check=True)
+                times[k].append(json.loads(r.stdout.strip().splitlines()[-1])["ms"])
+            else:
+                times[k].append(per_round_ms(runners[k], rounds))
     return {k: {"best_ms": min(v), "median_ms": float(np.median(v)), "all_ms": v} for k, v in times.items()}
 
 
@@ -184,21 +209,27 @@ def main() -> None:
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-predict", action="store_true")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--same-process", action="store_true",
+                    help="time every engine in this process (default: a fresh process per run)")
     ap.add_argument("--memory-child", help=argparse.SUPPRESS)
+    ap.add_argument("--time-child", help=argparse.SUPPRESS)
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.memory_child:
         memory_child(args.memory_child, args.data, args.rounds or 30)
         return
+    if args.time_child:
+        time_child(args.time_child, args.rows[0], args.rounds)
+        return
     res = {"machine": machine(), "training": {}, "memory": {}}
     with threadpool_limits(1, user_api="blas"):
         for rows in args.rows:
             rounds = args.rounds or (100 if rows <= 200_000 else 30)
-            t = training(rows, rounds, args.repeats)
+            t = training(rows, rounds, args.repeats, isolate=not args.same_process)
             res["training"][rows] = t
             nat = t["native"]["best_ms"]
             print(f"\n## training, {rows:,} x 5, depth 5, 255 bins, squared error ({rounds} rounds, "
-                  f"best of {args.repeats})")
+                  f"best of {args.repeats}, {'one process' if args.same_process else 'a fresh process per run'})")
             print("| engine | ms/round (best) | ms/round (median) | native / engine |")
             print("|---|---:|---:|---:|")
             for k, v in t.items():

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from threadpoolctl import threadpool_limits
 
-from qwkboost.native.binning import BinMapper
+from qwkboost.native.binning import MAX_BINS, MISSING_BIN, BinMapper
 from qwkboost.native.bundling import make_layout
 from qwkboost.native.grower import GrowerParams, grow_tree
 from qwkboost.native.histogram import HistogramBuilder
@@ -296,6 +296,12 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
     p = resolve_params(params, F)
     rng = np.random.default_rng(seed)
     bm = bin_mapper if bin_mapper is not None else BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed).fit(X)
+    if bin_mapper is not None:
+        nb = np.asarray(bm.n_bins_)
+        if nb.size != F or nb.max(initial=1) > MAX_BINS:
+            raise ValueError(f"bin_mapper must have n_bins_ for {F} features, each at most {MAX_BINS} "
+                             f"(code {MISSING_BIN} is the missing bin); got {nb.size} features, "
+                             f"at most {int(nb.max(initial=0))} bins")
     codes = bm.transform(X)
     has_missing = bool(np.isnan(X).any())
     layout = make_layout(codes, p["enable_bundle"], p["max_conflict_rate"], seed)

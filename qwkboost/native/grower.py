@@ -15,9 +15,9 @@ which :meth:`GrownTree.leaf_values` writes the training-score update
 searched together (one vectorised split search for the level), then split;
 ``max_leaves`` > 0 lets only the best splits of a level through. With
 ``n_jobs`` > 1 and large nodes (:data:`PARALLEL_MIN_NODE_ROWS`), the level's
-partitions run on a thread pool (``take`` and comparisons release the GIL);
-each is the same computation as on one thread, so the tree does not depend
-on ``n_jobs``.
+partitions and histogram builds run on a thread pool (``take``, comparisons
+and ``np.bincount`` release the GIL); each gives the same numbers as on one
+thread, so the tree does not depend on ``n_jobs``.
 
 **Best-first** (``grow_policy="lossguide"``): the leaf with the largest gain is
 split next, until ``max_leaves`` leaves (LightGBM's leaf-wise growth).
@@ -352,7 +352,7 @@ class _Grower:
         return self.hb.n_jobs > 1 and len(nodes) > 1 and rows >= PARALLEL_MIN_NODE_ROWS * len(nodes)
 
     def _split_level(self, cands: list[_Node]) -> list[_Node]:
-        """Split every node of a level; partitions of large nodes run on the thread pool."""
+        """Split every node of a level; for large nodes, partitions and histograms run on the thread pool."""
         if not self._threaded(cands):
             kids = [self._split(n) for n in cands]
             # the smaller child of each parent whose children may split; the small ones
@@ -384,7 +384,8 @@ class _Grower:
         for n, (l, r) in zip(cands, kids):
             if self._can_split(l) or self._can_split(r):
                 jobs.append(l if l.n <= r.n else r)
-        built = {id(c): self.hb.build(c.rows, self.cols) for c in jobs}       # on this thread (GIL)
+        built = dict(zip((id(c) for c in jobs),
+                         ex.map(lambda c: self.hb.build(c.rows, self.cols, in_pool=True), jobs)))
         nxt = []
         for n, (l, r) in zip(cands, kids):
             small = l if l.n <= r.n else r

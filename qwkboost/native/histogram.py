@@ -36,8 +36,13 @@ histograms. That halves the passes over the rows, and pays off above
 :data:`PAIR_MIN_ROWS` rows (zeroing and summing the 65,536 bins has a fixed
 cost).
 
-``np.add.at`` holds the GIL, so histograms are built on the calling thread:
-the result never depends on ``n_jobs``.
+**Large nodes** (:data:`LARGE_NODE_ROWS` rows or more) are counted in fixed
+row blocks, one real pass per statistic and block, and the blocks' partial
+histograms are added in block order. ``np.add.at`` holds the GIL, but
+``np.bincount`` releases it while counting (not while it scans its input), so
+with ``n_jobs`` > 1 the blocks run as ``bincount`` on a thread pool, and with
+one thread as ``np.add.at``: both add the same numbers in the same order, so
+the histograms, and the trees, never depend on ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -49,12 +54,20 @@ import numpy as np
 
 from qwkboost.native.binning import N_CODES
 
-__all__ = ["HistogramBuilder", "accumulate", "subtract", "pool", "PAIR_MIN_ROWS", "MANY_MAX_ROWS"]
+__all__ = ["HistogramBuilder", "accumulate", "subtract", "pool", "PAIR_MIN_ROWS", "MANY_MAX_ROWS",
+           "LARGE_NODE_ROWS", "BLOCK_ROWS"]
 
 # nodes with at least this many rows use joint histograms of column pairs
 PAIR_MIN_ROWS = 30_000
 # build_many takes at most this many rows in all (its keys are one intp array per column)
 MANY_MAX_ROWS = 262_144
+# nodes with at least this many rows are counted in fixed row blocks of BLOCK_ROWS, one real
+# pass per statistic, on the thread pool when n_jobs > 1 (np.bincount releases the GIL while
+# it counts; np.add.at does not)
+LARGE_NODE_ROWS = 200_000
+BLOCK_ROWS = 131_072
+# temporaries of at least this size are kept for reuse (see _Scratch)
+SCRATCH_MIN_BYTES = 2 * 1024 * 1024
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _ONES = np.ones(N_CODES)
@@ -90,6 +103,38 @@ def subtract(parent: np.ndarray, child: np.ndarray) -> np.ndarray:
     return parent - child
 
 
+class _Scratch:
+    """Buffers for large temporaries, reused across calls, one per name, grown as needed.
+
+    Fresh multi-megabyte arrays are costly: the allocator maps new pages and
+    each first touch faults (measured 14 % of a round at 1M rows). Below
+    :data:`SCRATCH_MIN_BYTES` a fresh array is cheaper (measured 1.5-2 % of a
+    round at 80k rows), so those are not kept. Used from the calling thread only.
+    """
+
+    def __init__(self):
+        self._bufs: dict = {}
+
+    def get(self, name: str, shape, dtype) -> np.ndarray:
+        """An uninitialised array; ``name`` always comes with the same ``dtype``."""
+        size = shape if type(shape) is int else shape[0] * shape[1]
+        if size * np.dtype(dtype).itemsize < SCRATCH_MIN_BYTES:
+            return np.empty(shape, dtype=dtype)
+        buf = self._bufs.get(name)
+        if buf is None or buf.size < size:
+            buf = self._bufs[name] = np.empty(size, dtype=dtype)
+        return buf[:size] if type(shape) is int else buf[:size].reshape(shape)
+
+    def zeros(self, name: str, shape, dtype=np.float64) -> np.ndarray:
+        """A zeroed array (see :meth:`get`)."""
+        size = shape if type(shape) is int else shape[0] * shape[1]
+        if size * np.dtype(dtype).itemsize < SCRATCH_MIN_BYTES:
+            return np.zeros(shape, dtype=dtype)
+        out = self.get(name, shape, dtype)
+        out.fill(0)
+        return out
+
+
 class HistogramBuilder:
     """Build :math:`(G, H, C)` histograms on feature-major ``uint8`` codes.
 
@@ -108,6 +153,7 @@ class HistogramBuilder:
         self.n_jobs = resolve_n_jobs(n_jobs)
         self._root_counts: np.ndarray | None = None
         self._root_keys: dict = {}
+        self._scratch = _Scratch()
         # every row's codes side by side, padded to whole 8-byte words: one gather
         # (``take`` of uint64) fetches a node's codes of all columns at once
         width = -(-self.n_columns // 8) * 8
@@ -131,17 +177,23 @@ class HistogramBuilder:
         self.need_counts = need_counts or self.const_hess is not None
         self._packed = None
 
+    def _stat_groups(self, cached: bool) -> list:
+        """Statistics counted together: ``[(0,)]``, ``[(0, 1)]``, ``[(0, 2)]`` or ``[(0, 1), (2,)]``."""
+        stats = [0] + ([1] if self.const_hess is None else []) + ([2] if self.need_counts and not cached else [])
+        return [tuple(stats)] if len(stats) < 3 else [(0, 1), (2,)]
+
     def _stats(self, cached: bool) -> list:
         """The statistics to count, as passes: ``[(stats, weights over every row), ...]``.
 
         A pass with two statistics has complex weights (real: the first, imaginary:
         the second); ``None`` weights count rows.
         """
-        stats = [0] + ([1] if self.const_hess is None else []) + ([2] if self.need_counts and not cached else [])
-        if len(stats) == 1:
+        groups = self._stat_groups(cached)
+        if len(groups[0]) == 1:
             return [((0,), self.g)]
+        stats = [j for st in groups for j in st]
         if self._packed is None:
-            packed = np.empty(self.n_samples, dtype=np.complex128)
+            packed = self._scratch.get("packed", self.n_samples, np.complex128)
             parts = packed.view(np.float64).reshape(-1, 2)
             parts[:, 0] = self.g
             parts[:, 1] = self.h if stats[1] == 1 else 1.0
@@ -152,8 +204,12 @@ class HistogramBuilder:
         return passes
 
     # -- building --------------------------------------------------------------
-    def _keys(self, rows, cols: list) -> list:
-        """``(kind, columns, intp codes)`` to count: column pairs for large nodes, else single columns."""
+    def _keys(self, rows, cols: list, scratch: "_Scratch | None" = None):
+        """``(kind, columns, intp codes)`` to count: column pairs for large nodes, else single columns.
+
+        A generator: with ``scratch``, each key is written into the same buffer, valid
+        until the next one is drawn.
+        """
         m = self.n_samples if rows is None else rows.size
         kinds = []
         left = set(cols)
@@ -171,19 +227,32 @@ class HistogramBuilder:
                     c = self.codes[js[0]]
                     cache[js] = (c | (self.codes[js[1]].astype(np.uint16) << 8) if kind == "pair" else c
                                  ).astype(np.intp)
-            return [(kind, js, cache[js]) for kind, js in kinds]
-        if 2 * len(cols) < self.n_columns:
-            # a few columns: gather each one alone
-            return [(kind, js, (self.codes[js[0]].take(rows) if kind == "col" else
-                                self.codes[js[0]].take(rows) | (self.codes[js[1]].take(rows).astype(np.uint16) << 8)
-                                ).astype(np.intp)) for kind, js in kinds]
-        node = self.words.take(rows, axis=0)                   # (m, words): all columns, one gather
-        b8 = node.view(np.uint8).reshape(m, -1)
-        b16 = node.view(np.uint16).reshape(m, -1)
-        return [(kind, js, (b8[:, js[0]] if kind == "col" else b16[:, js[0] // 2]).astype(np.intp))
-                for kind, js in kinds]
+                yield kind, js, cache[js]
+            return
+        S = scratch
+        few = 2 * len(cols) < self.n_columns
+        if not few:
+            # all columns in one gather of the rows' packed codes
+            words = self.words.take(rows, axis=0, mode="clip",
+                                    out=None if S is None else S.get("words", (m, self.words.shape[1]), np.uint64))
+            b8 = words.view(np.uint8).reshape(m, -1)
+            b16 = words.view(np.uint16).reshape(m, -1)
+        for kind, js in kinds:
+            if few:
+                # a few columns: gather each one alone
+                c = self.codes[js[0]].take(rows)
+                if kind == "pair":
+                    c = c | (self.codes[js[1]].take(rows).astype(np.uint16) << 8)
+            else:
+                c = b8[:, js[0]] if kind == "col" else b16[:, js[0] // 2]
+            if S is None:
+                yield kind, js, c.astype(np.intp)
+            else:
+                key = S.get("key", m, np.intp)
+                np.copyto(key, c)
+                yield kind, js, key
 
-    def build(self, rows: np.ndarray | None, cols=None) -> np.ndarray:
+    def build(self, rows: np.ndarray | None, cols=None, in_pool: bool = False) -> np.ndarray:
         """Histogram ``(3, len(cols), 256)`` of ``rows`` (``None``: every row).
 
         Parameters
@@ -192,14 +261,42 @@ class HistogramBuilder:
             Row indices of the node, sorted ascending for cache locality.
         cols : sequence of int, optional
             Columns to build (default all); the output follows this order.
+        in_pool : bool, default False
+            Called from a thread-pool task: count with ``np.bincount``, which releases
+            the GIL, and use no pool. The result is the same, bit for bit.
         """
         cols = list(range(self.n_columns)) if cols is None else [int(c) for c in cols]
         cached = rows is None and self._root_counts is not None
-        passes = [(st, w if (rows is None or w is None) else w.take(rows)) for st, w in self._stats(cached)]
+        if (self.n_samples if rows is None else rows.size) >= LARGE_NODE_ROWS:
+            return self._build_blocked(rows, cols, cached, in_pool)
+        if in_pool:
+            # the same passes with real weights (bincount has no complex weights)
+            real = {0: self.g, 1: self.h}
+            passes = [(st, [None if j == 2 else (real[j] if rows is None else real[j].take(rows)) for j in st])
+                      for st in self._stat_groups(cached)]
+        else:
+            S = self._scratch
+            passes = [(st, w if (rows is None or w is None) else
+                       w.take(rows, mode="clip", out=S.get(f"w{st[0]}{w.dtype.char}", rows.size, w.dtype)))
+                      for st, w in self._stats(cached)]
         out = np.zeros((3, len(cols), N_CODES))
         pos = {j: i for i, j in enumerate(cols)}
-        for kind, js, k in self._keys(rows, cols):
+        for kind, js, k in self._keys(rows, cols, None if in_pool else self._scratch):
             for stats, w in passes:
+                if in_pool:
+                    nb = N_CODES if kind == "col" else N_CODES * N_CODES
+                    parts = [np.bincount(k, wj, minlength=nb) for wj in w]
+                    if kind == "col":
+                        for st, part in zip(stats, parts):
+                            out[st, pos[js[0]]] = part
+                        continue
+                    if len(stats) == 1:
+                        joint = parts[0]
+                    else:
+                        joint = np.empty(nb, dtype=np.complex128)          # as the complex scatter-add
+                        joint.real, joint.imag = parts
+                    self._pair_marginals(out, stats, pos[js[0]], pos[js[1]], joint)
+                    continue
                 if kind == "col":
                     j = pos[js[0]]
                     if len(stats) == 1:
@@ -209,19 +306,80 @@ class HistogramBuilder:
                         out[stats[0], j] = acc.real
                         out[stats[1], j] = acc.imag
                     continue
-                # joint[code_b, code_a]: its column sums are a's histogram, its row sums b's
-                a, b = pos[js[0]], pos[js[1]]
-                if len(stats) == 1:
-                    joint = accumulate(np.zeros(N_CODES * N_CODES), k, w).reshape(N_CODES, N_CODES)
-                    out[stats[0], a] = _ONES @ joint
-                    out[stats[0], b] = joint @ _ONES
-                else:
-                    joint = accumulate(np.zeros(N_CODES * N_CODES, dtype=np.complex128), k, w)
-                    joint = joint.reshape(N_CODES, N_CODES)
-                    ma, mb = _ONES_C @ joint, joint @ _ONES_C        # complex: both statistics
-                    out[stats[0], a], out[stats[1], a] = ma.real, ma.imag
-                    out[stats[0], b], out[stats[1], b] = mb.real, mb.imag
+                dtype = np.float64 if len(stats) == 1 else np.complex128
+                joint = accumulate(self._scratch.zeros(f"joint{len(stats)}", N_CODES * N_CODES, dtype), k, w)
+                self._pair_marginals(out, stats, pos[js[0]], pos[js[1]], joint)
         return self._finish(out, cols, cached)
+
+    @staticmethod
+    def _pair_marginals(out, stats, a: int, b: int, joint: np.ndarray) -> None:
+        """Columns ``a`` and ``b`` of ``out`` from a joint histogram over ``code_a + 256 code_b``.
+
+        ``joint[code_b, code_a]``: its column sums are a's histogram, its row sums b's
+        (BLAS products; a complex joint carries two statistics).
+        """
+        joint = joint.reshape(N_CODES, N_CODES)
+        if len(stats) == 1:
+            out[stats[0], a] = _ONES @ joint
+            out[stats[0], b] = joint @ _ONES
+            return
+        ma, mb = _ONES_C @ joint, joint @ _ONES_C
+        out[stats[0], a], out[stats[1], a] = ma.real, ma.imag
+        out[stats[0], b], out[stats[1], b] = mb.real, mb.imag
+
+    def _build_blocked(self, rows, cols: list, cached: bool, in_pool: bool = False) -> np.ndarray:
+        """:meth:`build` of a large node: row blocks, real passes, threads if ``n_jobs`` > 1."""
+        m = self.n_samples if rows is None else rows.size
+        weights = [(0, self.g if rows is None else self.g.take(rows))]
+        if self.const_hess is None:
+            weights.append((1, self.h if rows is None else self.h.take(rows)))
+        if self.need_counts and not cached:
+            weights.append((2, None))
+        kinds = []
+        left = set(cols)
+        for a, b in self.pairs:
+            if a in left and b in left:
+                kinds.append(("pair", (a, b), self._pair_key(a, b)))
+                left -= {a, b}
+        kinds += [("col", (j,), self.codes[j]) for j in cols if j in left]
+        nblk = max(1, -(-m // BLOCK_ROWS))
+        bounds = [m * i // nblk for i in range(nblk + 1)]
+        gil_free = self.n_jobs > 1 or in_pool
+        threaded = self.n_jobs > 1 and not in_pool
+
+        def count(task):
+            i, blk = task
+            key = kinds[i][2]
+            lo, hi = bounds[blk], bounds[blk + 1]
+            k = (key[lo:hi] if rows is None else key.take(rows[lo:hi])).astype(np.intp)
+            nb = N_CODES * N_CODES if kinds[i][0] == "pair" else N_CODES
+            if gil_free:
+                return [np.bincount(k, None if w is None else w[lo:hi], minlength=nb) for _, w in weights]
+            return [accumulate(np.zeros(nb), k, None if w is None else w[lo:hi]) for _, w in weights]
+
+        tasks = [(i, blk) for i in range(len(kinds)) for blk in range(nblk)]
+        parts = list(pool(self.n_jobs).map(count, tasks)) if threaded else [count(t) for t in tasks]
+        out = np.zeros((3, len(cols), N_CODES))
+        pos = {j: i for i, j in enumerate(cols)}
+        for i, (kind, js, _) in enumerate(kinds):
+            for s_i, (stat, _) in enumerate(weights):
+                acc = parts[i * nblk][s_i]
+                for blk in range(1, nblk):
+                    acc = acc + parts[i * nblk + blk][s_i]
+                if kind == "col":
+                    out[stat, pos[js[0]]] = acc
+                else:
+                    joint = acc.reshape(N_CODES, N_CODES)        # joint[code_b, code_a]
+                    out[stat, pos[js[0]]] = _ONES @ joint
+                    out[stat, pos[js[1]]] = joint @ _ONES
+        return self._finish(out, cols, cached)
+
+    def _pair_key(self, a: int, b: int) -> np.ndarray:
+        """``code_a + 256 code_b`` over every row (uint16, kept)."""
+        cache = self.__dict__.setdefault("_pair_keys", {})
+        if (a, b) not in cache:
+            cache[(a, b)] = self.codes[a] | (self.codes[b].astype(np.uint16) << 8)
+        return cache[(a, b)]
 
     def build_many(self, rows_list: list, cols=None) -> np.ndarray:
         """Histograms ``(k, 3, len(cols), 256)`` of several small nodes in one pass per column.
@@ -233,24 +391,35 @@ class HistogramBuilder:
         and :data:`MANY_MAX_ROWS` rows in total.
         """
         cols = list(range(self.n_columns)) if cols is None else [int(c) for c in cols]
+        S = self._scratch
         k = len(rows_list)
-        allrows = np.concatenate(rows_list) if k > 1 else rows_list[0]
-        slot = np.repeat(np.arange(0, k * N_CODES, N_CODES, dtype=np.intp), [r.size for r in rows_list])
+        M = sum(r.size for r in rows_list)
+        allrows = np.concatenate(rows_list, out=S.get("allrows", M, np.intp)) if k > 1 else rows_list[0]
+        slot = S.get("slot", M, np.intp)
+        lo = 0
+        for i, r in enumerate(rows_list):
+            slot[lo:lo + r.size] = i * N_CODES
+            lo += r.size
         if 2 * len(cols) < self.n_columns:
             node = self.codes[cols].take(allrows, axis=1)
-            key = [np.add(node[i], slot, dtype=np.intp) for i in range(len(cols))]
+            column = lambda i: node[i]
         else:
-            node = self.words.take(allrows, axis=0).view(np.uint8).reshape(allrows.size, -1)
-            key = [np.add(node[:, j], slot, dtype=np.intp) for j in cols]    # 256 * slot + code
-        passes = [(st, w if w is None else w.take(allrows)) for st, w in self._stats(False)]
+            words = self.words.take(allrows, axis=0, mode="clip", out=S.get("words", (M, self.words.shape[1]),
+                                                                            np.uint64))
+            node = words.view(np.uint8).reshape(M, -1)
+            column = lambda i: node[:, cols[i]]
+        passes = [(st, w if w is None else w.take(allrows, mode="clip", out=S.get(f"w{st[0]}{w.dtype.char}", M, w.dtype)))
+                  for st, w in self._stats(False)]
         nb = k * N_CODES
         acc = np.zeros((3, len(cols), nb))
+        key = S.get("key", M, np.intp)
         for i in range(len(cols)):
+            np.add(column(i), slot, out=key)                   # 256 * slot + code
             for stats, w in passes:
                 if len(stats) == 1:
-                    accumulate(acc[stats[0], i], key[i], w)
+                    accumulate(acc[stats[0], i], key, w)
                 else:
-                    both = accumulate(np.zeros(nb, dtype=np.complex128), key[i], w)
+                    both = accumulate(S.zeros("many", nb, np.complex128), key, w)
                     acc[stats[0], i] = both.real
                     acc[stats[1], i] = both.imag
         out = np.ascontiguousarray(acc.reshape(3, len(cols), k, N_CODES).transpose(2, 0, 1, 3))

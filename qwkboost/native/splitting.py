@@ -31,6 +31,7 @@ constraint :math:`+1` is rejected if :math:`w_L > w_R`, with :math:`-1` if
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -357,10 +358,15 @@ def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: flo
     lam = params.reg_lambda
     lam_c = lam / c
     cmin = int(min(math.ceil(max(params.min_child_weight, 1e-300) / c), 2 ** 62))
-    GL = np.cumsum(flat[:, 0].reshape(k, -1, nb1), axis=2).reshape(k, T)
-    CL = np.cumsum(flat[:, 2].reshape(k, -1, nb1).astype(np.int64), axis=2).reshape(k, T)
-    CLf = CL.astype(np.float64)          # one cast (mixed int/float ufuncs cast in slow buffers)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    # G and C as one complex number per bin: one cumsum gives both prefix sums (two
+    # independent additions per element, each exact as in a real cumsum; counts < 2**53)
+    Z = np.empty((k, T), dtype=np.complex128)
+    Z.real = flat[:, 0]
+    Z.imag = flat[:, 2]
+    np.cumsum(Z.reshape(k, -1, nb1), axis=2, out=Z.reshape(k, -1, nb1))
+    GL, CLf = Z.real, Z.imag
+    with np.errstate(invalid="ignore", divide="ignore") if lam_c <= 0 else contextlib.nullcontext():
+        # (with lambda > 0 no denominator is 0)
         S = np.multiply(GL, GL)
         D = np.add(CLf, lam_c)
         S /= D
@@ -370,15 +376,30 @@ def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: flo
         D += lam_c
         GR /= D
         S += GR
-    # cmin <= C_L <= C - cmin as one unsigned comparison (negative C_L - cmin wraps high)
-    span = Ct - 2 * cmin
-    CL -= cmin
-    bad = np.greater(CL.view(np.uint64), np.maximum(span, 0).astype(np.uint64)[:, None])
     if feature_mask is not None:
-        bad |= ~np.asarray(feature_mask, dtype=bool)[fb.feat_of]
-    np.putmask(S, bad, -np.inf)
-    best = S.argmax(axis=1)
+        S[:, ~np.asarray(feature_mask, dtype=bool)[fb.feat_of]] = -np.inf
+    span = Ct - 2 * cmin
     rows = np.arange(k)
+    if lam_c > 0:
+        # argmax first; only nodes whose best position breaks the child limits are searched
+        # again with them (the first maximal valid position either way: same result)
+        best = S.argmax(axis=1)
+        cl = CLf[rows, best]
+        redo = (cl < cmin) | (cl > Ctf - cmin)
+        redo &= span >= 0
+    else:
+        best = np.zeros(k, dtype=np.intp)
+        redo = span >= 0                       # 0/0 at empty children: mask every node
+    if redo.any():
+        r = np.flatnonzero(redo)
+        sub = S[r]
+        # cmin <= C_L <= C - cmin as one unsigned comparison (negative C_L - cmin wraps high)
+        bad = np.greater(np.subtract(CLf[r].astype(np.int64), cmin).view(np.uint64),
+                         span[r].astype(np.uint64)[:, None])
+        np.putmask(sub, bad, -np.inf)
+        best[r] = sub.argmax(axis=1)
+        S[r] = sub
+    best[span < 0] = 0                         # no split: the same position as the general search
     g = S[rows, best] / c - (Gt * Gt) / (Ht + lam)
     g[(span < 0) | ~(g > MIN_GAIN)] = -np.inf
     L = np.zeros((k, 3))

@@ -86,7 +86,7 @@ def test_refit_lowers_the_true_loss_of_each_round(small_quartiles, refit):
     assert loss(many) < loss(base)
 
 
-def xgboost_cuts(X, max_bin=256):
+def xgboost_cuts(X, max_bin=255):
     xgb = pytest.importorskip("xgboost")
     d = xgb.QuantileDMatrix(X, max_bin=max_bin)
     ptr, cuts = (np.asarray(a) for a in d.get_quantile_cut())
@@ -105,9 +105,18 @@ def test_same_cut_points_give_xgboost_hist_trees(chisq_small):
     for depth in (1, 2):
         p = {"max_depth": depth, "learning_rate": 0.3}
         ours, *_ = train_booster(X, y, obj("squared_error", y), p, 30, bin_mapper=xgboost_cuts(X))
-        ref = qb.train(X, y, engine="xgboost", objective="squared_error", params={**p, "nthread": 1},
-                       num_boost_round=30)
+        ref = qb.train(X, y, engine="xgboost", objective="squared_error",
+                       params={**p, "nthread": 1, "max_bin": 255}, num_boost_round=30)
         np.testing.assert_allclose(ours.predict(X), ref.predict(X), rtol=1e-5, atol=1e-4)
+
+
+def test_foreign_bins_beyond_the_code_range_are_refused(chisq_small):
+    X, y = chisq_small
+    bm = xgboost_cuts(X)
+    bm.n_bins_ = bm.n_bins_.copy()
+    bm.n_bins_[1] = 256                                   # value bin 255 would be the missing bin
+    with pytest.raises(ValueError, match="bin_mapper must have n_bins_ .* at most 255"):
+        train_booster(X, y, obj("squared_error", y), {}, 2, bin_mapper=bm)
 
 
 def test_non_finite_gradients_are_reported():

@@ -135,3 +135,41 @@ def test_build_many_equals_per_node_builds():
             assert many.shape[0] == len(rows)
             for i, r in enumerate(rows):
                 assert np.array_equal(many[i], hb.build(r, cols))
+
+
+@pytest.mark.parametrize("hess", ["varying", "constant"])
+def test_large_nodes_in_blocks_do_not_depend_on_threads(data, monkeypatch, hess):
+    # blocks counted by bincount on two threads or by add.at on one: the same bits
+    codes, g, h = data
+    if hess == "constant":
+        h = np.ones(h.size)
+    monkeypatch.setattr(histogram, "PAIR_MIN_ROWS", 10)
+    monkeypatch.setattr(histogram, "LARGE_NODE_ROWS", 1000)
+    monkeypatch.setattr(histogram, "BLOCK_ROWS", 300)
+    rows = np.arange(0, 3000, 2)
+    built = {}
+    for n_jobs in (1, 2):
+        hb = HistogramBuilder(codes, n_jobs=n_jobs)
+        hb.set_gradients(g, h)
+        built[n_jobs] = (hb.build(rows), hb.build(None), hb.build(rows[:900]))
+    for a, b in zip(built[1], built[2]):
+        assert np.array_equal(a, b)
+    np.testing.assert_allclose(built[1][0], brute(codes, g, h, rows), atol=1e-9)
+    np.testing.assert_allclose(built[1][1], brute(codes, g, h, np.arange(3000)), atol=1e-9)
+    np.testing.assert_allclose(built[1][2], brute(codes, g, h, rows[:900]), atol=1e-9)
+
+
+@pytest.mark.parametrize("hess", ["varying", "constant"])
+@pytest.mark.parametrize("need_counts", [True, False])
+def test_pool_builds_by_bincount_give_the_same_bits(data, monkeypatch, hess, need_counts):
+    codes, g, h = data
+    if hess == "constant":
+        h = np.full(h.size, 2.0)
+    monkeypatch.setattr(histogram, "PAIR_MIN_ROWS", 10)
+    monkeypatch.setattr(histogram, "LARGE_NODE_ROWS", 1000)
+    monkeypatch.setattr(histogram, "BLOCK_ROWS", 300)
+    hb = HistogramBuilder(codes, n_jobs=2)
+    hb.set_gradients(g, h, need_counts=need_counts)
+    for rows in (np.arange(0, 3000, 4), np.arange(0, 3000, 2), np.arange(5)):
+        for cols in (None, [4, 0, 1]):
+            assert np.array_equal(hb.build(rows, cols), hb.build(rows, cols, in_pool=True))

@@ -218,16 +218,21 @@ def test_hess_scale_gives_the_same_splits(params, feature_mask):
     rng = np.random.default_rng(5)
     fb = FlatBins(np.full(3, 255))
     k = 40
-    C = rng.integers(0, 40, size=(k, 3, 256)).astype(float) * (rng.random((k, 3, 256)) < 0.3)
-    C[:, :, 255] = 0
-    C[0] = 0
-    C[0, :, 7] = 2                       # a node too small to split
-    G = rng.normal(size=(k, 3, 256)) * (C > 0)
+    # each node's rows binned on three features: every feature's counts add up to the node's
+    G = np.zeros((k, 3, 256))
+    C = np.zeros((k, 3, 256))
+    for i in range(k):
+        m = 2 if i == 0 else int(rng.integers(3, 400))          # node 0: too small to split
+        g = rng.normal(size=m)
+        for f in range(3):
+            codes = rng.integers(0, 255, size=m) // (1 + 40 * (f == 2))   # feature 2: few bins used
+            G[i, f] = np.bincount(codes, g, minlength=256)
+            C[i, f] = np.bincount(codes, minlength=256)
     for c in (1.0, 2.0, 0.25):
         flat = np.stack([G, c * C, C], axis=1).reshape(k, 3, -1)
         tot = flat[:, :, :256].sum(axis=2)
         a = find_best_splits(flat, tot, params, fb, feature_mask, missing=False)
         b = find_best_splits(flat, tot, params, fb, feature_mask, missing=False, hess_scale=c)
-        assert np.isfinite(a["gain"]).sum() > k // 2
+        assert np.isfinite(a["gain"]).sum() >= 5           # real splits are compared, not only "none"
         for key in a:
             assert np.array_equal(a[key], b[key]), key
