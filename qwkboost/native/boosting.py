@@ -332,10 +332,6 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
         g, h = objective.grad_hess(y, score)
         g = np.asarray(g, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)
-        # a finite sum means every term is finite (one pass); else check element-wise
-        if not (np.isfinite(g.sum()) and np.isfinite(h.sum())) and \
-                not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
-            raise ValueError(f"objective {objective.name!r} returned non-finite gradients at round {it}")
         rows = None
         if p["sampling_method"] == "goss" and goss_active(it, lr):
             rows, w = goss(g, p["top_rate"], p["other_rate"], rng)
@@ -346,6 +342,10 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
             rows = row_subsample(n, p["subsample"], rng)
         fmask = column_mask(F, p["colsample_bytree"], rng)
         hb.set_gradients(g, h, need_counts=p["min_samples_leaf"] > 1)
+        # set_gradients checks finiteness in passes it makes anyway; a sum may also
+        # overflow with finite terms, so look element-wise before refusing
+        if not hb.finite and not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
+            raise ValueError(f"objective {objective.name!r} returned non-finite gradients at round {it}")
         grown = grow_tree(layout, hb, bm.n_bins_, bm.edges_, gp, rows, fmask, mono, has_missing, fb)
         tree = grown.tree
         if p["refit"] != "none":

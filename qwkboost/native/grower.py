@@ -131,8 +131,7 @@ class GrownTree:
             else:
                 out[r] = value[j]
         for rows, mask, lid, rid in self.pending:
-            # a two-entry table indexed by the mask: branch-free, unlike np.where on a random mask
-            v = np.array([value[rid], value[lid]]).take(mask.view(np.uint8))
+            v = np.where(mask, value[lid], value[rid])
             if rows is None:
                 out[:] = v
             else:
@@ -150,7 +149,7 @@ def _weight(G: float, H: float, lam: float, alpha: float, lo: float, hi: float) 
 
 class _Node:
     __slots__ = ("id", "depth", "rows", "totals", "hist", "lower", "upper", "split", "left", "right",
-                 "weight", "lazy", "lazy_leaf", "can", "mask", "n")
+                 "weight", "lazy", "lazy_leaf", "can", "mask", "n", "counted")
 
     def __init__(self, nid, depth, rows, totals, lower, upper):
         self.id, self.depth, self.rows, self.totals = nid, depth, rows, totals
@@ -163,6 +162,7 @@ class _Node:
         self.lazy_leaf = False    # a child of such a node: its rows are not built
         self.mask = None          # rows not built: the node's rows as a mask over every row
         self.n = 0                # number of rows
+        self.counted = False      # split's child sums carry exact row counts
 
 
 def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: bool = True) -> np.ndarray:
@@ -203,6 +203,7 @@ class _Grower:
         self.has_missing = has_missing
         self.nodes: list[_Node] = []
         self.n_leaves = 1
+        self._pruned = False
         sp = self.sp
         self._max_depth = params.max_depth if params.max_depth > 0 else math.inf
         self._min_h = 2 * sp.min_child_weight               # a node needs twice a child's minimum
@@ -254,6 +255,7 @@ class _Grower:
         gains, feats, bins = res["gain"].tolist(), res["feature"].tolist(), res["bin"].tolist()
         dls = res["default_left"].tolist()
         Ls, Rs = res["left"].tolist(), res["right"].tolist()     # plain floats per node
+        counted = bool(res["counts"])                            # L[2], R[2] are exact row counts
         mh = miss_h.tolist()
         for i, n in enumerate(nodes):
             gain = gains[i]
@@ -266,6 +268,7 @@ class _Grower:
                 # no missing rows here: unseen missing values follow the heavier child
                 dl = bool(Ls[i][1] >= Rs[i][1])
             n.split = (gain, f, bins[i], dl, Ls[i], Rs[i])
+            n.counted = counted
 
     def _bounds(self, node: _Node, f: int, wl: float, wr: float):
         lo, hi = node.lower, node.upper
@@ -300,13 +303,15 @@ class _Grower:
                 lmask, rmask = t, ~t
             else:
                 lmask, rmask = node.mask & t, np.greater(node.mask, t)     # mask & ~t
-            nl = int(np.count_nonzero(lmask))
-            L[2], R[2] = float(nl), float(node.n - nl)
+            if not node.counted:
+                nl = int(np.count_nonzero(lmask))
+                L[2], R[2] = float(nl), float(node.n - nl)
             lrows = rrows = None
         else:
             mask = go_left(self.layout, node.rows, f, b, dl, self.has_missing)
-            nl = int(np.count_nonzero(mask))
-            L[2], R[2] = float(nl), float(mask.size - nl)
+            if not node.counted:
+                nl = int(np.count_nonzero(mask))
+                L[2], R[2] = float(nl), float(mask.size - nl)
             lrows = rrows = None
         # a child whose bounds did not move keeps the weight just computed
         pb = (node.lower, node.upper)
@@ -470,40 +475,44 @@ class _Grower:
                         node.rows = np.concatenate([self._rows_of(l), self._rows_of(r)])
                 node.left = node.right = -1
                 l.id = r.id = -1  # detached
+                self._pruned = True
 
     def result(self, binmapper_edges) -> GrownTree:
         self._post_prune()
-        # renumber reachable nodes breadth-first
-        order, queue = [], [0]
-        while queue:
-            j = queue.pop(0)
-            order.append(j)
-            if self.nodes[j].left >= 0:
-                queue.extend([self.nodes[j].left, self.nodes[j].right])
-        new_id = {old: i for i, old in enumerate(order)}
+        nodes = self.nodes
+        if self.p.grow_policy != "lossguide" and not self._pruned:
+            # depth-wise nodes are created level by level: already breadth-first
+            order = nodes
+            new_id = None
+        else:
+            # renumber reachable nodes breadth-first
+            ids, queue = [], [0]
+            while queue:
+                j = queue.pop(0)
+                ids.append(j)
+                if nodes[j].left >= 0:
+                    queue.extend([nodes[j].left, nodes[j].right])
+            new_id = {old: i for i, old in enumerate(ids)}
+            order = [nodes[j] for j in ids]
         m = len(order)
         # plain lists first (per-element writes into NumPy arrays cost ~10x more), same values
         feature, bins, thr, dl = [-1] * m, [0] * m, [math.inf] * m, [False] * m
         left, right, gain = [-1] * m, [-1] * m, [0.0] * m
-        value, hess, count, lower, upper = [], [], [], [], []
+        value = [n.weight for n in order]
+        hess = [n.totals[1] for n in order]
+        count = [n.totals[2] for n in order]
+        lower = [n.lower for n in order]
+        upper = [n.upper for n in order]
         leaf_rows = {}
         pending = []
         mask_leaves = []
-        nodes = self.nodes
-        for i, j in enumerate(order):
-            n = nodes[j]
-            value.append(n.weight)
-            t = n.totals
-            hess.append(t[1])
-            count.append(int(t[2]))
-            lower.append(n.lower)
-            upper.append(n.upper)
+        for i, n in enumerate(order):
             if n.left >= 0:
                 g, f, b, d, _, _ = n.split
                 feature[i], bins[i], dl[i], gain[i] = f, b, d, g
                 e = binmapper_edges[f]
                 thr[i] = e[b] if b < e.size else math.inf
-                li, ri = new_id[n.left], new_id[n.right]
+                li, ri = (n.left, n.right) if new_id is None else (new_id[n.left], new_id[n.right])
                 left[i], right[i] = li, ri
                 if n.lazy is not None:
                     pending.append((n.lazy[0], n.lazy[1], li, ri))
@@ -512,7 +521,8 @@ class _Grower:
             elif not n.lazy_leaf:
                 leaf_rows[i] = n.rows
         i64 = np.int64
-        feature, bins, left, right, count = (np.array(v, dtype=i64) for v in (feature, bins, left, right, count))
+        feature, bins, left, right = (np.array(v, dtype=i64) for v in (feature, bins, left, right))
+        count = np.array(count, dtype=np.float64).astype(i64)
         thr, value, gain, hess = (np.array(v, dtype=np.float64) for v in (thr, value, gain, hess))
         dl = np.array(dl, dtype=bool)
         lower, upper = np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64)

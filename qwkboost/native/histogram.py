@@ -171,8 +171,10 @@ class HistogramBuilder:
         """Gradients of this round; detects a constant hessian."""
         self.g = np.ascontiguousarray(g, dtype=np.float64)
         self.h = np.ascontiguousarray(h, dtype=np.float64)
-        h0 = float(self.h[0]) if self.h.size else 1.0
-        self.const_hess = h0 if (self.h.size and self.h.min() == self.h.max()) else None
+        lo, hi = (float(self.h.min()), float(self.h.max())) if self.h.size else (1.0, 1.0)
+        self.const_hess = lo if lo == hi else None
+        # min and max propagate NaN, and a sum is finite only if every term is
+        self.finite = bool(np.isfinite(lo) and np.isfinite(hi) and np.isfinite(self.g.sum()))
         # counts are needed for min_samples_leaf, or to recover H = c * C
         self.need_counts = need_counts or self.const_hess is not None
         self._packed = None
@@ -267,36 +269,21 @@ class HistogramBuilder:
         """
         cols = list(range(self.n_columns)) if cols is None else [int(c) for c in cols]
         cached = rows is None and self._root_counts is not None
-        if (self.n_samples if rows is None else rows.size) >= LARGE_NODE_ROWS:
+        m = self.n_samples if rows is None else rows.size
+        if m >= LARGE_NODE_ROWS:
             return self._build_blocked(rows, cols, cached, in_pool)
-        if in_pool:
-            # the same passes with real weights (bincount has no complex weights)
-            real = {0: self.g, 1: self.h}
-            passes = [(st, [None if j == 2 else (real[j] if rows is None else real[j].take(rows)) for j in st])
-                      for st in self._stat_groups(cached)]
-        else:
-            S = self._scratch
-            passes = [(st, w if (rows is None or w is None) else
-                       w.take(rows, mode="clip", out=S.get(f"w{st[0]}{w.dtype.char}", rows.size, w.dtype)))
-                      for st, w in self._stats(cached)]
         out = np.zeros((3, len(cols), N_CODES))
         pos = {j: i for i, j in enumerate(cols)}
-        for kind, js, k in self._keys(rows, cols, None if in_pool else self._scratch):
+        if in_pool:
+            for kind, js, k in self._keys(rows, cols):
+                self._count_gil_free(out, pos, kind, js, k, rows, cached)
+            return self._finish(out, cols, cached)
+        S = self._scratch
+        passes = [(st, w if (rows is None or w is None) else
+                   w.take(rows, mode="clip", out=S.get(f"w{st[0]}{w.dtype.char}", rows.size, w.dtype)))
+                  for st, w in self._stats(cached)]
+        for kind, js, k in self._keys(rows, cols, S):
             for stats, w in passes:
-                if in_pool:
-                    nb = N_CODES if kind == "col" else N_CODES * N_CODES
-                    parts = [np.bincount(k, wj, minlength=nb) for wj in w]
-                    if kind == "col":
-                        for st, part in zip(stats, parts):
-                            out[st, pos[js[0]]] = part
-                        continue
-                    if len(stats) == 1:
-                        joint = parts[0]
-                    else:
-                        joint = np.empty(nb, dtype=np.complex128)          # as the complex scatter-add
-                        joint.real, joint.imag = parts
-                    self._pair_marginals(out, stats, pos[js[0]], pos[js[1]], joint)
-                    continue
                 if kind == "col":
                     j = pos[js[0]]
                     if len(stats) == 1:
@@ -310,6 +297,29 @@ class HistogramBuilder:
                 joint = accumulate(self._scratch.zeros(f"joint{len(stats)}", N_CODES * N_CODES, dtype), k, w)
                 self._pair_marginals(out, stats, pos[js[0]], pos[js[1]], joint)
         return self._finish(out, cols, cached)
+
+    def _count_gil_free(self, out, pos, kind, js, k, rows, cached) -> None:
+        """One key's columns of ``out`` by ``np.bincount`` (releases the GIL while counting).
+
+        Each statistic is summed in row order, as the scatter-adds do; two statistics
+        of a pair key are joined into the same complex joint histogram first, so that
+        the marginals are computed exactly as in :meth:`build`.
+        """
+        real = {0: self.g, 1: self.h}
+        nb = N_CODES if kind == "col" else N_CODES * N_CODES
+        for stats in self._stat_groups(cached):
+            parts = [np.bincount(k, None if j == 2 else (real[j] if rows is None else real[j].take(rows)),
+                                 minlength=nb) for j in stats]
+            if kind == "col":
+                for st, part in zip(stats, parts):
+                    out[st, pos[js[0]]] = part
+                continue
+            if len(stats) == 1:
+                joint = parts[0]
+            else:
+                joint = np.empty(nb, dtype=np.complex128)
+                joint.real, joint.imag = parts
+            self._pair_marginals(out, stats, pos[js[0]], pos[js[1]], joint)
 
     @staticmethod
     def _pair_marginals(out, stats, a: int, b: int, joint: np.ndarray) -> None:

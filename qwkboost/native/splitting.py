@@ -402,11 +402,14 @@ def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: flo
     best[span < 0] = 0                         # no split: the same position as the general search
     g = S[rows, best] / c - (Gt * Gt) / (Ht + lam)
     g[(span < 0) | ~(g > MIN_GAIN)] = -np.inf
-    L = np.zeros((k, 3))
+    L = np.empty((k, 3))
     L[:, 0] = GL[rows, best]
-    L[:, 1] = CLf[rows, best] * c
+    L[:, 2] = CLf[rows, best]
+    L[:, 1] = L[:, 2] * c
+    R = totals - L
+    R[:, 2] = Ctf - L[:, 2]
     return {"gain": g, "feature": fb.feat_of[best], "bin": fb.bin_of[best],
-            "default_left": np.zeros(k, dtype=bool), "left": L, "right": totals - L}
+            "default_left": np.zeros(k, dtype=bool), "left": L, "right": R, "counts": True}
 
 
 def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
@@ -423,8 +426,9 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
     -------
     dict of arrays of length k
         ``gain`` (-inf if the node has no valid split), ``feature``, ``bin``,
-        ``default_left``, ``left`` and ``right`` (k, 3) child sums (the counts
-        are left at 0 unless ``min_samples_leaf > 1``).
+        ``default_left``, ``left`` and ``right`` (k, 3) child sums; and
+        ``counts``, True when the third column holds the children's exact row
+        counts (else it is 0: counts were not needed).
     """
     k = flat.shape[0]
     exact_h = (hess_scale is not None and params.min_samples_leaf <= 1 and fb.uniform and not missing
@@ -437,7 +441,9 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
                                   None if upper is None else upper[i:i + chunk], monotone, missing,
                                   hess_scale)
                  for i in range(0, k, chunk)]
-        return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0] if key != "counts"}
+        out["counts"] = all(p["counts"] for p in parts)
+        return out
     if exact_h:
         out = _best_splits_exact_h(flat, totals, params, fb, hess_scale, feature_mask)
         if out is not None:
@@ -459,4 +465,4 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
     direction, p = np.divmod(best, T)
     g = np.where(g > MIN_GAIN, g, -np.inf)
     return {"gain": g, "feature": fb.feat_of[p], "bin": fb.bin_of[p],
-            "default_left": direction.astype(bool), "left": L, "right": R}
+            "default_left": direction.astype(bool), "left": L, "right": R, "counts": CL is not None}

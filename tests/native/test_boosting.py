@@ -130,6 +130,15 @@ def test_non_finite_gradients_are_reported():
     with pytest.raises(ValueError, match="non-finite gradients"):
         train_booster(X, X[:, 0], Bad().fit(X[:, 0]), {}, 2)
 
+    class BadHessian(Objective):
+        def grad_hess(self, y, score):
+            h = np.ones_like(score)
+            h[3] = np.inf
+            return score - y, h
+
+    with pytest.raises(ValueError, match="non-finite gradients at round 0"):
+        train_booster(X, X[:, 0], BadHessian().fit(X[:, 0]), {}, 2)
+
 
 def test_own_bins_match_xgboost_with_the_same_max_bin(chisq_small):
     """On small data (n below ~8 max_bin) XGBoost's sketch is exact, and our cut points are the same ones."""

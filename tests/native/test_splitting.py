@@ -234,5 +234,9 @@ def test_hess_scale_gives_the_same_splits(params, feature_mask):
         a = find_best_splits(flat, tot, params, fb, feature_mask, missing=False)
         b = find_best_splits(flat, tot, params, fb, feature_mask, missing=False, hess_scale=c)
         assert np.isfinite(a["gain"]).sum() >= 5           # real splits are compared, not only "none"
-        for key in a:
+        assert not a["counts"] and b["counts"]
+        for key in ("gain", "feature", "bin", "default_left"):
             assert np.array_equal(a[key], b[key]), key
+        for key in ("left", "right"):
+            assert np.array_equal(a[key][:, :2], b[key][:, :2]), key
+            assert np.array_equal(b[key][:, 2] * c, b[key][:, 1])      # exact counts: H = c C
