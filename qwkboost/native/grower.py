@@ -52,7 +52,8 @@ from qwkboost.native.binning import MISSING_BIN
 from qwkboost.native.bundling import Layout
 from qwkboost.native.histogram import MANY_MAX_ROWS, PAIR_MIN_ROWS, HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
-from qwkboost.native.splitting import FlatBins, SplitParams, find_best_splits
+from qwkboost.native.splitting import (SEARCH_CHUNK_ELEMENTS_EXACT_H, FlatBins, SplitParams, best_splits_exact_h,
+                                       exact_h_applies, find_best_splits)
 
 __all__ = ["GrowerParams", "grow_tree", "GrownTree", "partition", "go_left", "split_rows", "PARALLEL_MIN_NODE_ROWS"]
 
@@ -131,7 +132,8 @@ class GrownTree:
             else:
                 out[r] = value[j]
         for rows, mask, lid, rid in self.pending:
-            v = np.where(mask, value[lid], value[rid])
+            # a two-entry table indexed by the mask: branch-free, unlike np.where on a random mask
+            v = np.array([value[rid], value[lid]]).take(mask.view(np.uint8))
             if rows is None:
                 out[:] = v
             else:
@@ -249,9 +251,22 @@ class _Grower:
         c = self.hb.const_hess
         scale = c if (c is not None and c > 0 and math.frexp(c)[0] == 0.5
                       and self.hb.n_samples < 2 ** 53) else None
+        pre = self.p.prune == "pre"
+        fast = None
+        if exact_h_applies(self.sp, self.fb, scale, missing, self.monotone, lower) and \
+                k * self.fb.size <= SEARCH_CHUNK_ELEMENTS_EXACT_H:
+            fast = best_splits_exact_h(flat, totals, self.sp, self.fb, scale, mask)
+        if fast is not None:
+            # plain Python values already, counts exact, no missing values: heavier child default
+            for n, (gain, f, b, L, R) in zip(nodes, fast):
+                if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
+                    n.split = None
+                    continue
+                n.split = (gain, f, b, L[1] >= R[1], L, R)
+                n.counted = True
+            return
         res = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone, missing,
                                scale)
-        pre = self.p.prune == "pre"
         gains, feats, bins = res["gain"].tolist(), res["feature"].tolist(), res["bin"].tolist()
         dls = res["default_left"].tolist()
         Ls, Rs = res["left"].tolist(), res["right"].tolist()     # plain floats per node

@@ -40,7 +40,7 @@ import numpy as np
 from qwkboost.native.binning import MISSING_BIN, N_CODES
 
 __all__ = ["SplitParams", "FlatBins", "similarity", "leaf_weight", "score_given_weight", "split_gain",
-           "gain_table", "find_best_splits", "MIN_GAIN"]
+           "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "MIN_GAIN"]
 
 # a split must improve the objective by more than this (XGBoost's kRtEps)
 MIN_GAIN = 1e-6
@@ -331,33 +331,54 @@ def _gain_table_exact_h(flat, totals, params: SplitParams, fb: FlatBins, hess_sc
     return gain, GL, HL, None
 
 
-def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: float, feature_mask):
-    r""":func:`find_best_splits` when :math:`H = cC` exactly (``c`` a power of two; see ``hess_scale``).
+def exact_h_applies(params: SplitParams, fb: FlatBins, hess_scale, missing: bool, monotone=None,
+                    lower=None) -> bool:
+    """Whether :func:`best_splits_exact_h` may serve a search (see its preconditions)."""
+    return (hess_scale is not None and params.min_samples_leaf <= 1 and fb.uniform and not missing
+            and (monotone is None or not np.any(monotone != 0)) and lower is None and params.reg_alpha == 0.0)
+
+
+def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: float, feature_mask=None):
+    r"""Best split per node when :math:`H = cC` exactly (``c`` a power of two), as plain Python values.
 
     With :math:`\lambda' = \lambda / c` the gain is
 
     .. math:: \text{gain} = \frac{1}{c}\left(\frac{G_L^2}{C_L + \lambda'}
               + \frac{G_R^2}{C_R + \lambda'}\right) - \frac{G^2}{H + \lambda},
 
-    and the hessian limits :math:`H_L, H_R \ge` ``min_child_weight`` become one
-    integer range test on :math:`C_L` (which, with no missing values, also rules
-    out the missing slots: there :math:`C_R = 0`). Scaling by a power of two is
-    exact in floating point, so every gain equals :func:`gain_table`'s bit for
-    bit, in fewer passes (the argmax runs before scaling and before the
-    parent's term is subtracted). Returns ``None`` if a node's :math:`H/c` is
-    not an integer.
+    and the hessian limits :math:`H_L, H_R \ge` ``min_child_weight`` become
+    :math:`c_{\min} \le C_L \le C - c_{\min}` (with no missing values this also
+    rules out the missing slots, where :math:`C_R = 0`). Scaling by a power of two
+    is exact in floating point, so every gain equals :func:`gain_table`'s bit for
+    bit, in fewer passes: :math:`G` and :math:`C` are summed up as one complex
+    number per bin, the argmax runs before the scaling and the parent's term, and
+    the limits are checked only at each node's argmax (a node whose argmax breaks
+    them is searched again with them applied: the first maximal valid position
+    either way). Per-node values are then worked out in Python floats (the same
+    IEEE operations as NumPy's), which for a few nodes costs less than NumPy calls.
+
+    Preconditions (see :func:`find_best_splits`): uniform bins, no missing values
+    tried left, no bounds, ``reg_alpha`` 0, ``min_samples_leaf`` <= 1.
+
+    Returns
+    -------
+    list of tuple or None
+        Per node ``(gain, feature, bin, left, right)`` with ``left``/``right`` the
+        children's ``[G, H, C]`` (exact row counts); ``gain`` is ``-inf`` without a
+        valid split. ``None`` if a node's :math:`H/c` is not an integer.
     """
     k = flat.shape[0]
     T = fb.size
     nb1 = int(fb.n_bins[0]) + 1
     Gt, Ht = totals[:, 0], totals[:, 1]
     Ctf = Ht / c
-    Ct = Ctf.astype(np.int64)
-    if (Ct != Ctf).any():
+    tot = totals.tolist()
+    cts = Ctf.tolist()
+    if not all(x.is_integer() for x in cts):
         return None
     lam = params.reg_lambda
     lam_c = lam / c
-    cmin = int(min(math.ceil(max(params.min_child_weight, 1e-300) / c), 2 ** 62))
+    cmin = float(min(math.ceil(max(params.min_child_weight, 1e-300) / c), 2 ** 62))
     # G and C as one complex number per bin: one cumsum gives both prefix sums (two
     # independent additions per element, each exact as in a real cumsum; counts < 2**53)
     Z = np.empty((k, T), dtype=np.complex128)
@@ -378,38 +399,47 @@ def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: flo
         S += GR
     if feature_mask is not None:
         S[:, ~np.asarray(feature_mask, dtype=bool)[fb.feat_of]] = -np.inf
-    span = Ct - 2 * cmin
+    best = S.argmax(axis=1)
     rows = np.arange(k)
-    if lam_c > 0:
-        # argmax first; only nodes whose best position breaks the child limits are searched
-        # again with them (the first maximal valid position either way: same result)
-        best = S.argmax(axis=1)
-        cl = CLf[rows, best]
-        redo = (cl < cmin) | (cl > Ctf - cmin)
-        redo &= span >= 0
-    else:
-        best = np.zeros(k, dtype=np.intp)
-        redo = span >= 0                       # 0/0 at empty children: mask every node
-    if redo.any():
-        r = np.flatnonzero(redo)
-        sub = S[r]
-        # cmin <= C_L <= C - cmin as one unsigned comparison (negative C_L - cmin wraps high)
-        bad = np.greater(np.subtract(CLf[r].astype(np.int64), cmin).view(np.uint64),
-                         span[r].astype(np.uint64)[:, None])
-        np.putmask(sub, bad, -np.inf)
-        best[r] = sub.argmax(axis=1)
-        S[r] = sub
-    best[span < 0] = 0                         # no split: the same position as the general search
-    g = S[rows, best] / c - (Gt * Gt) / (Ht + lam)
-    g[(span < 0) | ~(g > MIN_GAIN)] = -np.inf
-    L = np.empty((k, 3))
-    L[:, 0] = GL[rows, best]
-    L[:, 2] = CLf[rows, best]
-    L[:, 1] = L[:, 2] * c
-    R = totals - L
-    R[:, 2] = Ctf - L[:, 2]
-    return {"gain": g, "feature": fb.feat_of[best], "bin": fb.bin_of[best],
-            "default_left": np.zeros(k, dtype=bool), "left": L, "right": R, "counts": True}
+    bl = best.tolist()
+    cl = CLf[rows, best].tolist()
+    for i in range(k):
+        ct = cts[i]
+        if ct - 2 * cmin < 0:
+            bl[i] = 0                              # no split: as the general search reports it
+        elif lam_c <= 0 or not cmin <= cl[i] <= ct - cmin:
+            # the argmax breaks the child limits (or 0/0 may sit anywhere): apply them
+            row = S[i]
+            np.putmask(row, (CLf[i] < cmin) | (CLf[i] > ct - cmin), -np.inf)
+            bl[i] = int(row.argmax())
+    sv = S[rows, bl].tolist()
+    gl = GL[rows, bl].tolist()
+    cl = CLf[rows, bl].tolist()
+    feat, bins = fb.feat_of[bl].tolist(), fb.bin_of[bl].tolist()
+    out = []
+    for i in range(k):
+        G, H, _ = tot[i]
+        ct = cts[i]
+        gain = sv[i] / c - (G * G) / (H + lam)
+        if ct - 2 * cmin < 0 or not gain > MIN_GAIN:
+            gain = -math.inf
+        lc = cl[i]
+        out.append((gain, feat[i], bins[i], [gl[i], lc * c, lc], [G - gl[i], H - lc * c, ct - lc]))
+    return out
+
+
+def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: float, feature_mask):
+    """:func:`best_splits_exact_h` as :func:`find_best_splits`'s dict of arrays."""
+    res = best_splits_exact_h(flat, totals, params, fb, c, feature_mask)
+    if res is None:
+        return None
+    k = len(res)
+    return {"gain": np.array([r[0] for r in res], dtype=np.float64),
+            "feature": np.array([r[1] for r in res], dtype=np.int64),
+            "bin": np.array([r[2] for r in res], dtype=np.int64),
+            "default_left": np.zeros(k, dtype=bool),
+            "left": np.array([r[3] for r in res], dtype=np.float64).reshape(k, 3),
+            "right": np.array([r[4] for r in res], dtype=np.float64).reshape(k, 3), "counts": True}
 
 
 def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
@@ -431,8 +461,7 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
         counts (else it is 0: counts were not needed).
     """
     k = flat.shape[0]
-    exact_h = (hess_scale is not None and params.min_samples_leaf <= 1 and fb.uniform and not missing
-               and (monotone is None or not np.any(monotone != 0)) and lower is None and params.reg_alpha == 0.0)
+    exact_h = exact_h_applies(params, fb, hess_scale, missing, monotone, lower)
     chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h else SEARCH_CHUNK_ELEMENTS) // fb.size)
     if k > chunk:
         # a few nodes at a time: the temporaries stay in cache (several times faster at k = 16)
