@@ -241,8 +241,11 @@ class _Grower:
         if self.monotone is not None:
             lower = np.array([n.lower for n in nodes])
             upper = np.array([n.upper for n in nodes])
-        miss_h = flat[:, 1, self.fb.miss_pos]                     # (k, F) hessian of missing rows
-        missing = self.has_missing and bool(np.any(miss_h > 0))
+        if self.has_missing:
+            miss_h = flat[:, 1, self.fb.miss_pos]                 # (k, F) hessian of missing rows
+            missing = bool(np.any(miss_h > 0))
+        else:
+            miss_h, missing = None, False
         mask = self.feature_mask
         if not built.all():
             allowed = np.zeros(self.fb.n_bins.size, dtype=bool)
@@ -271,7 +274,7 @@ class _Grower:
         dls = res["default_left"].tolist()
         Ls, Rs = res["left"].tolist(), res["right"].tolist()     # plain floats per node
         counted = bool(res["counts"])                            # L[2], R[2] are exact row counts
-        mh = miss_h.tolist()
+        mh = miss_h.tolist() if miss_h is not None else None
         for i, n in enumerate(nodes):
             gain = gains[i]
             if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
@@ -279,7 +282,7 @@ class _Grower:
                 continue
             f = feats[i]
             dl = dls[i]
-            if mh[i][f] <= 0:
+            if mh is None or mh[i][f] <= 0:
                 # no missing rows here: unseen missing values follow the heavier child
                 dl = bool(Ls[i][1] >= Rs[i][1])
             n.split = (gain, f, bins[i], dl, Ls[i], Rs[i])
