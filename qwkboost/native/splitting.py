@@ -393,8 +393,12 @@ def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: floa
         S /= D
         GR = np.subtract(Gt[:, None], GL)
         GR *= GR
-        np.subtract(Ctf[:, None], CLf, out=D)
-        D += lam_c
+        if float(lam_c).is_integer():
+            # C_R + lambda' = (C + 2 lambda') - (C_L + lambda'): integers, exact either way
+            np.subtract((Ctf + 2 * lam_c)[:, None], D, out=D)
+        else:
+            np.subtract(Ctf[:, None], CLf, out=D)
+            D += lam_c
         GR /= D
         S += GR
     if feature_mask is not None:
