@@ -3,7 +3,7 @@
 =====================  =========================================================
 :mod:`.binning`        quantile bins, ``uint8`` codes, a bin for missing values
 :mod:`.bundling`       exclusive feature bundling (EFB) and the column layout
-:mod:`.histogram`      gradient histograms (``np.bincount``), subtraction trick
+:mod:`.histogram`      gradient histograms (``np.add.at``), subtraction trick  
 :mod:`.splitting`      XGBoost gain, leaf weights, missing-value directions
 :mod:`.grower`         depth-wise / best-first growth, monotone bounds, pruning
 :mod:`.predictor`      flat trees and vectorised (bit-mask) prediction

@@ -166,3 +166,39 @@ def test_refit_with_row_sampling_and_monotone_bounds(small_quartiles, refit):
     lo = b.predict(X[:200])
     hi = b.predict(np.minimum(X[:200] + 0.1, 1.0))
     assert np.all(hi >= lo - 1e-12)
+
+
+@pytest.mark.parametrize("case", ["plain", "wide", "sampled", "one-hot", "lossguide", "min_child_weight",
+                                  "tiny leaves"])
+def test_fast_paths_grow_the_same_trees_as_the_general_code(monkeypatch, case):
+    """The counts-based split search and the histogram shortcuts (pairs, complex passes, packed
+    gathers, level batches) against the general search and one real pass per statistic: same trees."""
+    from qwkboost.native import grower, histogram
+
+    rs = np.random.RandomState(11)
+    n = {"wide": 3000, "tiny leaves": 400}.get(case, 6000)
+    F = {"wide": 19, "one-hot": 3}.get(case, 6)
+    X = rs.normal(size=(n, F))
+    if case == "one-hot":
+        X = np.hstack([X, np.eye(12)[rs.randint(0, 12, size=n)]])
+    y = (X[:, :3] ** 2).sum(axis=1) + rs.normal(scale=0.3, size=n)
+    p = {"max_depth": 5, "learning_rate": 0.3}
+    p.update({"sampled": {"subsample": 0.7, "colsample_bytree": 0.6},
+              "lossguide": {"grow_policy": "lossguide", "max_leaves": 20, "max_depth": 0},
+              "min_child_weight": {"min_child_weight": 7.0, "reg_lambda": 3.0},
+              "tiny leaves": {"max_depth": 9, "min_child_weight": 3.0}}.get(case, {}))
+    # small thresholds so that pairs, level batches and large-node blocks all occur on this data
+    monkeypatch.setattr(histogram, "PAIR_MIN_ROWS", 1500)
+    monkeypatch.setattr(histogram, "LARGE_NODE_ROWS", 4000)
+    monkeypatch.setattr(histogram, "BLOCK_ROWS", 1500)
+    fit = lambda: train_booster(X, y, obj("squared_error", y), p, 15, seed=3)[0]
+    fast = fit()
+    from qwkboost.native import splitting
+    monkeypatch.setattr(grower, "exact_h_applies", lambda *a, **k: False)
+    monkeypatch.setattr(splitting, "exact_h_applies", lambda *a, **k: False)
+    general = fit()
+    for a, b in zip(fast.trees, general.trees):
+        np.testing.assert_array_equal(a.feature, b.feature)
+        np.testing.assert_array_equal(a.bin, b.bin)
+        np.testing.assert_array_equal(a.value, b.value)
+    assert len(fast.trees) == 15 and sum(t.n_leaves for t in fast.trees) > 15 * 8
