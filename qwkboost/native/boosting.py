@@ -328,6 +328,7 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
     best_it, best_val = 0, None
     sign = 1.0 if objective.higher_is_better else -1.0
     lr = p["learning_rate"]
+    update = np.empty(n)                       # each round's training-score update (every row written)
     for it in range(num_boost_round):
         g, h = objective.grad_hess(y, score)
         g = np.asarray(g, dtype=np.float64)
@@ -353,7 +354,7 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
         tree.scale(lr)
         # training scores: the leaves' row lists, or a pass over all rows when sampling
         if rows is None:
-            score += grown.leaf_values(np.empty(n))
+            score += grown.leaf_values(update)
         else:
             score += tree.predict(codes)
         trees.append(tree)

@@ -50,7 +50,8 @@ import numpy as np
 
 from qwkboost.native.binning import MISSING_BIN
 from qwkboost.native.bundling import Layout
-from qwkboost.native.histogram import MANY_MAX_ROWS, PAIR_MIN_ROWS, HistogramBuilder, pool, subtract
+from qwkboost.native import histogram as _histogram
+from qwkboost.native.histogram import HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
 from qwkboost.native.splitting import (SEARCH_CHUNK_ELEMENTS_EXACT_H, FlatBins, SplitParams, best_splits_exact_h,
                                        exact_h_applies, find_best_splits)
@@ -242,10 +243,13 @@ class _Grower:
             lower = np.array([n.lower for n in nodes])
             upper = np.array([n.upper for n in nodes])
         if self.has_missing:
-            miss_h = flat[:, 1, self.fb.miss_pos]                 # (k, F) hessian of missing rows
-            missing = bool(np.any(miss_h > 0))
+            # (k, F): does the node have rows with a missing value of the feature? Any of G, H,
+            # C tells (a row may have zero hessian, and C is zero when counts are not needed)
+            m = flat[:, :, self.fb.miss_pos]
+            present = (m[:, 1] > 0) | (m[:, 0] != 0) | (m[:, 2] > 0)
+            missing = bool(present.any())
         else:
-            miss_h, missing = None, False
+            present, missing = None, False
         mask = self.feature_mask
         if not built.all():
             allowed = np.zeros(self.fb.n_bins.size, dtype=bool)
@@ -274,7 +278,7 @@ class _Grower:
         dls = res["default_left"].tolist()
         Ls, Rs = res["left"].tolist(), res["right"].tolist()     # plain floats per node
         counted = bool(res["counts"])                            # L[2], R[2] are exact row counts
-        mh = miss_h.tolist() if miss_h is not None else None
+        mp = present.tolist() if present is not None else None
         for i, n in enumerate(nodes):
             gain = gains[i]
             if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
@@ -282,7 +286,7 @@ class _Grower:
                 continue
             f = feats[i]
             dl = dls[i]
-            if mh is None or mh[i][f] <= 0:
+            if mp is None or not mp[i][f]:
                 # no missing rows here: unseen missing values follow the heavier child
                 dl = bool(Ls[i][1] >= Rs[i][1])
             n.split = (gain, f, bins[i], dl, Ls[i], Rs[i])
@@ -308,8 +312,8 @@ class _Grower:
             lu = ru = node.upper
         else:
             (ll, lu), (rl, ru) = self._bounds(node, f, wl, wr)
-        # exact counts from the partition (the histogram's C may be skipped); L, R are
-        # this node's own lists (from _search), updated in place
+        # child row counts: exact from the split search when it had counts (node.counted),
+        # else from the partition; L, R are this node's own lists (from _search), updated in place
         lmask = None
         if parts is not None:
             lrows, rrows = parts
@@ -382,10 +386,10 @@ class _Grower:
             # are counted together (one bincount per column and statistic for the level)
             small = [(l if l.n <= r.n else r) for l, r in kids
                      if self._can_split(l) or self._can_split(r)]
-            few = [c for c in small if c.n < PAIR_MIN_ROWS]
+            few = [c for c in small if c.n < _histogram.PAIR_MIN_ROWS]     # (the builder's own limits)
             built = {}
             if len(few) > 1:
-                if sum(c.n for c in few) <= MANY_MAX_ROWS:
+                if sum(c.n for c in few) <= _histogram.MANY_MAX_ROWS:
                     hists = self.hb.build_many([c.rows for c in few], self.cols)
                     built = {id(c): hists[i] for i, c in enumerate(few)}
             nxt = []
@@ -498,8 +502,9 @@ class _Grower:
     def result(self, binmapper_edges) -> GrownTree:
         self._post_prune()
         nodes = self.nodes
-        if self.p.grow_policy != "lossguide" and not self._pruned:
-            # depth-wise nodes are created level by level: already breadth-first
+        if self.p.grow_policy != "lossguide" and self.p.max_leaves <= 0 and not self._pruned:
+            # depth-wise nodes are created level by level, in frontier order: already breadth-first
+            # (with max_leaves a level is split in order of gain, so it is renumbered below)
             order = nodes
             new_id = None
         else:

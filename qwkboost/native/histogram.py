@@ -143,8 +143,9 @@ class HistogramBuilder:
     codes : ndarray of uint8, shape (n_columns, n_samples)
         Binned columns (features, or EFB bundles), C-contiguous.
     n_jobs : int, default 1
-        Threads the grower may use for its row partitions (see
-        :mod:`qwkboost.native.grower`); histograms are built on the calling thread.
+        Threads: large nodes are counted in row blocks on a pool, and the grower
+        runs the partitions and builds of levels with large nodes on it (see
+        :mod:`qwkboost.native.grower`). The histograms are the same for any value.
     """
 
     def __init__(self, codes: np.ndarray, n_jobs: int = 1):

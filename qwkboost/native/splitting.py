@@ -356,6 +356,10 @@ def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: floa
     them is searched again with them applied: the first maximal valid position
     either way). Per-node values are then worked out in Python floats (the same
     IEEE operations as NumPy's), which for a few nodes costs less than NumPy calls.
+    One difference is possible: when two candidates' sums differ by less than the
+    rounding of the parent's term (a relative 1e-16, only for gains larger than
+    that term), the general search sees equal gains and keeps the first, this one
+    keeps the larger.
 
     Preconditions (see :func:`find_best_splits`): uniform bins, no missing values
     tried left, no bounds, ``reg_alpha`` 0, ``min_samples_leaf`` <= 1.
@@ -393,8 +397,8 @@ def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: floa
         S /= D
         GR = np.subtract(Gt[:, None], GL)
         GR *= GR
-        if float(lam_c).is_integer():
-            # C_R + lambda' = (C + 2 lambda') - (C_L + lambda'): integers, exact either way
+        if float(lam_c).is_integer() and max(cts) + 2 * lam_c < 2 ** 52:
+            # C_R + lambda' = (C + 2 lambda') - (C_L + lambda'): integers below 2**52, exact either way
             np.subtract((Ctf + 2 * lam_c)[:, None], D, out=D)
         else:
             np.subtract(Ctf[:, None], CLf, out=D)

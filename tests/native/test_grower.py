@@ -145,3 +145,53 @@ def test_unbuilt_leaf_rows_give_the_same_scores_and_rows(gp):
     for j, r in rows.items():
         r = np.arange(g.size) if r is None else r
         np.testing.assert_array_equal(np.sort(r), np.flatnonzero(leaf == j))
+
+
+@pytest.mark.parametrize("min_samples_leaf", [1, 2])
+def test_missing_rows_with_zero_hessian_keep_their_side(monkeypatch, min_samples_leaf):
+    """Rows whose feature is missing and whose hessian is 0 still count as missing rows: the split
+    keeps the side the search chose for them, so weights, counts and n_jobs all agree."""
+    from qwkboost.native import grower as G
+
+    rs = np.random.RandomState(0)
+    n = 800
+    X = rs.uniform(size=(n, 2))
+    miss = rs.rand(n) < 0.3
+    X[miss, 1] = np.nan
+    g = np.where(X[:, 0] < 0.5, 3.0, -3.0) + np.where(X[:, 1] < 0.2, 1.0, -0.2)
+    g[miss] += 5.0
+    h = np.ones(n)
+    h[miss] = 0.0
+    h[0] = 0.5
+    bm = BinMapper().fit(X)
+    codes = bm.transform(X)
+    monkeypatch.setattr(G, "PARALLEL_MIN_NODE_ROWS", 10)          # let n_jobs=2 use the pool
+    trees = {}
+    for n_jobs in (1, 2):
+        hb = HistogramBuilder(codes, n_jobs=n_jobs)
+        hb.set_gradients(g, h, need_counts=True)
+        p = GrowerParams(split=SplitParams(min_samples_leaf=min_samples_leaf), max_depth=2)
+        grown = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p, has_missing=True)
+        t = trees[n_jobs] = grown.tree
+        leaf = t.apply(codes)
+        for j in np.flatnonzero(t.feature < 0):
+            r = np.flatnonzero(leaf == j)
+            assert t.count[j] == r.size >= min_samples_leaf
+            assert t.value[j] == pytest.approx(-g[r].sum() / (h[r].sum() + 1.0), rel=1e-9)
+    for name in ("feature", "bin", "default_left", "count", "value"):
+        np.testing.assert_array_equal(getattr(trees[1], name), getattr(trees[2], name))
+
+
+@pytest.mark.parametrize("gp", [{"max_depth": 5}, {"max_depth": 6, "max_leaves": 12},
+                                {"grow_policy": "lossguide", "max_depth": 0, "max_leaves": 12}])
+def test_nodes_are_numbered_breadth_first(problem, gp):
+    X, g = problem
+    bm, codes, hb, p = setup(X, g, **gp)
+    t = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
+    order, queue = [], [0]
+    while queue:
+        j = queue.pop(0)
+        order.append(j)
+        if t.feature[j] >= 0:
+            queue += [int(t.left[j]), int(t.right[j])]
+    assert order == list(range(t.n_nodes)) and t.n_nodes > 15

@@ -211,7 +211,8 @@ def test_flat_bins_layout():
 
 
 @pytest.mark.parametrize("params", [SplitParams(), SplitParams(reg_lambda=0.0, min_child_weight=0.0),
-                                    SplitParams(reg_lambda=3.0, min_child_weight=37.5)])
+                                    SplitParams(reg_lambda=3.0, min_child_weight=37.5),
+                                    SplitParams(reg_lambda=1.5e16), SplitParams(reg_lambda=0.3)])
 @pytest.mark.parametrize("feature_mask", [None, np.array([True, False, True])])
 def test_hess_scale_gives_the_same_splits(params, feature_mask):
     """The counts-based search (H = c * C, c a power of two) gives the general search's result, bit for bit."""
@@ -223,7 +224,7 @@ def test_hess_scale_gives_the_same_splits(params, feature_mask):
     C = np.zeros((k, 3, 256))
     for i in range(k):
         m = 2 if i == 0 else int(rng.integers(3, 400))          # node 0: too small to split
-        g = rng.normal(size=m)
+        g = rng.normal(size=m) * (1e9 if params.reg_lambda > 1e10 else 1.0)   # gains above MIN_GAIN
         for f in range(3):
             codes = rng.integers(0, 255, size=m) // (1 + 40 * (f == 2))   # feature 2: few bins used
             G[i, f] = np.bincount(codes, g, minlength=256)
