@@ -139,7 +139,6 @@ class FlatBins:
         last = self.bin_of == (n_bins[self.feat_of] - 1)
         inner = (self.bin_of < n_bins[self.feat_of] - 1)
         self.valid = np.stack([inner | (last & ~self.is_miss), inner], axis=0)   # (2, T)
-        self.invalid_right = ~self.valid[0]
         self._pos_cache: dict = {}
 
     def gather(self, hist: np.ndarray, cols, totals: np.ndarray):
@@ -216,10 +215,6 @@ def gain_table(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: Fl
     T = fb.size
     want_c = params.min_samples_leaf > 1
     constrained = monotone is not None and np.any(monotone != 0)
-    if (hess_scale is not None and not want_c and fb.uniform and not missing and not constrained
-            and lower is None and params.reg_alpha == 0.0):
-        return _gain_table_exact_h(flat, totals, params, fb, hess_scale)
-
     # cumulative sums within each feature's segment: one cumsum over all positions, minus
     # the sum of the segments before (missing slots sit at segment ends and are never thresholds)
     ns = 3 if want_c else 2
@@ -294,41 +289,6 @@ def gain_table(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: Fl
                 ok &= ~(((mono > 0) & (wL > wR)) | ((mono < 0) & (wL < wR)))
     np.putmask(gain, ~ok, -np.inf)
     return gain, GL, HL, CL
-
-
-def _gain_table_exact_h(flat, totals, params: SplitParams, fb: FlatBins, hess_scale: float):
-    """:func:`gain_table` when ``H = hess_scale * C`` exactly, missing values are not tried left,
-    and there are no bounds, ``reg_alpha`` or counts to check: the same values in fewer passes
-    (buffers reused, one "bad" mask instead of "ok" and its negation).
-    """
-    k = flat.shape[0]
-    T = fb.size
-    nb1 = int(fb.n_bins[0]) + 1
-    GL = np.empty((k, 1, T))
-    HL = np.empty((k, 1, T))
-    np.cumsum(flat[:, 0].reshape(k, -1, nb1), axis=2, out=GL.reshape(k, -1, nb1))
-    np.multiply(np.cumsum(flat[:, 2].reshape(k, -1, nb1).astype(np.int64), axis=2), hess_scale,
-                out=HL.reshape(k, -1, nb1))
-    Gt = totals[:, 0].reshape(k, 1, 1)
-    Ht = totals[:, 1].reshape(k, 1, 1)
-    lam = params.reg_lambda
-    m = max(params.min_child_weight, 1e-300)
-    GR = np.subtract(Gt, GL)
-    HR = np.subtract(Ht, HL)
-    bad = np.less(HL, m)
-    bad |= np.less(HR, m, out=np.empty_like(bad))
-    bad |= fb.invalid_right
-    with np.errstate(invalid="ignore", divide="ignore"):
-        gain = np.multiply(GL, GL)
-        t = np.add(HL, lam)
-        gain /= t
-        np.add(HR, lam, out=t)
-        np.multiply(GR, GR, out=HR)
-        HR /= t
-        gain += HR
-        gain -= (Gt * Gt) / (Ht + lam)
-    np.putmask(gain, bad, -np.inf)
-    return gain, GL, HL, None
 
 
 def exact_h_applies(params: SplitParams, fb: FlatBins, hess_scale, missing: bool, monotone=None,
