@@ -10,13 +10,13 @@ Returns the out-of-fold QWK with fitted thresholds (for Hydra sweepers).
 
 from __future__ import annotations
 
+import logging
 import os
 
-# OpenMP threads that sleep instead of spinning: XGBoost and LightGBM stay fast when parallel
-# launcher jobs share the cores (measured 38x for LightGBM under load). Set before they are imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import logging
+# joblib's launcher workers, killed on Ctrl-C, leave semaphores that its resource tracker (a child
+# process, started later) would report at exit; that cleanup is expected, not worth a warning
+os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [
+    os.environ.get("PYTHONWARNINGS"), "ignore:resource_tracker:UserWarning"]))
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -24,8 +24,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
-from qwkboost.config import check_config
+from qwkboost.config import check_config, config_errors
 from qwkboost.experiment import run_experiment
+from qwkboost.interrupt import main_guard, report_config_errors
+from qwkboost.parallel import threads_per_job
 from qwkboost.sweep import read_parent
 from qwkboost.table import run_table
 
@@ -68,29 +70,40 @@ def row_configs(cfg: DictConfig) -> list[dict]:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
+    with report_config_errors():
+        return _main(cfg)
+
+
+def _main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     out_dir = hc.runtime.output_dir
     container = OmegaConf.to_container(cfg, resolve=True)
     if cfg.table:
         rows = row_configs(cfg)
-        for rc in rows:
-            check_config(rc)
+        with config_errors():
+            for rc in rows:
+                check_config(rc)
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
         table = run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table",
                           table_cfg=container["table"])
-        log.info("table written to %s/%s.{csv,md}", out_dir, cfg.run_name or "qwk_table")
         return float(table["qwk_thresholds"].max())
-    check_config(container)
+    with config_errors():
+        check_config(container)
     parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
     if parent:   # a multirun job: the store and experiment were set up by the sweep's main process
         tracking.resolve_and_set(cfg.tracking.uri)
         experiment_id = parent["experiment_id"]
+        if container.get("n_jobs") is None and parent.get("parallel", 1) > 1:
+            container["n_jobs"] = threads_per_job(parent["parallel"])   # jobs side by side share the cores
     else:
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+    name = cfg.run_name or tracking.run_name(cfg.engine.name, cfg.objective.name, list(hc.overrides.task),
+                                             parent["varying"] if parent else None)
     row = run_experiment(container, experiment_id, parent_run_id=parent and parent["run_id"],
-                         output_dir=out_dir)
+                         output_dir=out_dir, run_name=name)
     return row.get("qwk_thresholds_oof", -row.get("rmse_oof", 0.0))
 
 
 if __name__ == "__main__":
-    main()
+    with main_guard("experiments/run.py"):
+        main()

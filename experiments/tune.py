@@ -3,31 +3,41 @@
     python experiments/tune.py engine=lightgbm tune.n_trials=30
     python experiments/tune.py engine=xgboost tune.storage=postgresql://user@host/optuna   # parallel workers
 
-Run it again with the same study name to resume a killed or finished study.
+``tune.n_trials`` is the study's total: the same command again resumes a killed
+study, or prints the best trial of a finished one with the command that runs it.
 """
 
 from __future__ import annotations
 
-import os
-
-# OpenMP threads that sleep instead of spinning: XGBoost and LightGBM stay fast when parallel
-# launcher jobs share the cores (measured 38x for LightGBM under load). Set before they are imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import logging
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from qwkboost.config import check_config
-from qwkboost.tuning import tune
+from qwkboost.config import check_config, config_errors
+from qwkboost.interrupt import main_guard, report_config_errors
+from qwkboost.tuning import best_overrides, tune
+
+log = logging.getLogger("qwkboost")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="tune")
 def main(cfg: DictConfig) -> float:
-    container = OmegaConf.to_container(cfg, resolve=True)
-    check_config(container)
-    study = tune(container)
+    with report_config_errors():
+        container = OmegaConf.to_container(cfg, resolve=True)
+        with config_errors():
+            check_config(container)
+        study = tune(container)
+    if not study.best_trials:
+        return float("nan")
+    keep = [o for o in HydraConfig.get().overrides.task
+            if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra"))]
+    log.info("run the best trial with:\n  python experiments/run.py %s",
+             " ".join([*keep, best_overrides(study.best_trial.params)]))
     return study.best_value
 
 
 if __name__ == "__main__":
-    main()
+    with main_guard("experiments/tune.py"):
+        main()

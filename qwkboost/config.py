@@ -6,13 +6,30 @@ the user can fix the command line at once.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+from typing import Any, Iterator, Mapping
 
 from qwkboost.engines import ENGINES
 from qwkboost.objectives import available as available_objectives
 from qwkboost.objectives import get as get_objective
 
-__all__ = ["check_config", "check_tune", "DATA_SOURCES", "THRESHOLD_METHODS", "TUNE_METRICS"]
+__all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "DATA_SOURCES", "THRESHOLD_METHODS",
+           "TUNE_METRICS"]
+
+
+class ConfigError(ValueError):
+    """A bad configuration or input found before training: the entry points print its message alone."""
+
+
+@contextlib.contextmanager
+def config_errors() -> Iterator[None]:
+    """Turn a :class:`ValueError` raised inside the block into a :class:`ConfigError` (same message)."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 DATA_SOURCES = ("quartiles", "chisq", "csv")
 THRESHOLD_METHODS = ("round", "exact", "nelder_mead", "distribution")
@@ -42,6 +59,15 @@ def check_config(cfg: Mapping) -> None:
             lr = params[key]
             if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
                 raise ValueError(f"engine.params.{key} must be a number > 0; got {lr!r}")
+    base_score = params.get("base_score")
+    if base_score is not None and (isinstance(base_score, bool) or not isinstance(base_score, (int, float))):
+        raise ValueError(f"engine.params.base_score must be a number or null; got {base_score!r}")
+    seed = cfg.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+    n_jobs = cfg.get("n_jobs")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be a non-zero integer or null (every core); got {n_jobs!r}")
     _positive_int(engine.get("num_boost_round"), "engine.num_boost_round")
     if engine.get("early_stopping_rounds") is not None:
         _positive_int(engine["early_stopping_rounds"], "engine.early_stopping_rounds")
@@ -60,6 +86,12 @@ def check_config(cfg: Mapping) -> None:
     data = cfg["data"]
     if data.get("name") not in DATA_SOURCES:
         raise ValueError(f"data.name={data.get('name')!r} is unknown; choose one of: {', '.join(DATA_SOURCES)}")
+    if not is_ordinal(data) and get_objective(objective["name"], **(objective.get("params") or {})).ordinal:
+        raise ValueError(f"objective={objective['name']} needs ordinal labels, but data={data['name']} is a "
+                         "regression target; use objective=squared_error")
+    if data["name"] == "quartiles":
+        for key in ("n_train", "n_test"):
+            _positive_int(data.get(key), f"data.{key}", minimum=2)
     if data["name"] == "csv":
         from pathlib import Path
 
@@ -79,6 +111,11 @@ def check_config(cfg: Mapping) -> None:
             if o not in available_objectives():
                 raise ValueError(f"table.objectives has unknown objective {o!r}; choose from: "
                                  f"{', '.join(available_objectives())}")
+
+
+def is_ordinal(data: Mapping) -> bool:
+    """Whether the configured data has ordinal labels (QWK, thresholds) or a regression target."""
+    return data.get("name") == "quartiles" or (data.get("name") == "csv" and bool(data.get("ordinal", True)))
 
 
 #: Out-of-fold results a study may select on (test-set figures would leak), and their direction.
@@ -103,8 +140,7 @@ def check_tune(cfg: Mapping) -> None:
         raise ValueError(f"tune.metric={metric!r} is not an out-of-fold result{hint}; choose one of: "
                          f"{', '.join(TUNE_METRICS)}")
     data = cfg["data"]
-    ordinal = data["name"] == "quartiles" or (data["name"] == "csv" and data.get("ordinal", True))
-    if metric != "rmse_oof" and not ordinal:
+    if metric != "rmse_oof" and not is_ordinal(data):
         raise ValueError(f"tune.metric={metric!r} needs ordinal labels, but data={data['name']} is a regression "
                          "target; use tune.metric=rmse_oof tune.direction=minimize")
     if t.get("direction") != TUNE_METRICS[metric]:

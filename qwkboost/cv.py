@@ -7,6 +7,7 @@ over the fold models, :math:`\hat y^{test} = \frac1K \sum_k F^{(k)}(X^{test})`.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -18,6 +19,8 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from qwkboost.engines import Model, train
 
 __all__ = ["CVResult", "cross_validate", "progress_enabled"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -71,7 +74,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                    objective_params: dict | None = None, num_boost_round: int = 10_000,
                    early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
                    shuffle: bool = True, seed: int = 0, progress: bool | None = None,
-                   description: str = "") -> CVResult:
+                   description: str = "", n_jobs: int | None = None) -> CVResult:
     """Cross-validate one configuration.
 
     Parameters
@@ -80,7 +83,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
         Training data; ``y`` on its own scale.
     X_test : array, optional
         Predicted by every fold model; the mean is returned.
-    engine, objective, params, objective_params, num_boost_round, early_stopping_rounds
+    engine, objective, params, objective_params, num_boost_round, early_stopping_rounds, n_jobs
         Passed to :func:`qwkboost.train`; the validation fold is the eval set.
     n_splits : int, default 5
     stratified : bool, default True
@@ -89,7 +92,8 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     seed : int
         Fold assignment and engine seed.
     progress : bool, optional
-        Show a bar over folds and rounds (default: on a terminal, not under CI).
+        A bar over the folds showing the current round and validation metric
+        (default: on a terminal, not under CI). Without it, one log line per fold.
 
     Raises
     ------
@@ -109,39 +113,42 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                              "lower cv.n_splits or set cv.stratified=false")
         splitter = StratifiedKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
     else:
+        if n_splits > len(y):
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the number of training rows ({len(y)})")
         splitter = KFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
     folds = list(splitter.split(X, y))
     progress = progress_enabled() if progress is None else progress
+    name = description or f"{engine}/{getattr(objective, 'name', objective)}"
     oof = np.zeros(len(y))
     test = None if X_test is None else np.zeros(len(X_test))
     models, times = [], []
-    bar = tqdm(total=n_splits * num_boost_round if num_boost_round <= 100_000 else None, disable=not progress,
-               desc=description or f"{engine}/{getattr(objective, 'name', objective)}", unit="round",
-               leave=False, dynamic_ncols=True)
+    bar = tqdm(total=n_splits, disable=not progress, desc=name, unit="fold", leave=False, dynamic_ncols=True)
     try:
         for k, (tr, va) in enumerate(folds):
-            bar.set_postfix_str(f"fold {k + 1}/{n_splits}")
-            done = [0]
+            last: dict = {}
 
-            def tick(rnd, evals, done=done):
-                bar.update(1)
-                done[0] += 1
-                if "valid" in evals:
-                    bar.set_postfix_str(f"fold {k + 1}/{n_splits} " + " ".join(
-                        f"{m}={v:.4f}" for m, v in evals["valid"].items()))
+            def tick(rnd, evals, k=k, last=last):
+                last.update(evals.get("valid", {}))
+                if rnd % 10 == 0:
+                    bar.set_postfix_str(f"fold {k + 1} round {rnd + 1} " + " ".join(
+                        f"{m}={v:.4f}" for m, v in last.items()))
 
             t0 = time.perf_counter()
             model = train(X[tr], y[tr], engine=engine, objective=objective, params=params,
                           objective_params=objective_params, num_boost_round=num_boost_round,
                           eval_set=(X[va], y[va]), early_stopping_rounds=early_stopping_rounds,
-                          callbacks=[tick] if progress else None, seed=seed + k)
+                          callbacks=[tick] if progress else None, seed=seed + k, n_jobs=n_jobs)
             times.append(time.perf_counter() - t0)
-            if progress:
-                bar.update(max(0, num_boost_round - done[0]))  # rounds skipped by early stopping
             oof[va] = model.predict(X[va])
             if test is not None:
                 test += model.predict(X_test) / n_splits
             models.append(model)
+            bar.update(1)
+            if not progress:
+                valid = {m: v[model.best_iteration - 1] for m, v in model.evals_result.get("valid", {}).items()
+                         if model.best_iteration and len(v) >= model.best_iteration}
+                log.info("%s: fold %d/%d, %d rounds (best %d), %s%.1f s", name, k + 1, n_splits, model.num_rounds,
+                         model.best_iteration, "".join(f"valid {m}={v:.4f}, " for m, v in valid.items()), times[-1])
     finally:
         bar.close()
     return CVResult(oof, test, models, folds, float(sum(times)), times)

@@ -6,12 +6,13 @@ the label scale, so later stages never look back at where the data came from.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Dataset", "quartiles", "chisq", "from_file"]
+__all__ = ["Dataset", "quartiles", "chisq", "from_file", "class_range", "warn_empty_classes"]
 
 
 @dataclass
@@ -38,6 +39,34 @@ class Dataset:
     @property
     def is_ordinal(self) -> bool:
         return self.classes is not None
+
+
+#: Ordinal labels may span at most this many whole numbers (every one is a class).
+MAX_CLASSES = 1000
+
+
+def class_range(labels: np.ndarray) -> np.ndarray:
+    """The classes of ordinal labels: every whole number from the lowest label to the highest.
+
+    Labels keep their own scale, and QWK weighs a disagreement by the squared
+    difference of the label *values*: with labels {1, 2, 5}, predicting 2 for a
+    5 costs 9, not 1. So the classes are the range, and labels inside it that
+    never occur are empty classes (see :func:`warn_empty_classes`).
+    """
+    lo, hi = float(np.min(labels)), float(np.max(labels))
+    return np.arange(lo, hi + 1)
+
+
+def warn_empty_classes(labels: np.ndarray, where: str) -> list[float]:
+    """Warn (and return them) when whole numbers between the lowest and highest label never occur."""
+    present = set(np.unique(labels).tolist())
+    empty = [c for c in class_range(labels).tolist() if c not in present]
+    if empty:
+        shown = ", ".join(f"{c:g}" for c in empty[:10]) + (", ..." if len(empty) > 10 else "")
+        warnings.warn(f"labels of {where} range from {min(present):g} to {max(present):g}, but {len(empty)} "
+                      f"value(s) in between never occur ({shown}); they are kept as empty classes, because QWK "
+                      "weighs disagreements by the difference of label values", UserWarning, stacklevel=3)
+    return empty
 
 
 def _quartile_draw(n: int, seed: int, n_features: int, n_visible: int, n_classes: int):
@@ -97,11 +126,29 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         fp = Path(p)
         if not fp.exists():
             raise ValueError(f"data.{arg}={str(p)!r} does not exist")
-        return pd.read_parquet(fp) if fp.suffix.lower() in (".parquet", ".pq") else pd.read_csv(fp)
+        if fp.is_dir():
+            raise ValueError(f"data.{arg}={str(p)!r} is a directory; give a CSV or Parquet file")
+        parquet = fp.suffix.lower() in (".parquet", ".pq")
+        try:
+            df = pd.read_parquet(fp) if parquet else pd.read_csv(fp)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"data.{arg}={str(p)!r} is empty") from None
+        except (UnicodeDecodeError, pd.errors.ParserError, OSError, ValueError) as exc:
+            kind = "a Parquet" if parquet else "a CSV"
+            raise ValueError(f"data.{arg}={str(p)!r} cannot be read as {kind} file "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+        if len(df) == 0:
+            raise ValueError(f"data.{arg}={str(p)!r} has a header but no rows")
+        return df
 
     df = read(path, "path")
     if target not in df.columns:
         raise ValueError(f"data.target={target!r} is not a column of {path}; columns: {list(df.columns)}")
+    if not pd.api.types.is_numeric_dtype(df[target]) or pd.api.types.is_bool_dtype(df[target]):
+        bad = df[target][pd.to_numeric(df[target], errors="coerce").isna() & df[target].notna()]
+        example = f"; e.g. data row {bad.index[0]} is {bad.iloc[0]!r}" if len(bad) else ""
+        raise ValueError(f"data.target={target!r} must hold numbers (ordinal labels or a numeric target), "
+                         f"but its column in data.path is of type {df[target].dtype}{example}")
     if test_path:
         dft = read(test_path, "test_path")
         if target not in dft.columns:
@@ -136,5 +183,12 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
                     f"data.target={target!r} must be whole-numbered ordinal labels for a QWK experiment; "
                     f"data row {frame.index[i]} of data.{source} is {float(arr[i])!r}")
         classes = np.unique(np.concatenate([y, yt]))
+        span = class_range(classes).size
+        if span > MAX_CLASSES:
+            raise ValueError(f"data.target={target!r} spans {span:,} whole numbers ({classes.min():g}.."
+                             f"{classes.max():g}); qwkboost treats each as a class, since QWK weighs disagreements "
+                             f"by label differences (at most {MAX_CLASSES:,}). Recode the labels (e.g. to ranks), "
+                             "or set data.ordinal=false for a numeric target")
+        warn_empty_classes(y, "data.path" if test_path else "the training rows")
     return Dataset(df[features].to_numpy(dtype=float), y, dft[features].to_numpy(dtype=float), yt,
                    features, classes, Path(path).stem)

@@ -16,12 +16,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from qwkboost import plots, tracking
+from qwkboost.config import config_errors
 from qwkboost.cv import CVResult, cross_validate
-from qwkboost.data import Dataset, chisq, from_file, quartiles
+from qwkboost.data import Dataset, chisq, class_range, from_file, quartiles
 from qwkboost.metrics import extended_qwk, qwk, rmse
 from qwkboost.thresholds import apply_thresholds, fit_thresholds
 
-__all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment"]
+__all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data"]
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,8 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
     m["rmse_oof"] = rmse(ds.y_train, cv.oof)
     if not ds.is_ordinal:
         return Evaluation(m, None, None, None)
-    lo, hi = float(ds.classes.min()), float(ds.classes.max())
-    classes = np.arange(lo, hi + 1)
+    classes = class_range(ds.classes)
+    lo, hi = float(classes[0]), float(classes[-1])
     k = len(classes)
     y_idx = (ds.y_train - lo).astype(np.int64)
     round_cuts = classes[:-1] + 0.5
@@ -126,7 +127,9 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     engine, objective = cfg["engine"], cfg["objective"]
     run_name = run_name or cfg.get("run_name") or f"{engine['name']}/{objective['name']}"
     seed = int(cfg.get("seed", 0))
-    ds = dataset if dataset is not None else load_dataset(cfg["data"], seed)
+    with config_errors():
+        ds = dataset if dataset is not None else load_dataset(cfg["data"], seed)
+        check_against_data(cfg, ds)
 
     def body(active=None) -> dict[str, Any]:
         if active is not None:
@@ -141,7 +144,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
             num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
             n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
-            shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name)
+            shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"))
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         if active is not None:
@@ -160,8 +163,34 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         return body(active)
 
 
+def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
+    """Checks that need the data, run before any training: the engine's parameters
+    (names and values, by the engine itself) and the objective against the target.
+
+    Raises
+    ------
+    ValueError
+        Naming the config key.
+    """
+    from qwkboost.engines import check_engine_params
+    from qwkboost.objectives import get as get_objective
+
+    try:
+        check_engine_params(cfg["engine"]["name"], dict(cfg["engine"].get("params") or {}), ds.X_train.shape[1])
+    except ValueError as exc:
+        raise ValueError(f"engine.params ({cfg['engine']['name']}): {exc}") from None
+    obj = get_objective(cfg["objective"]["name"], **(cfg["objective"].get("params") or {}))
+    if obj.ordinal and not ds.is_ordinal:
+        raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
+                         "regression target; use objective=squared_error")
+
+
 def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cfg.items() if k not in ("hydra",)}
+    """The config as logged with every run; the tuning search space is logged with tuning only."""
+    out = {k: v for k, v in cfg.items() if k not in ("hydra",)}
+    if isinstance(out.get("engine"), Mapping) and "search_space" in out["engine"]:
+        out["engine"] = {k: v for k, v in out["engine"].items() if k != "search_space"}
+    return out
 
 
 def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation) -> None:

@@ -33,20 +33,26 @@ def _single_class_error(name: str, value) -> ValueError:
 
 
 def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
-    r"""Exact quadratic weighted kappa for integer labels ``0..K-1``.
+    r"""Exact quadratic weighted kappa of integer labels.
 
     Implements :math:`\kappa = 1 - \sum w O / \sum w E` (module docstring) in
-    :math:`O(n + K^2)`: two ``bincount`` histograms give :math:`E`, the
-    numerator is the integer residual sum of squares.
+    :math:`O(n)` with no :math:`K \times K` matrix: the numerator is the
+    residual sum of squares, and with :math:`h, p` the class histograms
+
+    .. math:: \sum_{ij} (i-j)^2 \frac{h_i p_j}{n} = \sum_k t_k^2 + \sum_k p_k^2 - \frac{2}{n}\sum_k t_k \sum_k p_k,
+
+    summed over rows (:math:`t_k, p_k` the true and predicted labels), in exact
+    integer arithmetic after subtracting the lowest label, so labels
+    100,000..100,003 cost what 0..3 do.
 
     Parameters
     ----------
     y_true, y_pred : array-like of int
-        Class labels; whole-valued floats are accepted.
+        Class labels (non-negative integers); whole-valued floats are accepted.
     n_classes : int, optional
-        Number of classes K. Defaults to ``max(y_true, y_pred) + 1``. Equals
-        scikit-learn's ``cohen_kappa_score(..., weights="quadratic",
-        labels=range(K))``; the value does not depend on K once every label fits.
+        Number of classes K, checked against the labels; the value never
+        depends on it. Equals scikit-learn's ``cohen_kappa_score(...,
+        weights="quadratic", labels=range(K))``.
 
     Returns
     -------
@@ -62,25 +68,23 @@ def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
     yp = check_labels(y_pred, "y_pred")
     check_same_length(yt, yp, "y_true", "y_pred")
     top = int(max(yt.max(), yp.max()))
-    if n_classes is None:
-        n_classes = top + 1
-    else:
-        if int(n_classes) != n_classes or n_classes < 2:
+    if n_classes is not None:
+        if isinstance(n_classes, bool) or int(n_classes) != n_classes or n_classes < 2:
             raise ValueError(f"n_classes must be an integer >= 2; got {n_classes!r}")
-        n_classes = int(n_classes)
-        if n_classes <= top:
-            raise ValueError(f"n_classes={n_classes} is smaller than the largest label + 1 ({top + 1})")
+        if int(n_classes) <= top:
+            raise ValueError(f"n_classes={int(n_classes)} is smaller than the largest label + 1 ({top + 1})")
     if yt.min() == yt.max():
         raise _single_class_error("y_true", int(yt[0]))
-    n = yt.size
-    h = np.bincount(yt, minlength=n_classes).astype(np.float64)
-    p = np.bincount(yp, minlength=n_classes).astype(np.float64)
-    k = np.arange(n_classes, dtype=np.float64)
-    w = (k[:, None] - k[None, :]) ** 2
-    expected = float(h @ w @ p) / n
-    d = yt - yp
-    observed = float(d @ d)
-    return 1.0 - observed / expected
+    base = min(int(yt.min()), int(yp.min()))
+    t, p = yt - base, yp - base
+    n, r = t.size, int(max(t.max(), p.max()))
+    if n * r * r >= 2 ** 62:            # sums of squares could overflow int64: Python integers
+        t, p = t.astype(object), p.astype(object)
+    d = t - p
+    st, sp = int(t.sum()), int(p.sum())
+    stt, spp, observed = int(t @ t), int(p @ p), int(d @ d)
+    expected_n = n * (stt + spp) - 2 * st * sp          # n times the expected disagreement, an exact integer
+    return 1.0 - (n * observed) / expected_n
 
 
 def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None) -> float:

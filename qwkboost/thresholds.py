@@ -75,6 +75,10 @@ def _check_n_classes(n_classes, y: np.ndarray | None = None) -> int:
     return n_classes
 
 
+#: The exact method's dynamic programme holds K arrays of one value per distinct score.
+MAX_DP_BYTES = 2 ** 30
+
+
 def _check_fit_inputs(scores, y, n_classes):
     """Common checks of the ``fit_*`` functions; return ``(scores, y, K)``."""
     s = check_1d(scores, "scores")
@@ -100,7 +104,7 @@ def _check_cuts(cuts, name: str = "cuts", n: int | None = None) -> np.ndarray:
 
 # --------------------------------------------------------------------------- simple methods
 
-def apply_thresholds(scores, cuts) -> np.ndarray:
+def apply_thresholds(scores, cuts, classes=None) -> np.ndarray:
     r"""Classes of ``scores`` under ``cuts``: :math:`c(s) = \#\{k : t_k \le s\}`.
 
     Class ``k`` is :math:`t_k \le s < t_{k+1}` (``cuts[k-1] <= s < cuts[k]``),
@@ -112,20 +116,42 @@ def apply_thresholds(scores, cuts) -> np.ndarray:
         Finite scores.
     cuts : array-like of float, shape (K-1,)
         Non-decreasing cut points (equal cuts leave a class empty).
+    classes : array-like, shape (K,), optional
+        The labels the classes stand for, lowest first, e.g. the ``classes``
+        of a run's ``thresholds.json`` (``[1, 2, 3, 4, 5]``). Given, the
+        result is on the labels' own scale; else it is the class index.
 
     Returns
     -------
-    ndarray of int64, shape (n,)
-        Labels in ``0..K-1``.
+    ndarray, shape (n,)
+        Class indices ``0..K-1`` (int64), or ``classes[index]``.
 
     Raises
     ------
     ValueError
-        If ``scores`` or ``cuts`` is empty or not finite, or ``cuts`` decreases.
+        If ``scores`` or ``cuts`` is empty or not finite, ``cuts`` decreases,
+        or ``classes`` does not have one more entry than ``cuts``.
+
+    Examples
+    --------
+    Cut points from a run's ``thresholds.json`` are on the labels' scale, and
+    so are the classes it lists:
+
+    >>> apply_thresholds([0.9, 2.6, 4.8], [1.5, 2.5, 3.5, 4.5], classes=[1, 2, 3, 4, 5])
+    array([1, 3, 5])
+    >>> apply_thresholds([0.9, 2.6, 4.8], [1.5, 2.5, 3.5, 4.5])
+    array([0, 2, 4])
     """
     s = check_1d(scores, "scores")
     c = _check_cuts(cuts)
-    return np.searchsorted(c, s, side="right").astype(np.int64)
+    idx = np.searchsorted(c, s, side="right").astype(np.int64)
+    if classes is None:
+        return idx
+    labels = np.asarray(classes)
+    if labels.ndim != 1 or labels.size != c.size + 1:
+        raise ValueError(f"classes must list one label per class, {c.size + 1} for {c.size} cuts; "
+                         f"got {labels.size}")
+    return labels[idx]
 
 
 def round_cuts(n_classes: int) -> np.ndarray:
@@ -386,6 +412,14 @@ def fit_exact(scores, y, n_classes: int | None = None) -> np.ndarray:
     W. Dinkelbach, "On nonlinear fractional programming", Management Science 13(7), 1967.
     """
     s, yy, k = _check_fit_inputs(scores, y, n_classes)
+    groups = np.unique(s).size
+    if 8 * (groups + 1) * k > MAX_DP_BYTES:
+        low = int(yy.min())
+        hint = (f"y holds class indices {low}..{int(yy.max())}, so the first {low} classes are empty: pass "
+                f"y - {low} and apply_thresholds(..., classes=range({low}, {int(yy.max()) + 1})); or "
+                if low > 0 else "")
+        raise ValueError(f"the exact method would need {8 * (groups + 1) * k / 2**30:.1f} GiB for {k} classes and "
+                         f"{groups} distinct scores; {hint}round the scores (e.g. to 4 decimals)")
     u, pos, _, _ = _fit_exact_positions(s, yy, k)
     return _cuts_from_positions(u, pos, k)
 

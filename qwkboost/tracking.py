@@ -23,11 +23,17 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from qwkboost.interrupt import is_alive, process_tag
+
 __all__ = [
     "PROJECT_ROOT",
     "default_tracking_uri",
     "resolve_tracking_uri",
     "setup",
+    "prepare_store",
+    "store_lock",
+    "check_reachable",
+    "reap_dead_runs",
     "run",
     "log_params",
     "log_metrics",
@@ -41,6 +47,11 @@ __all__ = [
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SQLITE_TIMEOUT_S = 120
+#: The MLflow UI opens an experiment tagged so on its runs, not on the GenAI traces page.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
+#: ``host:pid:start`` of the process that owns a run (see :mod:`qwkboost.interrupt`).
+PROCESS_TAG = "qwkboost.process"
 VERSIONED = ("qwkboost", "numpy", "scipy", "pandas", "scikit-learn", "xgboost", "lightgbm", "optuna",
              "mlflow", "hydra-core", "omegaconf", "matplotlib")
 
@@ -79,38 +90,132 @@ def _retry(fn, *args, attempts: int = 8, **kwargs):
             time.sleep(0.2 * 2 ** i)
 
 
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?")[0])
+
+
+@contextlib.contextmanager
+def store_lock(path: Path, timeout: float = 600.0) -> Iterator[None]:
+    """An exclusive lock beside ``path`` (``<path>.lock``), shared by every qwkboost process."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=timeout):
+        yield
+
+
+def _drop_leftover_migration_tables(db: Path) -> None:
+    """Drop ``_alembic_tmp_*`` tables a migration killed half-way leaves behind (they block every later one)."""
+    import sqlite3
+
+    if not db.exists():
+        return
+    con = sqlite3.connect(db, timeout=SQLITE_TIMEOUT_S)
+    try:
+        names = [r[0] for r in con.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name GLOB '_alembic_tmp_*'")]
+        for name in names:
+            con.execute(f'DROP TABLE "{name}"')
+        con.commit()
+    finally:
+        con.close()
+
+
+def prepare_store(uri: str) -> None:
+    """Create and migrate an SQLite store once, under a lock, before anything else touches it.
+
+    Several commands started together on a new ``mlflow.db`` would otherwise
+    each run MLflow's schema migrations at the same time, and fail or leave
+    the store unusable. The first one creates it; the others wait, then find
+    it ready. A store left half-migrated by a killed process is repaired.
+    """
+    import mlflow
+
+    db = _sqlite_path(uri)
+    if db is None:
+        return
+    with store_lock(db):
+        _drop_leftover_migration_tables(db)
+        _retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """Fail within seconds if an HTTP tracking server does not answer.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the URI and what to do.
+    """
+    if not uri.startswith(("http://", "https://")):
+        return
+    import requests
+
+    try:
+        r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+        ok = r.status_code == 200
+        reason = f"HTTP {r.status_code}"
+    except requests.RequestException as exc:
+        ok, reason = False, type(exc).__name__ + (": connection refused" if "refused" in str(exc).lower() else "")
+    if not ok:
+        raise RuntimeError(
+            f"the MLflow tracking server at tracking.uri={uri} cannot be reached ({reason}); start it "
+            f"(e.g. mlflow server --host 127.0.0.1 --port 5000), or leave tracking.uri and MLFLOW_TRACKING_URI "
+            f"unset to log to the local sqlite store")
+
+
 def setup(uri: str | None, experiment_name: str) -> str:
     """Point MLflow at the store and return the experiment id (created if missing).
 
     Call in the main process before launching parallel jobs, so the schema and
-    the experiment exist before any worker touches the store.
+    the experiment exist before any worker touches the store. A new
+    experiment is tagged as model training, so the MLflow UI opens on its runs.
+
+    Raises
+    ------
+    RuntimeError
+        If a tracking server cannot be reached (within seconds).
     """
     import mlflow
 
     uri = resolve_tracking_uri(uri)
+    check_reachable(uri)
+    prepare_store(uri)
     mlflow.set_tracking_uri(uri)
     client = mlflow.MlflowClient(uri)
-    exp = _retry(client.get_experiment_by_name, experiment_name)
-    if exp is not None:
-        return exp.experiment_id
-    artifact_location = None
-    if uri.startswith("sqlite:///"):
-        # artifacts beside the database, not in whatever directory the command ran from
-        db = Path(uri[len("sqlite:///"):].split("?")[0])
-        artifact_location = (db.resolve().parent / "mlartifacts").as_uri()
-    try:
-        return _retry(client.create_experiment, experiment_name, artifact_location=artifact_location)
-    except Exception:
-        exp = client.get_experiment_by_name(experiment_name)  # created by a concurrent process
+    db = _sqlite_path(uri)
+    with store_lock(db) if db is not None else contextlib.nullcontext():
+        exp = _retry(client.get_experiment_by_name, experiment_name)
         if exp is None:
-            raise
-        return exp.experiment_id
+            artifact_location = None
+            if db is not None:
+                # artifacts beside the database, not in whatever directory the command ran from
+                artifact_location = (db.resolve().parent / "mlartifacts").as_uri()
+            try:
+                exp_id = _retry(client.create_experiment, experiment_name, artifact_location=artifact_location,
+                                tags=EXPERIMENT_TAGS)
+            except Exception:
+                exp = client.get_experiment_by_name(experiment_name)  # created by a concurrent process
+                if exp is None:
+                    raise
+                exp_id = exp.experiment_id
+        else:
+            exp_id = exp.experiment_id
+            if exp.tags.get(EXPERIMENT_KIND) is None:
+                _retry(client.set_experiment_tag, exp_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
+    reap_dead_runs(exp_id, client)
+    return exp_id
 
 
 @contextlib.contextmanager
 def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None) -> Iterator[Any]:
-    """An MLflow run that is always ended: FINISHED on success, FAILED on error, KILLED on Ctrl-C.
+    """An MLflow run that is always ended: FINISHED on success, FAILED on error, KILLED on Ctrl-C or SIGTERM.
+
+    The run is tagged with its process (:data:`PROCESS_TAG`), so that a later
+    command can mark it KILLED if the process was killed outright (:func:`reap_dead_runs`).
 
     Any run left active in this process (a reused launcher worker) is ended
     first, so nothing leaks from one job into the next.
@@ -120,8 +225,9 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
     while mlflow.active_run() is not None and parent_run_id != mlflow.active_run().info.run_id:
         mlflow.end_run("KILLED")
     nested = parent_run_id is not None and mlflow.active_run() is not None
+    tags = {PROCESS_TAG: process_tag(), **(tags or {})}
     active = _retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
-                    parent_run_id=None if nested else parent_run_id, nested=nested, tags=dict(tags or {}))
+                    parent_run_id=None if nested else parent_run_id, nested=nested, tags=tags)
     status = "FAILED"
     try:
         yield active
@@ -135,6 +241,24 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         _retry(mlflow.MlflowClient().set_terminated, active.info.run_id, status)
         if mlflow.active_run() is not None and mlflow.active_run().info.run_id == active.info.run_id:
             mlflow.end_run(status)
+
+
+def reap_dead_runs(experiment_id: str, client=None) -> list[str]:
+    """Mark KILLED the RUNNING runs whose process on this host is gone (e.g. after ``kill -9``).
+
+    Returns the ids of the runs it ended.
+    """
+    import mlflow
+
+    client = client or mlflow.MlflowClient()
+    ended = []
+    runs = _retry(client.search_runs, [experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
+    for r in runs:
+        tag = r.data.tags.get(PROCESS_TAG)
+        if tag and is_alive(tag) is False:
+            _retry(client.set_terminated, r.info.run_id, "KILLED")
+            ended.append(r.info.run_id)
+    return ended
 
 
 def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
@@ -227,6 +351,37 @@ def set_tags(tags: Mapping[str, Any]) -> None:
     _retry(mlflow.set_tags, {k: str(v) for k, v in tags.items()})
 
 
+#: Overrides that never go into a run name (where runs are stored, how Hydra runs).
+_UNNAMED = ("tracking.", "hydra.", "hydra/", "run_name", "n_jobs", "experiment")
+MAX_RUN_NAME = 200
+
+
+def run_name(engine: str, objective: str, overrides: list[str], varying: list[str] | None = None) -> str:
+    """``"{engine}/{objective}"`` plus the overrides that tell this run from its neighbours.
+
+    In a multirun (``varying`` given) those are the swept keys; for a single
+    run, every override but the engine, objective, tracking and Hydra ones.
+    """
+    keep = []
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        if key in ("engine", "objective") or key.startswith(_UNNAMED):
+            continue
+        if varying is not None and key not in varying:
+            continue
+        keep.append(o.lstrip("+~"))
+    name = " ".join([f"{engine}/{objective}", *keep])
+    return name if len(name) <= MAX_RUN_NAME else name[:MAX_RUN_NAME - 1] + "…"
+
+
+def safe_name(name: str) -> str:
+    """``name`` as one file-name component: no separators, no ``..``, no control characters."""
+    import re
+
+    out = re.sub(r"[^\w.=,+-]+", "_", str(name)).strip("._") or "run"
+    return out[:120]
+
+
 def tmpdir() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="qwkboost-")
 
@@ -240,5 +395,6 @@ def resolve_and_set(uri: str | None) -> str:
     import mlflow
 
     uri = resolve_tracking_uri(uri)
+    check_reachable(uri)
     mlflow.set_tracking_uri(uri)
     return uri

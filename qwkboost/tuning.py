@@ -2,30 +2,92 @@
 
 Each invocation is one parent MLflow run; each trial a child run. The study
 lives in ``sqlite:///<project>/optuna.db`` by default (any SQLAlchemy URL for
-parallel workers). Trials send heartbeats: a trial of a killed process is
-failed once its heartbeat is older than ``grace_period`` and re-run with the
-same parameters, and its MLflow run is marked KILLED.
+parallel workers).
+
+* **A study belongs to one configuration.** Its default name carries a short
+  hash of everything that changes the result (engine, objective, data, CV,
+  thresholds, seed, metric, search space), and the configuration is stored
+  with the study: resuming a named study with another configuration is refused,
+  naming the keys that differ.
+* **Trials never repeat themselves.** Each trial's sampler is seeded from
+  ``(seed, trial number)``: a resumed study goes on where it stopped instead
+  of replaying trial 0, parallel workers (which get different trial numbers)
+  draw different parameters, and the same study replays the same draws.
+* **Killed trials are retried.** Trials send heartbeats; a trial whose process
+  is gone (found at once on the same host, else after ``grace_period``) is
+  failed and retried with the same parameters, and its MLflow run is marked
+  KILLED.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import hashlib
+import json
 import logging
+import numbers
+import warnings
 from typing import Any, Mapping
 
-from qwkboost import tracking
-from qwkboost.config import check_tune
-from qwkboost.experiment import load_dataset, run_experiment
+import numpy as np
+import optuna
 
-__all__ = ["default_storage", "suggest", "tune"]
+from qwkboost import tracking
+from qwkboost.config import ConfigError, check_tune, config_errors
+from qwkboost.experiment import load_dataset, run_experiment
+from qwkboost.interrupt import is_alive, process_tag
+
+__all__ = ["default_storage", "suggest", "check_space", "config_fingerprint", "study_name", "best_overrides",
+           "TrialSeededSampler", "tune"]
 
 log = logging.getLogger(__name__)
 
 SPACE_TYPES = ("float", "int", "categorical")
+#: Keys that do not change a trial's result, left out of the study's fingerprint.
+_NOT_FINGERPRINTED = {"tune": ("n_trials", "storage", "study_name", "heartbeat_interval", "grace_period",
+                               "max_retry"),
+                      None: ("tracking", "run_name", "n_jobs", "hydra")}
+CONFIG_ATTR = "qwkboost.config"
 
 
 def default_storage() -> str:
     return f"sqlite:///{tracking.PROJECT_ROOT / 'optuna.db'}"
+
+
+def check_space(space: Mapping[str, Mapping[str, Any]]) -> None:
+    """Check ``engine.search_space`` before a study starts.
+
+    Raises
+    ------
+    ValueError
+        For an unknown type, missing or reversed bounds, a log range that
+        reaches 0, or empty choices, naming the parameter.
+    """
+    for name, spec in space.items():
+        key = f"engine.search_space.{name}"
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"{key} must be a mapping like {{type: float, low: 0.01, high: 0.3}}; got {spec!r}")
+        kind = spec.get("type")
+        if kind not in SPACE_TYPES:
+            raise ValueError(f"{key}.type={kind!r}; choose one of {SPACE_TYPES}")
+        if kind == "categorical":
+            choices = spec.get("choices")
+            if not isinstance(choices, (list, tuple)) or not choices:
+                raise ValueError(f"{key} needs a non-empty list of choices")
+            continue
+        if "low" not in spec or "high" not in spec:
+            raise ValueError(f"{key} needs low and high")
+        low, high = spec["low"], spec["high"]
+        for b, v in (("low", low), ("high", high)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not np.isfinite(v):
+                raise ValueError(f"{key}.{b} must be a finite number; got {v!r}")
+            if kind == "int" and int(v) != v:
+                raise ValueError(f"{key}.{b} must be a whole number for type int; got {v!r}")
+        if low > high:
+            raise ValueError(f"{key} has low={low!r} > high={high!r}; swap them")
+        if spec.get("log") and low <= 0:
+            raise ValueError(f"{key} has log: true, so low must be > 0; got {low!r}")
 
 
 def suggest(trial, space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -37,19 +99,15 @@ def suggest(trial, space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     Raises
     ------
     ValueError
-        For an unknown type or missing bounds, naming the parameter.
+        For a malformed entry (see :func:`check_space`), naming the parameter.
     """
+    check_space(space)
     out = {}
     for name, spec in space.items():
-        kind = spec.get("type")
-        if kind not in SPACE_TYPES:
-            raise ValueError(f"engine.search_space.{name}.type={kind!r}; choose one of {SPACE_TYPES}")
+        kind = spec["type"]
         if kind == "categorical":
             out[name] = trial.suggest_categorical(name, list(spec["choices"]))
-            continue
-        if "low" not in spec or "high" not in spec:
-            raise ValueError(f"engine.search_space.{name} needs low and high")
-        if kind == "int":
+        elif kind == "int":
             out[name] = trial.suggest_int(name, int(spec["low"]), int(spec["high"]), log=bool(spec.get("log", False)))
         else:
             out[name] = trial.suggest_float(name, float(spec["low"]), float(spec["high"]),
@@ -57,62 +115,229 @@ def suggest(trial, space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _storage(url: str, t: Mapping[str, Any]):
-    import optuna
-    from optuna.storages import RDBStorage, RetryFailedTrialCallback
+def config_fingerprint(cfg: Mapping[str, Any]) -> tuple[dict, str]:
+    """The part of ``cfg`` that changes a trial's result, and its 8-hex-digit hash."""
+    kept = {k: v for k, v in cfg.items() if k not in _NOT_FINGERPRINTED[None]}
+    if isinstance(kept.get("tune"), Mapping):
+        kept["tune"] = {k: v for k, v in kept["tune"].items() if k not in _NOT_FINGERPRINTED["tune"]}
+    text = json.dumps(kept, sort_keys=True, default=str)
+    return json.loads(text), hashlib.sha256(text.encode()).hexdigest()[:8]
 
-    kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    return RDBStorage(url, heartbeat_interval=int(t.get("heartbeat_interval", 10)),
-                      grace_period=int(t.get("grace_period", 30)),
-                      failed_trial_callback=RetryFailedTrialCallback(max_retry=int(t.get("max_retry", 2))),
-                      engine_kwargs=kwargs)
+
+def study_name(cfg: Mapping[str, Any]) -> str:
+    """``tune.study_name``, or ``{engine}-{objective}-{data}-{hash}`` of the configuration."""
+    given = cfg["tune"].get("study_name")
+    if given:
+        return str(given)
+    _, digest = config_fingerprint(cfg)
+    return f"{cfg['engine']['name']}-{cfg['objective']['name']}-{cfg['data']['name']}-{digest}"
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
+
+
+def best_overrides(params: Mapping[str, Any]) -> str:
+    """Best parameters as command-line overrides that ``experiments/run.py`` takes as is."""
+    def fmt(v):
+        if isinstance(v, bool):
+            return str(v).lower()
+        if isinstance(v, float):
+            return repr(v)
+        return str(v)
+    return " ".join(f"++engine.params.{k}={fmt(v)}" for k, v in params.items())   # ++: set, or add if absent
+
+
+class TrialSeededSampler(optuna.samplers.BaseSampler):
+    """Optuna's TPE sampler, reseeded for every trial from ``(seed, trial number)``.
+
+    One TPE sampler with a fixed seed replays the same random draws in every
+    process that opens the study: a resumed study repeated trial 0, and two
+    parallel workers drew identical pairs. Trial numbers are unique within a
+    study, so seeding by them gives every trial its own draws, reproducibly.
+    """
+
+    def __init__(self, seed: int, **tpe_kwargs):
+        self.seed = int(seed)
+        self._kwargs = tpe_kwargs
+        self._by_trial: dict[int, optuna.samplers.TPESampler] = {}
+
+    def _for(self, trial) -> optuna.samplers.TPESampler:
+        s = self._by_trial.get(trial.number)
+        if s is None:
+            trial_seed = int(np.random.SeedSequence([self.seed, trial.number]).generate_state(1)[0])
+            s = self._by_trial[trial.number] = optuna.samplers.TPESampler(seed=trial_seed, **self._kwargs)
+        return s
+
+    def infer_relative_search_space(self, study, trial):
+        return self._for(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return self._for(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self._for(trial).sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial):
+        self._for(trial).before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values):
+        s = self._by_trial.pop(trial.number, None)
+        if s is not None:
+            s.after_trial(study, trial, state, values)
+
+    def reseed_rng(self):
+        """Nothing to do: every trial's draws are already fixed by its number."""
+
+
+def _storage(url: str, t: Mapping[str, Any]):
+    """Open (and on first use create, under a lock for SQLite) the study storage.
+
+    Raises
+    ------
+    ValueError
+        For a URL SQLAlchemy cannot read, or a database that cannot be opened.
+    """
+    from optuna.storages import RDBStorage
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        parsed = make_url(url)
+        parsed.get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise ValueError(f"tune.storage={url!r} is not a database URL qwkboost can use ({exc}); use e.g. "
+                         "sqlite:////absolute/path/optuna.db or postgresql://user@host/dbname") from None
+    kwargs = {"connect_args": {"timeout": 60}} if parsed.drivername.startswith("sqlite") else {}
+    lock = None
+    if parsed.drivername.startswith("sqlite") and parsed.database:
+        from pathlib import Path
+
+        lock = tracking.store_lock(Path(parsed.database))
+    try:
+        with lock or contextlib.nullcontext(), _quiet_experimental():
+            retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) \
+                or optuna.storages.RetryFailedTrialCallback
+            return RDBStorage(url, heartbeat_interval=int(t.get("heartbeat_interval", 10)),
+                              grace_period=int(t.get("grace_period", 30)),
+                              heartbeat_stale_trial_callback=retry(max_retry=int(t.get("max_retry", 2))),
+                              engine_kwargs=kwargs)
+    except ImportError as exc:
+        raise ValueError(f"tune.storage={url!r} needs a database driver that is not installed ({exc})") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith(("sqlalchemy", "optuna", "sqlite3")):
+            raise ValueError(f"tune.storage={url!r} cannot be opened: {str(exc).splitlines()[0]}") from None
+        raise
+
+
+@contextlib.contextmanager
+def _quiet_experimental():
+    """Optuna marks heartbeats experimental; qwkboost relies on them knowingly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
+
+
+def _fail_dead_trials(study) -> None:
+    """Fail and retry the RUNNING trials whose process on this host is gone (after ``kill -9``).
+
+    Optuna's heartbeat catches them only after ``grace_period``; a quick
+    resume would otherwise leave them RUNNING for good.
+    """
+    storage = study._storage
+    retry = storage.get_heartbeat_stale_trial_callback()
+    for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        tag = tr.user_attrs.get(tracking.PROCESS_TAG)
+        if tag and is_alive(tag) is False:
+            try:
+                changed = storage.set_trial_state_values(tr._trial_id, state=optuna.trial.TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue
+            if changed and retry is not None:
+                retry(study, copy.deepcopy(storage.get_trial(tr._trial_id)))
 
 
 def _kill_orphan_runs(study, client) -> None:
     """Mark the MLflow runs of trials a killed process left behind as KILLED."""
-    import optuna
-
     for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
         run_id = tr.user_attrs.get("mlflow_run_id")
         if run_id and client.get_run(run_id).info.status == "RUNNING":
             client.set_terminated(run_id, "KILLED")
 
 
+def _report_best(study, metric: str, name: str) -> None:
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not done:
+        return
+    best = study.best_trial
+    log.info("study %r: %d completed trials; best %s=%.4f (trial %d)\n  best parameters as overrides: %s",
+             name, len(done), metric, best.value, best.number, best_overrides(best.params))
+
+
 def tune(cfg: Mapping[str, Any]) -> Any:
     """Run (or resume) the study described by ``cfg.tune``; return the Optuna study.
 
-    The study stops when it holds ``tune.n_trials`` completed trials, counting
-    those of earlier, interrupted invocations.
+    ``tune.n_trials`` is the total: the study stops when it holds that many
+    completed trials, counting those of earlier invocations. Running the same
+    command again resumes an interrupted study, or reports the best trial of a
+    finished one; raise ``tune.n_trials`` for more trials.
+
+    Raises
+    ------
+    ValueError
+        Before any trial: a malformed search space, an unusable storage URL,
+        or a named study that was created with another configuration.
     """
     import mlflow
-    import optuna
 
     t = cfg["tune"]
     space = cfg["engine"].get("search_space") or {}
-    if not space:
-        raise ValueError(f"engine.search_space is empty for engine {cfg['engine']['name']!r}; nothing to tune")
-    n_trials = t["n_trials"]
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise ValueError(f"tune.n_trials must be a positive integer; got {n_trials!r}")
-    check_tune(cfg)
-    url = t.get("storage") or default_storage()
-    study = optuna.create_study(study_name=t["study_name"], storage=_storage(url, t), direction=t["direction"],
-                                sampler=optuna.samplers.TPESampler(seed=int(cfg.get("seed", 0))),
-                                load_if_exists=True)
+    with config_errors():
+        if not space:
+            raise ValueError(f"engine.search_space is empty for engine {cfg['engine']['name']!r}; nothing to tune")
+        check_space(space)
+        n_trials = t["n_trials"]
+        if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+            raise ValueError(f"tune.n_trials must be a positive integer; got {n_trials!r}")
+        check_tune(cfg)
+        url = t.get("storage") or default_storage()
+        name = study_name(cfg)
+        fingerprint, _ = config_fingerprint(cfg)
+        storage = _storage(url, t)
     experiment_id = tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"])
+    study = optuna.create_study(study_name=name, storage=storage, direction=t["direction"],
+                                sampler=TrialSeededSampler(int(cfg.get("seed", 0))), load_if_exists=True)
+    stored = study.user_attrs.get(CONFIG_ATTR)
+    if stored is None:
+        study.set_user_attr(CONFIG_ATTR, fingerprint)
+    elif stored != fingerprint:
+        diff = _diff(stored, fingerprint)
+        raise ConfigError(f"study {name!r} in {url.split('?')[0]} was created with another configuration "
+                          f"({'; '.join(diff[:8])}); choose another tune.study_name, or leave it unset for a "
+                          "name derived from the configuration")
     client = mlflow.MlflowClient()
-    optuna.storages.fail_stale_trials(study)
+    _fail_dead_trials(study)
+    with _quiet_experimental():
+        optuna.storages.fail_stale_trials(study)
     _kill_orphan_runs(study, client)
+    metric = t["metric"]
     done = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
     if done >= n_trials:
-        log.info("study %r already has %d completed trials (tune.n_trials=%d); nothing to do",
-                 t["study_name"], done, n_trials)
+        log.info("study %r already has %d completed trials (tune.n_trials=%d is the total); raise tune.n_trials "
+                 "for more", name, done, n_trials)
+        _report_best(study, metric, name)
         return study
-    ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)))
-    metric = t["metric"]
+    with config_errors():
+        ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)))
 
     def objective(trial) -> float:
         params = suggest(trial, space)
+        trial.set_user_attr(tracking.PROCESS_TAG, process_tag())
         trial_cfg = copy.deepcopy(dict(cfg))
         trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"]["params"], **params}}
         trial_cfg.pop("tune", None)
@@ -120,17 +345,18 @@ def tune(cfg: Mapping[str, Any]) -> Any:
                              dataset=ds, on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id))
         return row[metric]
 
-    with tracking.run(experiment_id, f"tune {t['study_name']}",
-                      tags={"optuna.study": t["study_name"], "optuna.storage": url.split("?")[0]}) as parent:
+    with tracking.run(experiment_id, f"tune {name}",
+                      tags={"optuna.study": name, "optuna.storage": url.split("?")[0]}) as parent:
         parent_id = parent.info.run_id
-        tracking.log_params({"tune": dict(t), "engine": {"name": cfg["engine"]["name"]},
+        tracking.log_params({"tune": dict(t), "engine": {"name": cfg["engine"]["name"],
+                                                          "search_space": dict(space)},
                              "objective": dict(cfg["objective"]), "data": dict(cfg["data"])})
         study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True)
         best = study.best_trial
         tracking.log_metrics({f"best_{metric}": best.value, "n_complete": float(len(
             study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))))})
-        tracking.log_dict({"best_params": best.params, "best_value": best.value, "best_trial": best.number},
-                          "best.json")
+        tracking.log_dict({"best_params": best.params, "best_value": best.value, "best_trial": best.number,
+                           "overrides": best_overrides(best.params)}, "best.json")
         tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
-    log.info("best %s=%.4f with %s (trial %d)", metric, best.value, best.params, best.number)
+    _report_best(study, metric, name)
     return study

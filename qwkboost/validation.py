@@ -13,6 +13,8 @@ __all__ = [
     "check_labels",
     "check_same_length",
     "check_features",
+    "feature_names",
+    "align_columns",
 ]
 
 
@@ -92,9 +94,21 @@ def check_features(X, name: str = "X") -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``X`` is empty, not 2-d, holds strings or holds inf.
+        If ``X`` is empty, not 2-d, sparse, holds strings or holds inf.
     """
-    if hasattr(X, "to_numpy"):
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        raise ValueError(
+            f"{name} is a scipy.sparse matrix; pass a dense array instead: {name}.toarray() if absent entries "
+            "are zeros (scikit-learn's reading), or a dense array with NaN where values are missing "
+            "(XGBoost's and LightGBM's reading of absent entries)")
+    if hasattr(X, "columns") and hasattr(X, "dtypes"):
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+        bad = [str(c) for c, t in X.dtypes.items() if not (is_numeric_dtype(t) or is_bool_dtype(t))]
+        if bad:
+            raise ValueError(f"{name} has non-numeric columns {bad}; encode them as numbers first")
+        X = X.to_numpy(dtype=np.float64, na_value=np.nan)
+    elif hasattr(X, "to_numpy"):
         X = X.to_numpy()
     try:
         arr = np.asarray(X, dtype=np.float64)
@@ -113,4 +127,42 @@ def check_features(X, name: str = "X") -> np.ndarray:
         r, c = np.argwhere(inf)[0]
         raise ValueError(f"{name} contains {int(inf.sum())} inf value(s) (first at row {r}, column {c}); "
                          "use NaN for missing values")
+    return arr
+
+
+def feature_names(X) -> list[str] | None:
+    """Column names of a DataFrame as strings; ``None`` for arrays."""
+    cols = getattr(X, "columns", None)
+    return None if cols is None else [str(c) for c in cols]
+
+
+def align_columns(X, names: list[str] | None, n_features: int | None, name: str = "X",
+                  reference: str = "the model was trained on"):
+    """Select and order ``X``'s columns as in training.
+
+    A DataFrame is matched by column name when the model knows its feature
+    names: reordered columns are put back in order, extra columns are not used,
+    and a missing column is an error. Arrays (or models trained on arrays) are
+    checked by width only.
+
+    Raises
+    ------
+    ValueError
+        Naming the missing columns, or the width mismatch.
+    """
+    have = feature_names(X)
+    if names is not None and have is not None:
+        if len(set(have)) != len(have):
+            dup = sorted({c for c in have if have.count(c) > 1})
+            raise ValueError(f"{name} has duplicate column names {dup}")
+        missing = [c for c in names if c not in have]
+        if missing:
+            raise ValueError(f"{name} lacks the feature column(s) {missing}; {reference} {names}")
+        if have != names:
+            X = X[[c for c in X.columns if str(c) in set(names)]]
+            X.columns = [str(c) for c in X.columns]
+            X = X[names]
+    arr = check_features(X, name)
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"{name} has {arr.shape[1]} features but {reference} {n_features}")
     return arr

@@ -43,7 +43,17 @@ def test_every_group_option_composes(engine, objective):
 @pytest.mark.parametrize("data", ["quartiles", "chisq"])
 @pytest.mark.parametrize("thresholds", ["round", "optimized", "distribution"])
 def test_data_and_threshold_groups(data, thresholds):
-    check_config(cfg_for(f"data={data}", f"thresholds={thresholds}"))
+    objective = "objective=squared_error" if data == "chisq" else "objective=extended_qwk"
+    check_config(cfg_for(f"data={data}", f"thresholds={thresholds}", objective))
+
+
+def test_ordinal_objective_on_a_regression_target_is_refused():
+    # extended QWK on a continuous target never early-stopped (9,999 of 10,000 rounds)
+    with pytest.raises(ValueError, match="objective=extended_qwk needs ordinal labels, but data=chisq is a "
+                                         "regression target; use objective=squared_error"):
+        check_config(cfg_for("data=chisq"))
+    with pytest.raises(ValueError, match="needs ordinal labels"):
+        check_config(cfg_for("data=csv", "data.ordinal=false", f"data.path={__file__}", "data.target=y"))
 
 
 def test_qwk_table_experiment():
@@ -56,7 +66,9 @@ def test_qwk_table_experiment():
 
 def test_tune_config_composes():
     cfg = cfg_for("engine=lightgbm", name="tune")
-    assert cfg["tune"]["study_name"] == "lightgbm-extended_qwk-quartiles"
+    from qwkboost.tuning import study_name
+    assert cfg["tune"]["study_name"] is None
+    assert study_name(cfg).startswith("lightgbm-extended_qwk-quartiles-")
     assert "num_leaves" in cfg["engine"]["search_space"]
 
 

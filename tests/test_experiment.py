@@ -10,6 +10,7 @@ from qwkboost import tracking
 from qwkboost.cv import cross_validate
 from qwkboost.data import quartiles
 from qwkboost.experiment import evaluate, run_experiment
+from qwkboost.objectives import SquaredError, register
 
 
 def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
@@ -54,15 +55,36 @@ def test_logged_fold_model_reloads_and_predicts(tiny_cfg, mlflow_store):
     assert pred.shape == (10,) and np.all(np.isfinite(pred))
 
 
+class _Explodes(SquaredError):
+    def grad_hess(self, y, score):
+        raise RuntimeError("the objective blew up in round 1")
+
+
+register("explodes_in_training", _Explodes, overwrite=True)
+
+
 def test_crashed_run_is_marked_failed(tiny_cfg, mlflow_store):
     exp_id = tracking.setup(mlflow_store, tiny_cfg["tracking"]["experiment_name"])
-    tiny_cfg["objective"]["params"]["hessian"] = "bogus"   # raises inside the run, after it starts
-    with pytest.raises(ValueError, match="hessian must be one of"):
+    tiny_cfg["objective"] = {"name": "explodes_in_training", "params": {}}   # raises inside the run
+    with pytest.raises(RuntimeError, match="blew up"):
         run_experiment(tiny_cfg, exp_id)
     client = mlflow.MlflowClient(mlflow_store)
     runs = client.search_runs([exp_id])
     assert len(runs) == 1 and runs[0].info.status == "FAILED"
     assert mlflow.active_run() is None
+
+
+def test_bad_values_fail_before_any_run_starts(tiny_cfg, mlflow_store):
+    exp_id = tracking.setup(mlflow_store, tiny_cfg["tracking"]["experiment_name"])
+    tiny_cfg["objective"]["params"]["hessian"] = "bogus"
+    with pytest.raises(ValueError, match="hessian must be one of"):
+        run_experiment(tiny_cfg, exp_id)
+    tiny_cfg["objective"]["params"]["hessian"] = "constant"
+    tiny_cfg["engine"]["params"]["max_dept"] = 3
+    with pytest.raises(ValueError, match=r"engine.params \(xgboost\): unknown xgboost parameter\(s\) \['max_dept'\] "
+                                         r"\('max_dept': did you mean 'max_depth'"):
+        run_experiment(tiny_cfg, exp_id)
+    assert mlflow.MlflowClient(mlflow_store).search_runs([exp_id]) == []
 
 
 def test_no_run_leaks_into_the_next(tiny_cfg, mlflow_store):

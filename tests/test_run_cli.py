@@ -1,7 +1,12 @@
-"""experiments/run.py as users type it: a single run, 2-job multiruns (sequential and joblib), the table."""
+"""experiments/run.py as users type it: a single run, 2-job multiruns (sequential and joblib), the table,
+and everything that can happen to them: commands started together on a new store, Ctrl-C, SIGTERM,
+kill -9, a crafted run name, an unreachable tracking server, bad input."""
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import mlflow
@@ -11,13 +16,19 @@ import pytest
 from conftest import TINY_OVERRIDES
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "CI": "true"}
+SLOW = ["data.n_train=3000", "engine.num_boost_round=3000", "engine.early_stopping_rounds=3000"]
 
 
-def run_cli(tmp_path, *args, script="run.py"):
-    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / script), *args],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "CI": "true"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def cmd(*args, script="run.py"):
+    return [sys.executable, str(ROOT / "experiments" / script), *args]
+
+
+def run_cli(tmp_path, *args, script="run.py", ok=True):
+    proc = subprocess.run(cmd(*args, script=script), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env=ENV)
+    if ok:
+        assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
 
@@ -31,10 +42,13 @@ def test_single_run(tmp_path, mlflow_store):
     run_cli(tmp_path, *TINY_OVERRIDES, "engine=lightgbm", "objective=squared_error",
             f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_single")
     got = runs(mlflow_store, "cli_single")
-    assert list(got) == ["lightgbm/squared_error"]
-    r = got["lightgbm/squared_error"]
+    # the run name carries the overrides that tell it from other runs (not where it is stored)
+    assert list(got) == ["lightgbm/squared_error " + " ".join(TINY_OVERRIDES)]
+    r = next(iter(got.values()))
     assert r.info.status == "FINISHED" and "mlflow.parentRunId" not in r.data.tags
     assert list(tmp_path.glob("outputs/*/*/result.json"))
+    exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("cli_single")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"   # the UI opens on runs, not traces
 
 
 @pytest.mark.parametrize("launcher", ["basic", "joblib"])
@@ -44,22 +58,33 @@ def test_two_job_multirun_gives_parent_and_children(tmp_path, mlflow_store, laun
             f"tracking.experiment_name={name}"]
     if launcher == "joblib":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-    run_cli(tmp_path, *args)
+    proc = run_cli(tmp_path, *args)
     got = runs(mlflow_store, name)
     parents = [r for n, r in got.items() if n.startswith("sweep")]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     children = [r for n, r in got.items() if not n.startswith("sweep")]
+    # only what varies in the sweep goes into the names
     assert sorted(r.info.run_name for r in children) == ["xgboost/extended_qwk", "xgboost/squared_error"]
     for r in children:
         assert r.info.status == "FINISHED"
         assert r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+    from qwkboost.parallel import threads_per_job
+    expected_threads = str(threads_per_job(2)) if launcher == "joblib" else "None"
+    assert {r.data.params["n_jobs"] for r in children} == {expected_threads}   # parallel jobs share the cores
+    # the parent holds the sweep's summary table
+    client = mlflow.MlflowClient(mlflow_store)
+    arts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert {"sweep_summary.csv", "sweep_summary.md"} <= arts
+    summary = pd.read_csv(client.download_artifacts(parents[0].info.run_id, "sweep_summary.csv"))
+    assert sorted(summary["run"]) == ["xgboost/extended_qwk", "xgboost/squared_error"]
+    assert (summary["status"] == "FINISHED").all() and summary["qwk_thresholds_oof"].between(0.3, 1).all()
+    assert "qwk_thresholds_oof" in proc.stdout + proc.stderr
+    assert "best_qwk_thresholds_oof" in parents[0].data.metrics
 
 
 def test_failed_job_marks_the_sweep_failed(tmp_path, mlflow_store):
-    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "-m", *TINY_OVERRIDES,
-                           "engine.params.learning_rate=-1,0.3", f"tracking.uri={mlflow_store}",
-                           "tracking.experiment_name=cli_fail"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={**__import__("os").environ, "CI": "true"})
+    proc = run_cli(tmp_path, "-m", *TINY_OVERRIDES, "engine.params.learning_rate=-1,0.3",
+                   f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_fail", ok=False)
     assert "engine.params.learning_rate must be a number > 0; got -1" in proc.stderr
     got = runs(mlflow_store, "cli_fail")
     parent = next(r for n, r in got.items() if n.startswith("sweep"))
@@ -73,7 +98,9 @@ def test_table_one_command(tmp_path, mlflow_store):
     assert "objective.params.clip=hold does not apply" in proc.stdout   # squared error rows have no clip
     csv = next(tmp_path.glob("outputs/*/*/qwk_table.csv"))
     table = pd.read_csv(csv)
+    # other data and sizes than the article's: its figures are not shown beside ours
     assert list(table.columns) == ["engine", "objective", "qwk_round", "qwk_thresholds", "thresholds", "fit_seconds"]
+    assert "article" not in proc.stdout
     assert list(zip(table.engine, table.objective)) == [
         ("xgboost", "squared_error"), ("xgboost", "extended_qwk"),
         ("lightgbm", "squared_error"), ("lightgbm", "extended_qwk")]
@@ -88,3 +115,127 @@ def test_table_one_command(tmp_path, mlflow_store):
                for r in got.values())
     assert got["xgboost/extended_qwk"].data.params["objective.params.clip"] == "hold"
     assert "objective.params.clip" not in got["xgboost/squared_error"].data.params
+
+
+def test_run_name_cannot_escape_the_output_directory(tmp_path, mlflow_store):
+    work = tmp_path / "work"
+    work.mkdir()
+    run_cli(work, "experiment=qwk_table",
+            "table.engines=[xgboost]", "table.objectives=[squared_error]", *TINY_OVERRIDES, "run_name=../../x",
+            f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_escape")
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.csv")}
+    assert written and all(p.startswith("work/outputs/") for p in written), written
+    assert any(p.endswith("/x.csv") for p in written)
+
+
+def test_commands_started_together_on_a_new_store(tmp_path):
+    """Three commands at once on a store nobody created yet: each would run MLflow's migrations."""
+    uri = f"sqlite:///{tmp_path}/fresh/mlflow.db"
+    procs = [subprocess.Popen(cmd(*TINY_OVERRIDES, f"seed={i}", f"tracking.uri={uri}"), cwd=tmp_path, env=ENV,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(3)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    got = runs(uri, "qwkboost")
+    assert len(got) == 3 and all(r.info.status == "FINISHED" for r in got.values())
+    run_cli(tmp_path, *TINY_OVERRIDES, f"tracking.uri={uri}")      # the store is still usable
+    assert len(runs(uri, "qwkboost")) == 4
+
+
+def _start_and_wait_running(tmp_path, uri, args, n_running=1, **popen):
+    p = subprocess.Popen(cmd(*args, f"tracking.uri={uri}"), cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, **popen)
+    client = mlflow.MlflowClient(uri)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        time.sleep(0.5)
+        try:
+            exp = client.get_experiment_by_name("qwkboost")
+            if exp and len(client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'")) >= n_running:
+                break
+        except Exception:
+            pass
+    time.sleep(1.5)
+    return p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_stopped_single_run_is_killed_with_one_line(tmp_path, how):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    p = _start_and_wait_running(tmp_path, uri, SLOW, start_new_session=True)
+    if how == "sigterm":
+        p.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(p.pid, signal.SIGINT)         # Ctrl-C reaches the terminal's whole process group
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == (143 if how == "sigterm" else 130)
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("experiments/run.py: " + ("terminated (SIGTERM)" if how == "sigterm"
+                                            else "interrupted (Ctrl-C)") + "; its MLflow runs are marked KILLED")
+    (r,) = runs(uri, "qwkboost").values()
+    assert r.info.status == "KILLED" and r.info.end_time is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_stopped_joblib_multirun_ends_every_run(tmp_path, how):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "objective=squared_error,extended_qwk", *SLOW]
+    p = _start_and_wait_running(tmp_path, uri, args, n_running=3, start_new_session=True)
+    if how == "sigterm":
+        p.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode in (130, 143)
+    assert "Traceback" not in err and "leaked semaphore" not in err
+    got = runs(uri, "qwkboost")
+    assert len(got) == 3
+    assert {n: r.info.status for n, r in got.items()} == {n: "KILLED" for n in got}
+
+
+@pytest.mark.slow
+def test_run_of_a_killed_process_is_ended_by_the_next_command(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    p = _start_and_wait_running(tmp_path, uri, SLOW)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    (r,) = runs(uri, "qwkboost").values()
+    assert r.info.status == "RUNNING"          # nothing can end a run from inside kill -9
+    run_cli(tmp_path, *TINY_OVERRIDES, f"tracking.uri={uri}")
+    got = runs(uri, "qwkboost")
+    assert got[r.info.run_name].info.status == "KILLED" and len(got) == 2
+
+
+def test_unreachable_tracking_server_fails_fast(tmp_path):
+    import socket
+
+    with socket.socket() as s:       # a free port that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = time.time()
+    proc = run_cli(tmp_path, *TINY_OVERRIDES, f"tracking.uri=http://127.0.0.1:{port}", ok=False)
+    assert time.time() - t < 60
+    assert proc.returncode != 0
+    assert f"the MLflow tracking server at tracking.uri=http://127.0.0.1:{port} cannot be reached" in proc.stderr
+    assert not list(tmp_path.glob("outputs/*/*/result.json"))     # nothing trained
+
+
+@pytest.mark.parametrize("args, message", [
+    (["+engine.params.max_dept=3"], "unknown xgboost parameter(s) ['max_dept'] ('max_dept': did you mean 'max_depth'"),
+    (["engine=lightgbm", "+engine.params.num_leavs=8"], "unknown lightgbm parameter(s) ['num_leavs']"),
+    (["engine=native", "+engine.params.max_dept=3"], "unknown native-engine parameter 'max_dept'"),
+    (["seed=abc"], "seed must be an integer >= 0; got 'abc'"),
+    (["engine.params.base_score=high"], "engine.params.base_score must be a number or null; got 'high'"),
+    (["data.n_train=0"], "data.n_train must be an integer >= 2; got 0"),
+    (["data=chisq"], "objective=extended_qwk needs ordinal labels, but data=chisq is a regression target"),
+])
+def test_bad_input_is_one_clear_line_before_training(tmp_path, mlflow_store, args, message):
+    base = [] if "data=chisq" in args else TINY_OVERRIDES
+    proc = run_cli(tmp_path, *base, *args, f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_bad",
+                   ok=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert message in proc.stderr
+    assert not list(tmp_path.glob("outputs/*/*/result.json"))

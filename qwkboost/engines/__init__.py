@@ -1,12 +1,14 @@
 """Training API: one ``train`` for every engine, one ``load_model`` for every saved model.
 
-An engine adapter is a module with ``fit``, ``predict_raw``, ``dump`` and
-``load``; see :mod:`qwkboost.engines.xgboost` for the contract.
+An engine adapter is a module with ``check_params``, ``set_threads``, ``fit``,
+``predict_raw``, ``dump`` and ``load``; see :mod:`qwkboost.engines.xgboost`
+for the contract.
 """
 
 from __future__ import annotations
 
 import importlib
+import numbers
 from types import ModuleType
 from typing import Callable
 
@@ -14,15 +16,19 @@ import numpy as np
 
 from qwkboost.engines.model import Model, load_model
 from qwkboost.objectives import Objective, resolve
-from qwkboost.validation import check_1d, check_features, check_same_length
+from qwkboost.parallel import available_cores, blas_single_thread
+from qwkboost.validation import align_columns, check_1d, check_features, check_same_length, feature_names
 
-__all__ = ["train", "load_model", "Model", "ENGINES", "get_engine"]
+__all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset"]
 
 ENGINES = {
     "xgboost": "qwkboost.engines.xgboost",
     "lightgbm": "qwkboost.engines.lightgbm",
     "native": "qwkboost.engines.native",
 }
+
+#: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
+LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
 
 
 def get_engine(engine: str) -> ModuleType:
@@ -38,19 +44,81 @@ def get_engine(engine: str) -> ModuleType:
     return importlib.import_module(ENGINES[engine])
 
 
+def check_engine_params(engine: str, params: dict | None, n_features: int) -> dict:
+    """Check ``params`` for ``engine`` before any training; return them without ``base_score``.
+
+    Unknown names (misspellings that XGBoost and LightGBM would silently
+    ignore) and values the engine would reject are refused, naming the
+    parameter. Learning rates must be > 0 on every engine.
+
+    Raises
+    ------
+    ValueError
+    """
+    params = dict(params or {})
+    base_score = params.pop("base_score", None)
+    if base_score is not None and (isinstance(base_score, bool) or not isinstance(base_score, numbers.Real)
+                                   or not np.isfinite(float(base_score))):
+        raise ValueError(f"params.base_score must be a finite number or None; got {base_score!r}")
+    for k in LEARNING_RATE_NAMES:
+        if k in params:
+            v = params[k]
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v > 0:
+                raise ValueError(f"params.{k} (the learning rate) must be a number > 0; got {v!r}")
+    get_engine(engine).check_params(params, n_features)
+    return params
+
+
+def label_offset(y: np.ndarray) -> float:
+    r"""The integer subtracted from the labels before an engine sees them.
+
+    XGBoost keeps scores and ``base_score`` in float32: labels near
+    :math:`10^6` would leave it steps of 0.06. When the labels' mid-point is
+    further from 0 than their range, they are centred on the rounded
+    mid-point (labels 100,000..100,003 train as -2..1); otherwise nothing is
+    shifted. Predictions are shifted back, so users never see it.
+    """
+    lo, hi = float(np.min(y)), float(np.max(y))
+    mid = 0.5 * (lo + hi)
+    return float(np.round(mid)) if abs(mid) > max(hi - lo, 1.0) else 0.0
+
+
+class _Shifted:
+    """The objective as an engine sees it when labels are centred: every call is made in label space."""
+
+    def __init__(self, objective: Objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+        self.name = objective.name
+        self.metric_name = objective.metric_name
+        self.higher_is_better = objective.higher_is_better
+        self.init_score_ = objective.init_score_ - offset
+
+    def grad_hess(self, y, score):
+        return self.objective.grad_hess(y + self.offset, score + self.offset)
+
+    def metric(self, y, score):
+        return self.objective.metric(y + self.offset, score + self.offset)
+
+    def loss(self, y, score):
+        return self.objective.loss(y + self.offset, score + self.offset)
+
+
 def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_qwk", params: dict | None = None,
           num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
           objective_params: dict | None = None, callbacks: list[Callable[[int, dict], None]] | None = None,
-          seed: int = 0) -> Model:
+          seed: int = 0, n_jobs: int | None = None) -> Model:
     r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective``.
 
     The objective is fitted on ``y`` first (its statistics and :math:`F_0`),
-    then every engine runs the same gradient, hessian and metric.
+    then every engine runs the same gradient, hessian and metric. Every input
+    is checked before training starts.
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, n_features)
-        Features; NaN is missing.
+    X : array-like or DataFrame of shape (n_samples, n_features)
+        Features; NaN is missing. A DataFrame's column names are kept, and
+        :meth:`Model.predict` matches columns by them.
     y : array-like of shape (n_samples,)
         Labels on their own scale.
     engine : {"xgboost", "lightgbm", "native"}
@@ -58,8 +126,8 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         A registered name (see :func:`qwkboost.objectives.available`) or an instance.
     params : dict, optional
         The engine's own parameters, e.g. ``{"max_depth": 5, "learning_rate": 0.1}``.
-        ``base_score`` (XGBoost's name), on any engine, replaces the objective's
-        initial score :math:`F_0`; ``None`` keeps it.
+        Unknown names are refused. ``base_score`` (XGBoost's name), on any
+        engine, replaces the objective's initial score :math:`F_0`; ``None`` keeps it.
     num_boost_round : int, default 100
     eval_set : tuple (X_val, y_val), optional
         Scored every round with the objective's metric.
@@ -71,6 +139,9 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     callbacks : list of callable, optional
         Each is called as ``fn(round, {"train": {...}, "valid": {...}})`` after every round.
     seed : int, default 0
+    n_jobs : int, optional
+        Engine threads; default every core this process may use. A thread
+        count in ``params`` (``nthread``, ``num_threads``, ...) wins.
 
     Returns
     -------
@@ -79,36 +150,67 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     Raises
     ------
     ValueError
-        For malformed data, an unknown engine or objective, or inconsistent arguments.
+        For malformed data, an unknown engine, objective or parameter, or inconsistent arguments.
     """
     adapter = get_engine(engine)
     obj = resolve(objective, **(objective_params or {}))
+    names = feature_names(X)
     X = check_features(X, "X")
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
+    if obj.ordinal:
+        _check_whole(y, "y", obj)
     if eval_set is not None:
         if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
             raise ValueError("eval_set must be a pair (X_val, y_val)")
-        Xv = check_features(eval_set[0], "eval_set X")
+        Xv = align_columns(eval_set[0], names, X.shape[1], "eval_set X", reference="X has")
         yv = check_1d(eval_set[1], "eval_set y")
         check_same_length(Xv, yv, "eval_set X", "eval_set y")
-        if Xv.shape[1] != X.shape[1]:
-            raise ValueError(f"eval_set X has {Xv.shape[1]} features but X has {X.shape[1]}")
         eval_set = (Xv, yv)
-    if isinstance(num_boost_round, bool) or int(num_boost_round) != num_boost_round or num_boost_round < 0:
+    if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, numbers.Integral) \
+            or num_boost_round < 0:
         raise ValueError(f"num_boost_round must be an integer >= 0; got {num_boost_round!r}")
     if early_stopping_rounds is not None:
-        if int(early_stopping_rounds) != early_stopping_rounds or early_stopping_rounds < 1:
+        if isinstance(early_stopping_rounds, bool) or not isinstance(early_stopping_rounds, numbers.Integral) \
+                or early_stopping_rounds < 1:
             raise ValueError(f"early_stopping_rounds must be a positive integer; got {early_stopping_rounds!r}")
         if eval_set is None:
             raise ValueError("early_stopping_rounds needs an eval_set to score")
-    params = dict(params or {})
-    base_score = params.pop("base_score", None)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ValueError(f"seed must be an integer; got {seed!r}")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be a non-zero integer (or None for every core); got {n_jobs!r}")
+    base_score = (params or {}).get("base_score")
+    params = check_engine_params(engine, params, X.shape[1])
+    if not _splittable(X).any():
+        raise ValueError(f"X: every feature is constant (or missing) over the {X.shape[0]} training row(s); "
+                         "there is nothing to split on")
+    threads = available_cores() if n_jobs is None or n_jobs < 0 else int(n_jobs)
+    params = adapter.set_threads(params, threads)
     obj.fit(y)
     if base_score is not None:
-        if isinstance(base_score, bool) or not np.isfinite(float(base_score)):
-            raise ValueError(f"params.base_score must be a finite number; got {base_score!r}")
         obj.init_score_ = float(base_score)
-    booster, num_rounds, best, evals_result = adapter.fit(
-        X, y, obj, params, int(num_boost_round), eval_set, early_stopping_rounds, callbacks or [], int(seed))
-    return Model(engine, obj, obj.init_score_, booster, num_rounds, best, evals_result, X.shape[1])
+    offset = label_offset(y)
+    seen = obj if offset == 0.0 else _Shifted(obj, offset)
+    y_engine = y - offset
+    ev = None if eval_set is None else (eval_set[0], eval_set[1] - offset)
+    with blas_single_thread():
+        booster, num_rounds, best, evals_result = adapter.fit(
+            X, y_engine, seen, params, int(num_boost_round), ev, early_stopping_rounds, callbacks or [], int(seed))
+    return Model(engine, obj, obj.init_score_, booster, num_rounds, best, evals_result, X.shape[1],
+                 feature_names=names, label_offset=offset)
+
+
+def _splittable(X: np.ndarray) -> np.ndarray:
+    """Per column: two distinct values, or a value and a missing one."""
+    nan = np.isnan(X)
+    spread = np.fmax.reduce(X, axis=0) > np.fmin.reduce(X, axis=0)
+    return spread | (nan.any(axis=0) & ~nan.all(axis=0))
+
+
+def _check_whole(y: np.ndarray, name: str, obj: Objective) -> None:
+    frac = y != np.round(y)
+    if frac.any():
+        i = int(np.flatnonzero(frac)[0])
+        raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; {name}[{i}] is "
+                         f"{float(y[i])!r}. For a continuous target use objective='squared_error'")

@@ -7,14 +7,84 @@ prediction; we pass :math:`F_0` as ``init_score`` and add it in
 
 from __future__ import annotations
 
-import numpy as np
+import difflib
+import functools
+import re
+
 import lightgbm as lgb
+import numpy as np
 
 from qwkboost.objectives import Objective
 
 name = "lightgbm"
 
 DEFAULTS = {"verbose": -1}
+#: Set by qwkboost itself (checked with every alias LightGBM knows).
+RESERVED = {"objective": "the objective is qwkboost's (objective=...)",
+            "seed": "use the seed argument (or seed=... in a config)",
+            "metric": "qwkboost scores with the objective's own metric",
+            "num_iterations": "use num_boost_round (engine.num_boost_round in a config)",
+            "early_stopping_round": "use early_stopping_rounds (engine.early_stopping_rounds in a config)"}
+
+
+@functools.lru_cache(maxsize=1)
+def aliases() -> dict[str, str]:
+    """Every name LightGBM accepts, mapped to its canonical parameter."""
+    from lightgbm.basic import _ConfigAliases
+
+    return {alias: canon for canon, names in _ConfigAliases._get_all_param_aliases().items()
+            for alias in (canon, *names)}
+
+
+def _thread_names() -> tuple[str, ...]:
+    return tuple(a for a, c in aliases().items() if c == "num_threads")
+
+
+def check_params(params: dict, n_features: int) -> None:
+    """Refuse names LightGBM does not know (it would only warn) and values it rejects.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter (with close matches and the valid names) or LightGBM's reason.
+    """
+    known = aliases()
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        canon = sorted(set(known.values()))
+        hints = {u: difflib.get_close_matches(u, list(known), n=2) for u in unknown}
+        hint = "; ".join(f"{u!r}: did you mean {' or '.join(map(repr, h))}?" for u, h in hints.items() if h)
+        raise ValueError(f"unknown lightgbm parameter(s) {unknown}" + (f" ({hint})" if hint else "")
+                         + f"; valid parameters (aliases also accepted): {', '.join(canon)}")
+    seen: dict[str, str] = {}
+    for k in params:
+        c = known[k]
+        if c in RESERVED:
+            raise ValueError(f"engine parameter {k!r} cannot be set for lightgbm: {RESERVED[c]}")
+        if c in seen:
+            raise ValueError(f"lightgbm parameters {seen[c]!r} and {k!r} are the same parameter ({c!r}); give one")
+        seen[c] = k
+    X = np.arange(3 * n_features, dtype=np.float64).reshape(3, n_features)
+    try:
+        lgb.Booster({**params, **DEFAULTS}, lgb.Dataset(X, np.arange(3.0), params={"verbose": -1}))
+    except lgb.basic.LightGBMError as exc:
+        raise ValueError(f"lightgbm rejected the parameters: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    return re.sub(r" at [^ ]+, line \d+ \.?$", "", str(exc).strip())
+
+
+def _param(params: dict, canonical: str, default):
+    known = aliases()
+    return next((v for k, v in params.items() if known.get(k) == canonical), default)
+
+
+def set_threads(params: dict, n_threads: int) -> dict:
+    """``params`` with ``num_threads`` set, unless the user gave a thread count (any alias)."""
+    if any(k in params for k in _thread_names()):
+        return params
+    return {**params, "num_threads": int(n_threads)}
 
 
 def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set, early_stopping_rounds,
@@ -22,6 +92,11 @@ def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set
     """Train; return ``(booster, num_rounds, best_iteration, evals_result)``."""
     if num_boost_round == 0:
         return None, 0, 0, {}
+    min_leaf = _param(params, "min_data_in_leaf", 20)
+    if len(y) < 2 * min_leaf:
+        raise ValueError(f"lightgbm cannot split {len(y)} training rows with min_data_in_leaf={min_leaf} "
+                         f"(each side of a split needs that many); lower min_data_in_leaf "
+                         f"(engine.params.min_data_in_leaf in a config) or give more rows")
     f0 = objective.init_score_
     params = {**DEFAULTS, **params, "seed": seed, "metric": "None"}
 
@@ -50,8 +125,16 @@ def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set
     for fn in callbacks or []:
         cbs.append(_wrap(fn))
     # keep every trained round (LightGBM would cut back to the best one), as XGBoost does
-    booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
-                        valid_names=names, feval=feval, callbacks=cbs, keep_training_booster=True)
+    try:
+        booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
+                            valid_names=names, feval=feval, callbacks=cbs, keep_training_booster=True)
+    except lgb.basic.LightGBMError as exc:
+        if "num_features()) > (0)" in str(exc):
+            raise ValueError(
+                f"lightgbm found no feature it can split on {len(y)} training rows: every feature is constant, "
+                f"or too few rows fall on each side for min_data_in_leaf={min_leaf} and min_data_in_bin; "
+                "lower those (engine.params.min_data_in_leaf=5) or give more rows") from None
+        raise
     booster.free_dataset()
     num_rounds = booster.current_iteration()
     best = booster.best_iteration if early_stopping_rounds and booster.best_iteration > 0 else num_rounds
@@ -69,7 +152,7 @@ def _wrap(fn):
 
 
 def predict_raw(booster, X, n_iter: int, init_score: float) -> np.ndarray:
-    """Label-space scores: LightGBM's raw score plus :math:`F_0`."""
+    """LightGBM's raw score plus :math:`F_0`."""
     return booster.predict(X, num_iteration=n_iter, raw_score=True) + init_score
 
 
@@ -78,4 +161,16 @@ def dump(booster) -> str:
 
 
 def load(text: str):
-    return lgb.Booster(model_str=text)
+    """A booster from ``model_to_string`` text, checked first: LightGBM aborts on some truncated files."""
+    if not text.startswith("tree\n") or "\nend of trees\n" not in text:
+        raise ValueError("the lightgbm booster in the model file is malformed or truncated "
+                         "(no 'tree' header or 'end of trees' marker)")
+    sizes = re.search(r"^tree_sizes=([\d ]*)$", text, flags=re.M)
+    n_trees = len(re.findall(r"^Tree=\d+$", text, flags=re.M))
+    if sizes is None or len(sizes.group(1).split()) != n_trees:
+        raise ValueError("the lightgbm booster in the model file is malformed or truncated "
+                         "(its tree count does not match tree_sizes)")
+    try:
+        return lgb.Booster(model_str=text)
+    except lgb.basic.LightGBMError as exc:
+        raise ValueError(f"the lightgbm booster in the model file is malformed: {_reason(exc)}") from None

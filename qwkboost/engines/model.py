@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import numbers
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from qwkboost.objectives import Objective, get as get_objective
-from qwkboost.validation import check_features
+from qwkboost.validation import align_columns
 
 __all__ = ["Model", "load_model", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+#: 2 added feature names, the label offset and a checksum of the booster text.
+FORMAT_VERSION = 2
 
 
 class Model:
@@ -31,10 +34,11 @@ class Model:
     objective : Objective
         The fitted objective.
     init_score : float
-        :math:`F_0`.
+        :math:`F_0`, on the labels' scale.
     booster : object
         The engine's own model (``xgboost.Booster``, ``lightgbm.Booster`` or
         ``qwkboost.native.NativeBooster``); ``None`` after zero rounds on LightGBM.
+        It scores labels minus ``label_offset``.
     num_rounds : int
         Boosting rounds trained.
     best_iteration : int
@@ -42,11 +46,17 @@ class Model:
         LightGBM): the best round under early stopping, else ``num_rounds``.
     evals_result : dict
         Learning curves, ``{"train": {metric: [...]}, "valid": {metric: [...]}}``.
+    n_features : int
+    feature_names : list of str or None
+        Column names when trained on a DataFrame; :meth:`predict` matches by them.
+    label_offset : float
+        What the engine's labels were shifted by (see :func:`qwkboost.engines.label_offset`).
     """
 
     def __init__(self, engine: str, objective: Objective, init_score: float, booster: Any,
                  num_rounds: int, best_iteration: int, evals_result: dict | None = None,
-                 n_features: int | None = None):
+                 n_features: int | None = None, feature_names: list[str] | None = None,
+                 label_offset: float = 0.0):
         self.engine = engine
         self.objective = objective
         self.init_score = float(init_score)
@@ -55,6 +65,8 @@ class Model:
         self.best_iteration = int(best_iteration)
         self.evals_result = evals_result or {}
         self.n_features = n_features
+        self.feature_names = None if feature_names is None else list(feature_names)
+        self.label_offset = float(label_offset)
 
     @property
     def learning_curve(self) -> dict[str, list[float]]:
@@ -65,29 +77,31 @@ class Model:
     def predict(self, X, num_iteration: int | None = None) -> np.ndarray:
         """Scores in label space using the first ``num_iteration`` rounds (default: best).
 
+        A DataFrame's columns are matched to the training columns by name.
+
         Raises
         ------
         ValueError
-            If ``X`` is malformed or has the wrong number of features, or
-            ``num_iteration`` is out of range.
+            If ``X`` is malformed, lacks a training column or has the wrong
+            number of features, or ``num_iteration`` is out of range.
         """
         from qwkboost.engines import get_engine
 
-        X = check_features(X)
-        if self.n_features is not None and X.shape[1] != self.n_features:
-            raise ValueError(f"X has {X.shape[1]} features but the model was trained on {self.n_features}")
+        X = align_columns(X, self.feature_names, self.n_features)
         n_iter = self.best_iteration if num_iteration is None else int(num_iteration)
         if not 0 <= n_iter <= self.num_rounds:
             raise ValueError(f"num_iteration must be in [0, {self.num_rounds}]; got {num_iteration}")
         if n_iter == 0 or self.booster is None:
             return np.full(X.shape[0], self.init_score)
-        return get_engine(self.engine).predict_raw(self.booster, X, n_iter, self.init_score)
+        raw = get_engine(self.engine).predict_raw(self.booster, X, n_iter, self.init_score - self.label_offset)
+        return raw + self.label_offset if self.label_offset else raw
 
     def save(self, path) -> Path:
         """Write the model as one JSON file (no pickle); return the path."""
         from qwkboost.engines import get_engine
 
         path = Path(path)
+        booster = None if self.booster is None else get_engine(self.engine).dump(self.booster)
         payload = {
             "format": "qwkboost-model",
             "format_version": FORMAT_VERSION,
@@ -98,11 +112,14 @@ class Model:
                 "state": self.objective.get_state(),
             },
             "init_score": self.init_score,
+            "label_offset": self.label_offset,
             "num_rounds": self.num_rounds,
             "best_iteration": self.best_iteration,
             "n_features": self.n_features,
+            "feature_names": self.feature_names,
             "evals_result": self.evals_result,
-            "booster": None if self.booster is None else get_engine(self.engine).dump(self.booster),
+            "booster": booster,
+            "booster_sha256": None if booster is None else hashlib.sha256(booster.encode()).hexdigest(),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(payload))
@@ -113,29 +130,80 @@ class Model:
                 f"init_score={self.init_score:.6g}, best_iteration={self.best_iteration}/{self.num_rounds})")
 
 
+def _field(payload: dict, key: str, kind, where: str, optional: bool = False):
+    if key not in payload:
+        if optional:
+            return None
+        raise ValueError(f"{where} is not a valid qwkboost model file: it lacks {key!r}")
+    v = payload[key]
+    if v is None and optional:
+        return None
+    ok = {"int": isinstance(v, numbers.Integral) and not isinstance(v, bool),
+          "number": isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v),
+          "str": isinstance(v, str), "dict": isinstance(v, dict)}[kind]
+    if not ok:
+        raise ValueError(f"{where} is not a valid qwkboost model file: {key!r} must be a finite {kind}; got {v!r}")
+    return v
+
+
 def load_model(path) -> Model:
     """Load a model written by :meth:`Model.save`.
+
+    Every field is checked before the engine parses its booster: a truncated,
+    edited or foreign file gives a :class:`ValueError`, never a crash or a
+    model that predicts NaN.
 
     Raises
     ------
     ValueError
-        If the file is not a qwkboost model, or its objective is not registered
-        in this process (register custom objectives before loading).
+        If the file is not a valid qwkboost model, or its objective is not
+        registered in this process (register custom objectives before loading).
     """
-    from qwkboost.engines import get_engine
+    from qwkboost.engines import ENGINES, get_engine
 
     path = Path(path)
+    where = f"path {str(path)!r}"
     if not path.exists():
-        raise ValueError(f"path {str(path)!r} does not exist")
+        raise ValueError(f"{where} does not exist")
     try:
         payload = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"path {str(path)!r} is not a qwkboost model file (invalid JSON: {exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{where} is not a qwkboost model file (invalid JSON: {exc})") from None
     if not isinstance(payload, dict) or payload.get("format") != "qwkboost-model":
-        raise ValueError(f"path {str(path)!r} is not a qwkboost model file")
-    spec = payload["objective"]
-    objective = get_objective(spec["name"], **spec["params"]).set_state(spec["state"])
-    engine = get_engine(payload["engine"])
-    booster = None if payload["booster"] is None else engine.load(payload["booster"])
-    return Model(payload["engine"], objective, payload["init_score"], booster, payload["num_rounds"],
-                 payload["best_iteration"], payload.get("evals_result"), payload.get("n_features"))
+        raise ValueError(f"{where} is not a qwkboost model file")
+    version = payload.get("format_version")
+    if version not in (1, FORMAT_VERSION):
+        raise ValueError(f"{where} has model format version {version!r}; this qwkboost reads 1 and {FORMAT_VERSION}")
+    engine = _field(payload, "engine", "str", where)
+    if engine not in ENGINES:
+        raise ValueError(f"{where} names an unknown engine {engine!r}")
+    init_score = _field(payload, "init_score", "number", where)
+    num_rounds = _field(payload, "num_rounds", "int", where)
+    best = _field(payload, "best_iteration", "int", where)
+    if not 0 <= best <= num_rounds:
+        raise ValueError(f"{where}: best_iteration {best} is not in [0, num_rounds={num_rounds}]")
+    n_features = _field(payload, "n_features", "int", where, optional=True)
+    if n_features is not None and n_features < 1:
+        raise ValueError(f"{where}: n_features must be >= 1; got {n_features}")
+    names = payload.get("feature_names")
+    if names is not None and (not isinstance(names, list) or not all(isinstance(c, str) for c in names)
+                              or (n_features is not None and len(names) != n_features)):
+        raise ValueError(f"{where}: feature_names must be a list of {n_features} strings")
+    offset = _field(payload, "label_offset", "number", where, optional=True) or 0.0
+    spec = _field(payload, "objective", "dict", where)
+    if not isinstance(spec.get("name"), str) or not isinstance(spec.get("params", {}), dict) \
+            or not isinstance(spec.get("state", {}), dict):
+        raise ValueError(f"{where}: 'objective' must hold a name, params and state")
+    objective = get_objective(spec["name"], **spec.get("params", {})).set_state(spec.get("state", {}))
+    text = payload.get("booster")
+    if text is not None and not isinstance(text, str):
+        raise ValueError(f"{where}: 'booster' must be the engine's model text")
+    digest = payload.get("booster_sha256")
+    if text is not None and digest is not None and hashlib.sha256(text.encode()).hexdigest() != digest:
+        raise ValueError(f"{where}: the booster text does not match its checksum (the file was truncated or edited)")
+    booster = None if text is None else get_engine(engine).load(text)
+    if booster is None and num_rounds > 0 and engine != "lightgbm":
+        raise ValueError(f"{where}: {num_rounds} rounds but no booster")
+    evals = payload.get("evals_result")
+    return Model(engine, objective, init_score, booster, num_rounds, best, evals if isinstance(evals, dict) else {},
+                 n_features, names, offset)

@@ -9,9 +9,23 @@ from __future__ import annotations
 import numpy as np
 
 from qwkboost.native.boosting import NativeBooster, train_booster
+from qwkboost.native.params import ALIASES, resolve_params
 from qwkboost.objectives import Objective
 
 name = "native"
+THREAD_PARAMS = ("n_jobs", *(a for a, c in ALIASES.items() if c == "n_jobs"))
+
+
+def check_params(params: dict, n_features: int) -> None:
+    """Refuse unknown names and bad values (:func:`qwkboost.native.params.resolve_params`)."""
+    resolve_params(params, n_features)
+
+
+def set_threads(params: dict, n_threads: int) -> dict:
+    """``params`` with ``n_jobs`` set, unless the user gave a thread count."""
+    if any(params.get(k) is not None for k in THREAD_PARAMS):
+        return params
+    return {**{k: v for k, v in params.items() if k not in THREAD_PARAMS}, "n_jobs": int(n_threads)}
 
 
 def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set, early_stopping_rounds,

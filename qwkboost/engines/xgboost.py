@@ -6,6 +6,12 @@ objective's :math:`F_0`, so the booster itself predicts in label space.
 
 from __future__ import annotations
 
+import difflib
+import functools
+import json
+import re
+import warnings
+
 import numpy as np
 import xgboost as xgb
 
@@ -14,6 +20,17 @@ from qwkboost.objectives import Objective
 name = "xgboost"
 
 DEFAULTS = {"tree_method": "hist", "verbosity": 0}
+#: XGBoost's names for its thread count; qwkboost sets ``nthread`` when none is given.
+THREAD_PARAMS = ("nthread", "n_jobs")
+#: Set by qwkboost itself: a user's value would be overwritten or conflict.
+RESERVED = {"objective": "the objective is qwkboost's (objective=...)",
+            "seed": "use the seed argument (or seed=... in a config)",
+            "random_state": "use the seed argument (or seed=... in a config)",
+            "disable_default_eval_metric": "qwkboost scores with the objective's own metric",
+            "eval_metric": "qwkboost scores with the objective's own metric"}
+# keys in XGBoost's saved configuration that are bookkeeping, not parameters
+_INTERNAL = {"name", "num_trees", "num_feature", "num_target", "updater_seq", "specified_updater",
+             "process_type", "refresh_leaf"}
 
 
 class _RoundCallback(xgb.callback.TrainingCallback):
@@ -26,12 +43,85 @@ class _RoundCallback(xgb.callback.TrainingCallback):
         return False
 
 
+def _dry_run(params: dict, n_features: int):
+    """One round on three rows with a zero gradient; returns the booster and XGBoost's warnings."""
+    X = np.arange(3 * n_features, dtype=np.float64).reshape(3, n_features)
+    d = xgb.DMatrix(X, label=np.arange(3.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        booster = xgb.train({**params, "verbosity": 1, "disable_default_eval_metric": 1}, d, 1,
+                            obj=lambda p, _: (np.zeros(p.size), np.ones(p.size)))
+    return booster, [str(w.message) for w in caught]
+
+
+@functools.lru_cache(maxsize=1)
+def valid_params() -> tuple[str, ...]:
+    """Parameter names XGBoost reports in a booster's configuration (aliases included)."""
+    booster, _ = _dry_run({"tree_method": "hist"}, 1)
+    out: set[str] = {"verbosity", "max_cat_to_onehot", "nthread", "n_jobs"}
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if isinstance(v, (dict, list)):
+                    walk(v)
+                elif k not in _INTERNAL:
+                    out.add(k)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(json.loads(booster.save_config()))
+    return tuple(sorted(out - set(RESERVED)))
+
+
+def check_params(params: dict, n_features: int) -> None:
+    """Refuse names XGBoost would ignore and values it would reject, before any training.
+
+    XGBoost itself is asked: one round on three rows, whose "Parameters: { ... }
+    are not used" warning names every unknown parameter.
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter (with close matches and the valid names) or XGBoost's reason.
+    """
+    for k in params:
+        if k in RESERVED:
+            raise ValueError(f"engine parameter {k!r} cannot be set for xgboost: {RESERVED[k]}")
+    try:
+        _, messages = _dry_run({**DEFAULTS, **params}, n_features)
+    except xgb.core.XGBoostError as exc:
+        raise ValueError(f"xgboost rejected the parameters: {_first_line(exc)}") from None
+    unused = [u for m in messages for u in re.findall(r'"([^"]+)"', m.split("are not used")[0])
+              if "are not used" in m]
+    if unused:
+        valid = valid_params()
+        hints = {u: difflib.get_close_matches(u, valid, n=2) for u in unused}
+        hint = "; ".join(f"{u!r}: did you mean {' or '.join(map(repr, h))}?" for u, h in hints.items() if h)
+        raise ValueError(f"unknown xgboost parameter(s) {unused}" + (f" ({hint})" if hint else "")
+                         + f"; valid parameters: {', '.join(valid)}")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    # drop XGBoost's "[time] file:line: " prefix and the stack trace
+    first = next((line for line in text.splitlines() if line.strip() and not line.startswith(("Stack", "  ["))), text)
+    return re.sub(r"^\[[\d:]+\] [^ ]+:\d+: ", "", first).strip()
+
+
+def set_threads(params: dict, n_threads: int) -> dict:
+    """``params`` with ``nthread`` set, unless the user gave a thread count."""
+    if any(k in params for k in THREAD_PARAMS):
+        return params
+    return {**params, "nthread": int(n_threads)}
+
+
 def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set, early_stopping_rounds,
         callbacks, seed: int):
     """Train; return ``(booster, num_rounds, best_iteration, evals_result)``."""
     params = {**DEFAULTS, **params, "base_score": objective.init_score_, "seed": seed,
               "disable_default_eval_metric": 1}
-    params.pop("objective", None)
     dtrain = xgb.DMatrix(X, label=y)
     evals = [(dtrain, "train")]
     if eval_set is not None:
@@ -60,7 +150,7 @@ def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set
 
 
 def predict_raw(booster, X, n_iter: int, init_score: float) -> np.ndarray:
-    """Label-space scores from the first ``n_iter`` rounds (``base_score`` is :math:`F_0`)."""
+    """Scores from the first ``n_iter`` rounds (``base_score`` is :math:`F_0`)."""
     out = booster.predict(xgb.DMatrix(X), iteration_range=(0, n_iter), output_margin=True)
     return out.astype(np.float64)
 
@@ -71,5 +161,8 @@ def dump(booster) -> str:
 
 def load(text: str):
     b = xgb.Booster()
-    b.load_model(bytearray(text.encode()))
+    try:
+        b.load_model(bytearray(text.encode()))
+    except xgb.core.XGBoostError as exc:
+        raise ValueError(f"the xgboost booster in the model file is malformed: {_first_line(exc)}") from None
     return b

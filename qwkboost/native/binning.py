@@ -134,7 +134,14 @@ class BinMapper:
 
     @classmethod
     def from_dict(cls, d: dict) -> "BinMapper":
+        """Bins from :meth:`to_dict`; raises :class:`ValueError` for malformed edges."""
         m = cls(d["max_bin"], d["subsample"], d["seed"])
-        m.edges_ = [np.asarray(e, dtype=np.float64) for e in d["edges"]]
+        try:
+            m.edges_ = [np.asarray(e, dtype=np.float64) for e in d["edges"]]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"bin edges must be lists of numbers ({exc})") from None
+        for j, e in enumerate(m.edges_):
+            if e.ndim != 1 or e.size > MAX_BINS - 1 or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
+                raise ValueError(f"bin edges of feature {j} must be at most {MAX_BINS - 1} increasing finite numbers")
         m.n_bins_ = np.array([e.size + 1 for e in m.edges_], dtype=np.int64)
         return m

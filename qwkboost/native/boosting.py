@@ -160,15 +160,43 @@ class NativeBooster:
 
     @classmethod
     def from_dict(cls, d: dict) -> "NativeBooster":
+        """A booster from :meth:`to_dict`, every part checked.
+
+        Raises
+        ------
+        ValueError
+            For a foreign or malformed model: a missing key, a non-finite
+            initial score, bins or trees that do not fit the features.
+        """
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ValueError("not a qwkboost native model")
         if d.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"native model format version {d.get('format_version')!r} is not supported")
-        params = dict(d["params"])
-        if params.get("monotone_constraints") is not None:
-            params["monotone_constraints"] = np.asarray(params["monotone_constraints"], dtype=np.int64)
-        return cls(BinMapper.from_dict(d["bins"]), [Tree.from_dict(t) for t in d["trees"]], params,
-                   d["init_score"], d["n_features"], d["best_iteration"])
+        missing = [k for k in ("params", "init_score", "n_features", "best_iteration", "bins", "trees") if k not in d]
+        if missing:
+            raise ValueError(f"native model lacks {missing}")
+        try:
+            params = dict(d["params"])
+            if params.get("monotone_constraints") is not None:
+                params["monotone_constraints"] = np.asarray(params["monotone_constraints"], dtype=np.int64)
+            n_features = d["n_features"]
+            if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+                raise ValueError(f"n_features must be a positive integer; got {n_features!r}")
+            init = float(d["init_score"])
+            if not np.isfinite(init):
+                raise ValueError(f"init_score must be finite; got {d['init_score']!r}")
+            bm = BinMapper.from_dict(d["bins"])
+            if bm.n_features != n_features:
+                raise ValueError(f"bins are given for {bm.n_features} features; the model has {n_features}")
+            if not isinstance(d["trees"], list):
+                raise ValueError("trees must be a list")
+            trees = [Tree.from_dict(t, n_features) for t in d["trees"]]
+            best = d["best_iteration"]
+            if isinstance(best, bool) or not isinstance(best, int) or not 0 <= best <= len(trees):
+                raise ValueError(f"best_iteration must be in [0, {len(trees)}]; got {best!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed native model: {exc}") from None
+        return cls(bm, trees, params, init, n_features, best)
 
     @classmethod
     def from_json(cls, text: str) -> "NativeBooster":

@@ -116,10 +116,53 @@ class Tree:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Tree":
+    def from_dict(cls, d: dict, n_features: int | None = None) -> "Tree":
+        """A tree from :meth:`to_dict`, checked: a malformed tree raises instead of looping or crashing.
+
+        Raises
+        ------
+        ValueError
+            For a missing field, arrays of different lengths, a feature index
+            out of range, a child that does not come after its parent or is
+            reached twice (a cycle), or a non-finite leaf value.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a tree must be a mapping; got {type(d).__name__}")
+        missing = [k for k in cls.FIELDS if k not in d]
+        if missing:
+            raise ValueError(f"a tree lacks the field(s) {missing}")
         d = dict(d)
-        d["threshold"] = [np.inf if t is None else t for t in d["threshold"]]
-        return cls(**{k: d[k] for k in cls.FIELDS})
+        try:
+            d["threshold"] = [np.inf if t is None else t for t in d["threshold"]]
+            tree = cls(**{k: d[k] for k in cls.FIELDS})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"a tree has a field that is not an array of numbers ({exc})") from None
+        tree.check(n_features)
+        return tree
+
+    def check(self, n_features: int | None = None) -> None:
+        """Raise :class:`ValueError` unless the arrays form one finite binary tree rooted at node 0."""
+        n = self.feature.size
+        if n == 0:
+            raise ValueError("a tree has no nodes")
+        for k in self.FIELDS:
+            a = getattr(self, k)
+            if a.ndim != 1 or a.size != n:
+                raise ValueError(f"tree field {k!r} has {a.size} entries; the tree has {n} nodes")
+        internal = self.feature >= 0
+        if np.any(self.feature < -1) or (n_features is not None and np.any(self.feature >= n_features)):
+            raise ValueError(f"a tree splits on a feature index outside [0, {n_features})")
+        if np.any(internal & ((self.bin < 0) | (self.bin >= MISSING_BIN))):
+            raise ValueError(f"a tree has a split bin outside [0, {MISSING_BIN})")
+        idx = np.arange(n)
+        children = np.concatenate([self.left[internal], self.right[internal]])
+        if np.any(self.left[internal] <= idx[internal]) or np.any(self.right[internal] <= idx[internal]) \
+                or np.any(children >= n):
+            raise ValueError("a tree has a child that does not come after its parent (a cycle or a bad index)")
+        if children.size != n - 1 or np.unique(children).size != children.size:
+            raise ValueError("a tree's nodes are not each reached exactly once from the root")
+        if not np.all(np.isfinite(self.value[~internal])):
+            raise ValueError("a tree has a leaf value that is not finite")
 
     def apply(self, codes: np.ndarray) -> np.ndarray:
         """Leaf id of every row; ``codes`` has shape (n_features, n_samples)."""

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from qwkboost.native.boosting import train_booster
 from qwkboost.native.params import DEFAULTS
 from qwkboost.objectives import get as get_objective
+from qwkboost.validation import check_1d, check_same_length
 
 __all__ = ["NativeGBDTRegressor"]
 
@@ -94,10 +95,16 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
             seed = int(self.random_state)
         else:
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        if early_stopping_rounds is not None and eval_set is None:
+            raise ValueError("early_stopping_rounds needs an eval_set to score")
         if eval_set is not None:
+            if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
+                raise ValueError("eval_set must be a pair (X_val, y_val)")
             Xv, yv = eval_set
             Xv = validate_data(self, Xv, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
-            eval_set = (Xv, np.asarray(yv, dtype=np.float64))
+            yv = check_1d(yv, "eval_set y")
+            check_same_length(Xv, yv, "eval_set X", "eval_set y")
+            eval_set = (Xv, yv)
         booster, _, best, evals = train_booster(X, y, obj, self._engine_params(), int(self.n_estimators),
                                                 eval_set, early_stopping_rounds, (), seed)
         self.booster_ = booster

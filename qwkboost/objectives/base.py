@@ -29,7 +29,8 @@ class Objective:
 
     Subclasses implement :meth:`grad_hess`; everything else has a default.
     Constructor arguments are the objective's *parameters* (saved with a
-    model); attributes ending in ``_`` set by :meth:`fit` are its *state*.
+    model); the attributes named in ``state`` and set by :meth:`fit` are its
+    *state*, saved with a model and the only attributes a model file restores.
 
     Attributes
     ----------
@@ -39,11 +40,18 @@ class Objective:
         Name of :meth:`metric` in learning curves and logs.
     higher_is_better : bool
         Direction of :meth:`metric` for early stopping.
+    ordinal : bool
+        Needs whole-numbered ordinal labels (refused on a regression target).
+    state : tuple of str
+        Fitted attributes (numbers) saved with a model; extend it in a
+        subclass whose :meth:`fit` sets more.
     """
 
     name: ClassVar[str] = "custom"
     metric_name: ClassVar[str] = "rmse"
     higher_is_better: ClassVar[bool] = False
+    ordinal: ClassVar[bool] = False
+    state: ClassVar[tuple[str, ...]] = ("init_score_",)
 
     # -- fitting -----------------------------------------------------------------
     def fit(self, y: np.ndarray) -> "Objective":
@@ -81,11 +89,30 @@ class Objective:
         }
 
     def get_state(self) -> dict[str, Any]:
-        """Fitted statistics (attributes ending in ``_``), JSON-friendly."""
-        return {k: _plain(v) for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        """The fitted attributes named in ``state``, JSON-friendly."""
+        return {k: _plain(getattr(self, k)) for k in self.state if hasattr(self, k)}
 
     def set_state(self, state: dict[str, Any]) -> "Objective":
-        """Restore statistics saved by :meth:`get_state`."""
+        """Restore statistics saved by :meth:`get_state`.
+
+        Only the attributes declared in ``state`` are set, and only to finite
+        numbers (or lists of them): a model file cannot replace a method or
+        set anything else.
+
+        Raises
+        ------
+        ValueError
+            For an undeclared name or a value that is not a finite number.
+        """
+        if not isinstance(state, dict):
+            raise ValueError(f"objective state must be a mapping; got {type(state).__name__}")
+        unknown = sorted(set(state) - set(self.state))
+        if unknown:
+            raise ValueError(f"objective {self.name!r} has no fitted attribute(s) {unknown}; "
+                             f"its state is {list(self.state)}")
+        for k, v in state.items():
+            if not _is_numbers(v):
+                raise ValueError(f"objective state {k!r} must be a finite number (or a list of them); got {v!r}")
         for k, v in state.items():
             setattr(self, k, v)
         return self
@@ -101,6 +128,12 @@ class Objective:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({args})"
+
+
+def _is_numbers(v) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_is_numbers(x) for x in v)
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and bool(np.isfinite(v))
 
 
 def _plain(v):

@@ -63,6 +63,8 @@ class ExtendedQWK(Objective):
 
     metric_name = "kappa"
     higher_is_better = True
+    ordinal = True
+    state = ("a_", "b_", "lo_", "hi_", "init_score_")
 
     def __init__(self, a: float | None = None, b: float | None = None,
                  hessian: str = "constant", clip: str = "seed"):
@@ -70,6 +72,10 @@ class ExtendedQWK(Objective):
             raise ValueError(f"hessian must be one of {HESSIANS}; got {hessian!r}")
         if clip not in CLIPS:
             raise ValueError(f"clip must be one of {CLIPS}; got {clip!r}")
+        for key, v in (("a", a), ("b", b)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating))
+                                  or not np.isfinite(v)):
+                raise ValueError(f"{key} must be a finite number or None; got {v!r}")
         if b is not None and not b > 0:
             raise ValueError(f"b (label variance) must be > 0; got {b!r}")
         self.a = a

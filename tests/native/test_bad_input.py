@@ -57,16 +57,20 @@ def test_constant_features_never_split():
     m = train(X, y, params={"max_depth": 3}, num_boost_round=5)
     used = {int(f) for t in m.booster.trees for f in t.feature[t.feature >= 0]}
     assert used == {1}
-    # all features constant: every tree is a single leaf; the model predicts the mean
-    m = train(np.ones((50, 2)), np.arange(50.0), num_boost_round=3)
-    assert all(t.n_nodes == 1 for t in m.booster.trees)
-    np.testing.assert_allclose(m.predict(np.ones((2, 2))), 24.5)
 
 
-def test_single_row():
-    m = train(np.array([[1.0, 2.0]]), np.array([5.0]), num_boost_round=3)
-    np.testing.assert_allclose(m.predict(np.array([[0.0, 0.0], [9.0, np.nan]])), 5.0)
-    assert m.booster.trees[0].n_nodes == 1
+@pytest.mark.parametrize("X", [np.ones((50, 2)), np.array([[1.0, 2.0]]), np.c_[np.full(6, np.nan), np.ones(6)]])
+def test_nothing_to_split_on_is_refused(X):
+    # all features constant (or a single row): every engine would only ever predict the mean
+    with pytest.raises(ValueError, match="every feature is constant .* nothing to split on"):
+        train(X, np.arange(float(len(X))), num_boost_round=3)
+
+
+def test_a_value_and_missing_values_can_be_split():
+    X = np.c_[np.r_[np.full(20, np.nan), np.ones(20)], np.ones(40)]
+    y = np.r_[np.zeros(20), np.ones(20)]
+    m = train(X, y, params={"max_depth": 1, "min_child_weight": 0}, num_boost_round=20)
+    assert m.predict(X[:1])[0] < 0.2 < 0.8 < m.predict(X[-1:])[0]
 
 
 def test_unknown_parameter_lists_the_valid_names():
