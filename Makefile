@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## the main job: seed 000's QWK table with the native engine as extra rows
+## the main job: the DSB2019 article's QWK table, with the native engine as extra rows
 run: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=qwk_table
 

@@ -27,7 +27,10 @@ Configurations per engine:
     floor, with no Python in the loop.
 
 The busy condition starts one process spinning on one core for the whole
-measurement, as a browser tab or another job would.
+measurement, as a browser tab or another job would. Side by side, two
+``qwkboost.train`` processes run at once, as two jobs of Hydra's joblib
+launcher do: with every core each (OpenMP's default), and with one thread
+each (what qwkboost gives each of two parallel jobs on two cores).
 """
 
 from __future__ import annotations
@@ -73,11 +76,12 @@ def child(engine: str, config: str) -> float:
     params = {"learning_rate": 0.1}
     if engine != "lightgbm":
         params["max_depth"] = 5
-    if config == "qwkboost":
+    if config.startswith("qwkboost"):
         import qwkboost as qb
 
+        n_jobs = 1 if config.endswith("n_jobs=1") else None
         qb.train(X, y, engine=engine, objective="extended_qwk", params=params, num_boost_round=ROUNDS,
-                 eval_set=(Xv, yv), callbacks=[tick])
+                 eval_set=(Xv, yv), callbacks=[tick], n_jobs=n_jobs)
         return _per_round(stamps)
     from qwkboost.objectives import ExtendedQWK
 
@@ -155,12 +159,28 @@ def measure(repeats: int) -> dict:
     return {e: {c: {"median_ms": float(np.median(v)), "all_ms": v} for c, v in d.items()} for e, d in out.items()}
 
 
+def side_by_side(repeats: int) -> dict:
+    """Two ``qwkboost.train`` processes at once (as Hydra's joblib launcher runs two jobs): every core each,
+    against one thread each (what qwkboost gives each of two parallel launcher jobs)."""
+    import numpy as np
+
+    out: dict = {}
+    for _ in range(repeats):
+        for engine in ("lightgbm", "xgboost"):
+            for config in ("qwkboost, every core", "qwkboost, n_jobs=1"):
+                procs = [subprocess.Popen([sys.executable, __file__, "--child", engine, config],
+                                          stdout=subprocess.PIPE, text=True) for _ in range(2)]
+                ms = [json.loads(p.communicate()[0].strip().splitlines()[-1])["ms"] for p in procs]
+                out.setdefault(engine, {}).setdefault(config, []).extend(ms)
+    return {e: {c: {"median_ms": float(np.median(v)), "all_ms": v} for c, v in d.items()} for e, d in out.items()}
+
+
 def report(title: str, res: dict) -> None:
     print(f"\n## {title}")
-    print("| engine | configuration | ms/round (median) | qwkboost / this |")
+    print("| engine | configuration | ms/round (median) | first row / this |")
     print("|---|---|---:|---:|")
     for engine, d in res.items():
-        ours = d["qwkboost"]["median_ms"]
+        ours = next(iter(d.values()))["median_ms"]
         for config, v in d.items():
             print(f"| {engine} | {config} | {v['median_ms']:.2f} | {ours / v['median_ms']:.2f} |")
 
@@ -188,6 +208,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-busy", action="store_true")
+    ap.add_argument("--skip-side-by-side", action="store_true")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -205,6 +226,9 @@ def main() -> None:
             spin.kill()
             spin.wait()
         report("one busy background process (a Python loop on one core)", res["busy"])
+    if not args.skip_side_by_side:
+        res["side_by_side"] = side_by_side(args.repeats)
+        report("two training processes side by side (each row: both processes' runs)", res["side_by_side"])
     res["machine"]["loadavg_end"] = os.getloadavg()
     print("\nmachine:", json.dumps(res["machine"]))
     if args.json:

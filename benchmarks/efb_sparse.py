@@ -1,4 +1,4 @@
-"""What exclusive feature bundling (EFB, seed 004) buys on sparse one-hot data (native engine).
+"""What exclusive feature bundling (EFB, Ke et al. 2017) buys on sparse one-hot data (native engine).
 
     python benchmarks/efb_sparse.py [--rows 100000] [--groups 8] [--levels 50]
 

@@ -1,8 +1,8 @@
-"""Native engine against XGBoost hist with the same settings: seed 000's QWK table and seed 001's data.
+"""Native engine against XGBoost hist with the same settings: the DSB2019 article's QWK table and the chi-square data.
 
     python benchmarks/native_faithfulness.py [--rows 100000] [--skip-chisq] [--skip-refit]
 
-QWK table (seed 000's protocol, as ``experiments/demo.py``): quartile data,
+QWK table (the article's protocol, as ``experiments/demo.py``): quartile data,
 100,000 training rows (80% fit, 20% early-stopping set) and 100,000 test rows,
 learning rate 0.1, max_depth 5, up to 3,000 rounds, early stopping 100,
 QWK of the rounded test predictions. Both engines use 255 bins (the native
@@ -11,7 +11,7 @@ maximum) and start from the label mean through ``qwkboost.train``.
 Refit: the same table rows for the native engine's ``refit="leaves"`` and
 ``refit="step"`` (line searches on the objective's true loss).
 
-Seed 001's data: test MSE ratio native / XGBoost for a few depths, sizes and
+Chi-square data: test MSE ratio native / XGBoost for a few depths, sizes and
 round counts (squared error, learning rate 0.3).
 """
 

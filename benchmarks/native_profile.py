@@ -2,7 +2,7 @@
 
     python benchmarks/native_profile.py [--rows 80000] [--rounds 150] [--n-jobs 1]
 
-Same data and settings as ``native_speed.py`` (seed 000's quartiles, depth 5,
+Same data and settings as ``native_speed.py`` (the DSB2019 article's quartiles, depth 5,
 255 bins, squared error, learning rate 0.1). The stages are timed by wrapping
 the engine's functions (histogram builds, split searches, partitions, the
 objective's gradient and metric), so the total is slightly above an

@@ -6,7 +6,7 @@ Extended QWK is not convex and its hessian is a stand-in (constant, or the
 Gauss-Newton curvature of its numerator), so the Newton leaf weights
 -G/(H + lambda) have the wrong scale. ``refit="step"`` rescales each tree by a
 line search on the objective's true loss (Friedman's rho_m), ``"leaves"``
-re-estimates every leaf value on it. Seed 000's protocol (quartile data,
+re-estimates every leaf value on it. The DSB2019 article's protocol (quartile data,
 80/20 fit / early-stopping split, max_depth 5, early stopping 100, test QWK
 of rounded predictions), for several learning rates.
 """

@@ -3,7 +3,7 @@
     python benchmarks/native_speed.py                    # 80k and 1M rows, prediction, memory
     python benchmarks/native_speed.py --rows 80000 --repeats 5 --skip-memory
 
-Training: seed 000's quartile data, one fold of a 5-fold split (80,000 x 5
+Training: the DSB2019 article's quartile data, one fold of a 5-fold split (80,000 x 5
 from 100,000 rows; 1,000,000 x 5 from 1,250,000), depth 5, 255 bins,
 squared error, learning rate 0.1. Every engine runs through
 ``qwkboost.train`` with the same objective; the per-round time is the median

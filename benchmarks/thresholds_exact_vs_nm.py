@@ -1,6 +1,6 @@
 """Benchmark: exact (Dinkelbach + DP) cut points vs Nelder-Mead, rounding and distribution matching.
 
-Protocol (seed 000's data, ``qwkboost.data.quartiles``: 100,000 train rows, 100,000 test rows, 4 classes):
+Protocol (the DSB2019 article's data, ``qwkboost.data.quartiles``: 100,000 train rows, 100,000 test rows, 4 classes):
 
 * 5-fold stratified CV (shuffled, ``random_state=0``) of XGBoost on squared error, learning rate 0.1,
   max_depth 5, early stopping 100 on each validation fold;
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
         "rounding and distribution matching, all fitted on out-of-fold predictions "
         f"(`qwkboost/thresholds.py`).",
         "",
-        f"Data: seed 000 quartiles, {y.size:,} train / {yt.size:,} test rows, 4 classes. Model: XGBoost squared "
+        f"Data: the DSB2019 article's quartiles, {y.size:,} train / {yt.size:,} test rows, 4 classes. Model: XGBoost squared "
         f"error, learning_rate 0.1, max_depth 5, early stopping 100 on each validation fold, "
         f"{args.n_splits}-fold stratified CV (shuffle, random_state={args.seed}); test predictions averaged over "
         f"the fold models. Best iterations per fold: "

@@ -1,4 +1,4 @@
-r"""Data sets: seed 000's quartile data, seed 001's chi-square data, and user CSV/Parquet files.
+r"""Data sets: the DSB2019 article's quartile data, the chi-square data, and user CSV/Parquet files.
 
 Every loader returns a :class:`Dataset` with a train split, a test split and
 the label scale, so later stages never look back at where the data came from.
@@ -79,7 +79,7 @@ def _quartile_draw(n: int, seed: int, n_features: int, n_visible: int, n_classes
 
 def quartiles(n_train: int = 100_000, n_test: int = 100_000, seed: int = 0, test_seed: int = 1,
               n_features: int = 10, n_visible: int = 5, n_classes: int = 4) -> Dataset:
-    r"""Seed 000's synthetic data.
+    r"""The synthetic data of the DSB2019 article (rsakata 2020), behind its QWK table.
 
     ``n_features`` uniforms per row; the class is the rank-quantile of their
     mean, :math:`y = \lfloor \mathrm{rank}(\bar x)/n \cdot K \rfloor`; only the
@@ -95,7 +95,11 @@ def quartiles(n_train: int = 100_000, n_test: int = 100_000, seed: int = 0, test
 
 
 def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int = 1) -> Dataset:
-    r"""Seed 001's data: :math:`Y = \sum_{i=1}^{10} X_i^2`, :math:`X_i \sim N(0, 1)`, split 80/20."""
+    r"""Chi-square data: :math:`Y = \sum_{i=1}^{10} X_i^2`, :math:`X_i \sim N(0, 1)`, split 80/20.
+
+    The features of Hastie, Tibshirani and Friedman's example (The Elements of
+    Statistical Learning, 2nd ed., eq. 10.2), with the sum itself as a regression target.
+    """
     rs = np.random.RandomState(seed)
     X = rs.normal(0.0, 1.0, size=(n, n_features))
     y = (X ** 2).sum(axis=1)

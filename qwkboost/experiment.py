@@ -175,10 +175,16 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     from qwkboost.engines import check_engine_params
     from qwkboost.objectives import get as get_objective
 
+    engine = cfg["engine"]["name"]
     try:
-        check_engine_params(cfg["engine"]["name"], dict(cfg["engine"].get("params") or {}), ds.X_train.shape[1])
+        params = check_engine_params(engine, dict(cfg["engine"].get("params") or {}), ds.X_train.shape[1])
+        if engine == "lightgbm":     # a CV training fold is this many rows: can LightGBM split them?
+            from qwkboost.engines.lightgbm import check_data
+
+            k = int(cfg["cv"]["n_splits"])
+            check_data(ds.X_train[: len(ds.X_train) * (k - 1) // k], params)
     except ValueError as exc:
-        raise ValueError(f"engine.params ({cfg['engine']['name']}): {exc}") from None
+        raise ValueError(f"engine.params ({engine}): {exc}") from None
     obj = get_objective(cfg["objective"]["name"], **(cfg["objective"].get("params") or {}))
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "

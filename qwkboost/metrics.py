@@ -1,4 +1,4 @@
-r"""Evaluation metrics: exact QWK, extended QWK (seed 000) and RMSE.
+r"""Evaluation metrics: exact QWK, extended QWK and RMSE.
 
 Quadratic weighted kappa with weights :math:`w_{ij} = (i-j)^2` is
 
@@ -13,7 +13,7 @@ population variance of the labels. That identity is why the *extended* QWK
 
 .. math:: \tilde\kappa = 1 - \frac{\sum_k (\hat y_k - y_k)^2}{\sum_k \left((\hat y_k - a)^2 + b\right)}
 
-equals QWK exactly on integer predictions (seed 000, eq. for :math:`\tilde\kappa`).
+equals QWK exactly on integer predictions (rsakata, "[Kaggle] DSB2019: QWKをGBDTで直接最適化する", 2020).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
 
 
 def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None) -> float:
-    r"""Extended QWK :math:`\tilde\kappa` of continuous scores (seed 000).
+    r"""Extended QWK :math:`\tilde\kappa` of continuous scores.
 
     .. math:: \tilde\kappa = 1 - \frac{\sum_k (\hat y_k - y_k)^2}{\sum_k ((\hat y_k - a)^2 + b)}
 

@@ -46,7 +46,7 @@ ARTICLE_PROTOCOL = {
     "cv": {"n_splits": 5},
     "engine": {"early_stopping_rounds": 100, "params": {"learning_rate": 0.1}},
     "engine.xgboost": {"params": {"max_depth": 5}},
-    "objective.extended_qwk": {"params": {"a": None, "b": None, "hessian": "constant", "clip": "seed"}},
+    "objective.extended_qwk": {"params": {"a": None, "b": None, "hessian": "constant", "clip": "range"}},
 }
 
 

@@ -19,7 +19,7 @@ def cfg_for(*overrides, name="config"):
         return OmegaConf.to_container(compose(config_name=name, overrides=list(overrides)), resolve=True)
 
 
-def test_defaults_are_the_seed_protocol():
+def test_defaults_are_the_articles_protocol():
     cfg = cfg_for()
     assert cfg["engine"]["name"] == "xgboost"
     assert cfg["engine"]["params"]["learning_rate"] == 0.1

@@ -4,7 +4,7 @@ import pytest
 from qwkboost.data import chisq, from_file, quartiles
 
 
-def test_quartiles_follow_the_seed_recipe():
+def test_quartiles_follow_the_articles_recipe():
     ds = quartiles(n_train=1000, n_test=500)
     rs = np.random.RandomState(0)
     full = rs.rand(1000, 10)
@@ -49,3 +49,49 @@ def test_fractional_test_label_is_named_with_its_file_row(tmp_path):
     pd.DataFrame({"f": range(4), "y": [0, 1, 2.5, 3]}).to_csv(tmp_path / "te.csv", index=False)
     with pytest.raises(ValueError, match=r"data row 2 of data.test_path is 2.5"):
         from_file(str(tmp_path / "tr.csv"), "y", test_path=str(tmp_path / "te.csv"))
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"", "is empty"),
+    (b"f,y\n", "has a header but no rows"),
+    (bytes(range(256)) * 40, "cannot be read as a CSV file"),
+])
+def test_unreadable_files_get_clear_errors(tmp_path, content, match):
+    p = tmp_path / "train.csv"
+    p.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"data.path='{p}' {match}"):
+        from_file(str(p), "y")
+
+
+def test_corrupt_parquet_gets_a_clear_error(tmp_path):
+    p = tmp_path / "train.parquet"
+    p.write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(ValueError, match="cannot be read as a Parquet file"):
+        from_file(str(p), "y")
+
+
+def test_text_target_is_named(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"f": range(10), "y": ["low", "high"] * 5}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match=r"data.target='y' must hold numbers .* e.g. data row 0 is 'low'"):
+        from_file(str(tmp_path / "d.csv"), "y")
+
+
+def test_labels_with_gaps_are_a_range_of_classes_with_a_warning(tmp_path):
+    import pandas as pd
+
+    from qwkboost.data import class_range
+
+    pd.DataFrame({"f": range(30), "y": [1, 2, 5] * 10}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.warns(UserWarning, match=r"range from 1 to 5, but 2 value\(s\) in between never occur \(3, 4\)"):
+        ds = from_file(str(tmp_path / "d.csv"), "y", test_size=0.3)
+    assert class_range(ds.classes).tolist() == [1, 2, 3, 4, 5]
+
+
+def test_labels_spanning_too_many_values_are_refused(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"f": range(20), "y": [0, 5000] * 10}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(ValueError, match="spans 5,001 whole numbers"):
+        from_file(str(tmp_path / "d.csv"), "y")

@@ -21,7 +21,7 @@ def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
     assert run.info.status == "FINISHED"
     p = run.data.params
     assert p["engine.name"] == "xgboost" and p["engine.params.learning_rate"] == "0.3"
-    assert p["objective.params.clip"] == "seed" and p["data.n_train"] == "1500"
+    assert p["objective.params.clip"] == "range" and p["data.n_train"] == "1500"
     assert run.data.tags["version.xgboost"] == __import__("xgboost").__version__
     assert "version.mlflow" in run.data.tags and "version.numpy" in run.data.tags
     m = run.data.metrics
@@ -118,3 +118,32 @@ def test_regression_target_reports_rmse_only(tiny_cfg):
     tiny_cfg["objective"] = {"name": "squared_error", "params": {}}
     row = run_experiment(tiny_cfg, None)
     assert row["thresholds"] is None and "qwk_round" not in row and row["rmse"] > 0
+
+
+def test_thresholds_json_gives_labels_as_the_readme_shows(tmp_path, mlflow_store):
+    """Cuts in thresholds.json are on the labels' scale; with its classes they give labels 1..5, not 0..4."""
+    import pandas as pd
+
+    from qwkboost.thresholds import apply_thresholds
+
+    ds = quartiles(n_train=2500, n_test=10, n_classes=5)
+    df = pd.DataFrame(ds.X_train, columns=ds.feature_names).assign(rating=ds.y_train.astype(int) + 1)
+    df.to_csv(tmp_path / "train.csv", index=False)
+    cfg = {"data": {"name": "csv", "path": str(tmp_path / "train.csv"), "target": "rating", "test_size": 0.2},
+           "engine": {"name": "lightgbm", "num_boost_round": 60, "early_stopping_rounds": 10,
+                      "params": {"learning_rate": 0.3}},
+           "objective": {"name": "extended_qwk", "params": {}}, "cv": {"n_splits": 3},
+           "thresholds": {"method": "exact"}, "seed": 0,
+           "tracking": {"uri": mlflow_store, "experiment_name": "readme_thresholds"}}
+    exp_id = tracking.setup(mlflow_store, "readme_thresholds")
+    row = run_experiment(cfg, exp_id)
+    t = json.loads(open(mlflow.MlflowClient(mlflow_store).download_artifacts(row["run_id"], "thresholds.json")).read())
+    assert t["classes"] == [1, 2, 3, 4, 5] and len(t["cuts"]) == 4
+    # the same data and protocol as the run: its test classes come out on the labels' scale
+    data = __import__("qwkboost.experiment", fromlist=["load_dataset"]).load_dataset(cfg["data"], 0)
+    cv = cross_validate(data.X_train, data.y_train, data.X_test, engine="lightgbm", objective="extended_qwk",
+                        params={"learning_rate": 0.3}, num_boost_round=60, early_stopping_rounds=10, n_splits=3)
+    ev = evaluate(data, cv, "exact")
+    labels = apply_thresholds(cv.test, t["cuts"], classes=t["classes"])
+    np.testing.assert_array_equal(labels, ev.test_classes)
+    assert set(labels) <= {1, 2, 3, 4, 5} and labels.min() >= 1

@@ -91,3 +91,26 @@ def test_qwk_on_a_million_rows():
     yp = np.clip(yt + rng.integers(-1, 2, yt.size), 0, 9)
     v = qwk(yt, yp)
     assert 0.9 < v < 1.0
+
+
+def test_qwk_works_on_the_observed_labels_not_their_range():
+    import tracemalloc
+
+    rs = np.random.RandomState(0)
+    yt = rs.randint(0, 4, 5000)
+    yp = np.clip(yt + rs.randint(-1, 2, 5000), 0, 3)
+    tracemalloc.start()
+    far = qwk(yt + 100_000, yp + 100_000)      # used to allocate a 100,004 x 100,004 matrix (75 GiB)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert far == pytest.approx(qwk(yt, yp), abs=1e-15)
+    assert peak < 10 * 2**20
+
+
+def test_qwk_is_exact_for_huge_label_values():
+    # weights are squared label differences: 0 vs 1e9 costs 1e18, beyond float64's integers
+    yt = np.array([0, 10**9, 5, 5])
+    yp = np.array([10**9, 0, 5, 5])
+    n, t, p = 4, yt.astype(object), yp.astype(object)
+    expected_n = n * (sum(t * t) + sum(p * p)) - 2 * sum(t) * sum(p)
+    assert qwk(yt, yp) == pytest.approx(1 - n * sum((t - p) ** 2) / expected_n, rel=1e-15)

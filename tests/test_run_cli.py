@@ -230,6 +230,7 @@ def test_unreachable_tracking_server_fails_fast(tmp_path):
     (["engine.params.base_score=high"], "engine.params.base_score must be a number or null; got 'high'"),
     (["data.n_train=0"], "data.n_train must be an integer >= 2; got 0"),
     (["data=chisq"], "objective=extended_qwk needs ordinal labels, but data=chisq is a regression target"),
+    (["engine=lightgbm", "data.n_train=50"], "lightgbm can split no feature of these 33 training rows"),
 ])
 def test_bad_input_is_one_clear_line_before_training(tmp_path, mlflow_store, args, message):
     base = [] if "data=chisq" in args else TINY_OVERRIDES

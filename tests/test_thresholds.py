@@ -183,7 +183,7 @@ def test_exact_never_worse_than_nelder_mead_round_distribution(seed):
     assert q_exact >= q_nm - 1e-12
 
 
-def test_exact_on_seed000_scale_beats_baselines(small_quartiles):
+def test_exact_on_the_articles_scale_beats_baselines(small_quartiles):
     d = small_quartiles
     s = d.X_train.sum(axis=1)              # the Bayes-sufficient statistic, not on the label scale
     y = d.y_train.astype(int)
@@ -312,3 +312,20 @@ def test_nelder_mead_bad_init():
         fit_nelder_mead(GOOD_S, GOOD_Y, init=[0.5])
     with pytest.raises(ValueError, match="init"):
         fit_nelder_mead(GOOD_S, GOOD_Y, init=[0.5, np.nan])
+
+
+def test_cuts_on_the_labels_scale_give_labels_with_their_classes():
+    """What thresholds.json holds: cuts between labels 1..5 and the classes themselves."""
+    scores = np.array([0.2, 1.4, 1.6, 2.5, 3.49, 4.51, 9.0])
+    cuts = [1.5, 2.5, 3.5, 4.5]
+    np.testing.assert_array_equal(apply_thresholds(scores, cuts, classes=[1, 2, 3, 4, 5]), [1, 1, 2, 3, 3, 5, 5])
+    np.testing.assert_array_equal(apply_thresholds(scores, cuts), [0, 0, 1, 2, 2, 4, 4])
+    with pytest.raises(ValueError, match="classes must list one label per class, 5 for 4 cuts; got 4"):
+        apply_thresholds(scores, cuts, classes=[1, 2, 3, 4])
+
+
+def test_exact_method_refuses_a_programme_that_does_not_fit():
+    rs = np.random.RandomState(0)
+    y = rs.randint(0, 4, 50_000) + 100_000
+    with pytest.raises(ValueError, match=r"would need .* GiB for 100004 classes .* pass y - 100000"):
+        fit_exact(y + rs.rand(50_000), y)

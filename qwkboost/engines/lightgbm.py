@@ -80,6 +80,32 @@ def _param(params: dict, canonical: str, default):
     return next((v for k, v in params.items() if known.get(k) == canonical), default)
 
 
+#: Below this many rows, a training set may leave LightGBM no feature to split on (checked first).
+PROBE_ROWS = 10_000
+
+
+def _no_feature_message(n: int, params: dict) -> str:
+    return (f"lightgbm can split no feature of these {n} training rows with min_data_in_leaf="
+            f"{_param(params, 'min_data_in_leaf', 20)} and min_data_in_bin={_param(params, 'min_data_in_bin', 3)} "
+            "(every split needs that many rows on each side); lower them (e.g. engine.params.min_data_in_leaf=5, "
+            "or +engine.params.min_data_in_leaf=5 in a config) or give more rows")
+
+
+def check_data(X, params: dict) -> None:
+    """Refuse training rows on which LightGBM would find no usable feature (its fatal
+    ``num_features() > 0`` check): bins them as LightGBM would, without training.
+
+    Raises
+    ------
+    ValueError
+        Naming ``min_data_in_leaf`` and ``min_data_in_bin`` and what to do.
+    """
+    probe = {k: v for k, v in params.items() if not callable(v)}
+    ds = lgb.Dataset(X, params={**probe, "verbose": -1}).construct()
+    if all(ds.feature_num_bin(j) == 0 for j in range(X.shape[1])):
+        raise ValueError(_no_feature_message(X.shape[0], params))
+
+
 def set_threads(params: dict, n_threads: int) -> dict:
     """``params`` with ``num_threads`` set, unless the user gave a thread count (any alias)."""
     if any(k in params for k in _thread_names()):
@@ -92,11 +118,8 @@ def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set
     """Train; return ``(booster, num_rounds, best_iteration, evals_result)``."""
     if num_boost_round == 0:
         return None, 0, 0, {}
-    min_leaf = _param(params, "min_data_in_leaf", 20)
-    if len(y) < 2 * min_leaf:
-        raise ValueError(f"lightgbm cannot split {len(y)} training rows with min_data_in_leaf={min_leaf} "
-                         f"(each side of a split needs that many); lower min_data_in_leaf "
-                         f"(engine.params.min_data_in_leaf in a config) or give more rows")
+    if len(y) < PROBE_ROWS:
+        check_data(X, params)
     f0 = objective.init_score_
     params = {**DEFAULTS, **params, "seed": seed, "metric": "None"}
 
@@ -130,10 +153,7 @@ def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set
                             valid_names=names, feval=feval, callbacks=cbs, keep_training_booster=True)
     except lgb.basic.LightGBMError as exc:
         if "num_features()) > (0)" in str(exc):
-            raise ValueError(
-                f"lightgbm found no feature it can split on {len(y)} training rows: every feature is constant, "
-                f"or too few rows fall on each side for min_data_in_leaf={min_leaf} and min_data_in_bin; "
-                "lower those (engine.params.min_data_in_leaf=5) or give more rows") from None
+            raise ValueError(_no_feature_message(len(y), params)) from None
         raise
     booster.free_dataset()
     num_rounds = booster.current_iteration()

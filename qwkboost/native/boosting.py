@@ -6,7 +6,7 @@ leaf weights :math:`w_j^* = -G_j/(H_j + \lambda)` and adds it shrunk:
 
 .. math:: F_m(x) = F_{m-1}(x) + \eta\, f_m(x).
 
-**Refit** (Friedman's algorithm, seed 001). The Newton weights use the
+**Refit** (Friedman, "Greedy function approximation: a gradient boosting machine", 2001, Algorithm 1). The Newton weights use the
 objective's hessian, which for a non-convex loss such as extended QWK is a
 stand-in (a constant). ``refit`` re-estimates the tree's output on the
 objective's true :meth:`~qwkboost.objectives.Objective.loss` :math:`L` before
@@ -22,7 +22,7 @@ shrinkage:
     the objective's gradients at the current point, then a line search on
     :math:`L` along it. Monotone bounds are kept by clipping.
 
-Measured on seed 000's data (``benchmarks/native_refit.py``, results in
+Measured on the DSB2019 article's data (``benchmarks/native_refit.py``, results in
 ``benchmarks/RESULTS.md``): neither refit improves test QWK for extended QWK;
 at learning rate 0.1 they change it by less than 0.001, and at larger rates
 the bigger, line-searched steps overfit sooner.

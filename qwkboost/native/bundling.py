@@ -1,10 +1,10 @@
-r"""Exclusive feature bundling (EFB, seed 004) and the column layout the grower reads.
+r"""Exclusive feature bundling (EFB; Ke et al., "LightGBM", NeurIPS 2017) and the column layout the grower reads.
 
 Sparse, one-hot-like features are rarely non-default on the same row. EFB
 merges such *mutually exclusive* features into one ``uint8`` column, so a
 histogram pass reads one column instead of many.
 
-**Which features** (seed 004, Algorithm 3, greedy bundling). Each feature's
+**Which features** (Ke et al. 2017, Algorithm 3, greedy bundling). Each feature's
 *default* bin is its most frequent bin (usually the one holding 0). Features
 are visited by decreasing number of non-default rows; each joins the first
 bundle where the rows it shares with the bundle's features (its conflicts)
@@ -113,7 +113,7 @@ class Layout:
 
 def find_bundles(codes: np.ndarray, max_conflict_rate: float = 0.0, sample: int = 20_000,
                  max_dense_rate: float = 0.5, seed: int = 0):
-    """Greedy exclusive bundles (seed 004, Algorithm 3).
+    """Greedy exclusive bundles (Ke et al. 2017, Algorithm 3).
 
     Parameters
     ----------

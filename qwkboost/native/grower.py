@@ -22,7 +22,7 @@ thread, so the tree does not depend on ``n_jobs``.
 **Best-first** (``grow_policy="lossguide"``): the leaf with the largest gain is
 split next, until ``max_leaves`` leaves (LightGBM's leaf-wise growth).
 
-**Monotone constraints** (seed 002). Every node carries bounds :math:`[l, u]`
+**Monotone constraints** (as XGBoost implements them; its "Monotonic Constraints" tutorial). Every node carries bounds :math:`[l, u]`
 on its weight, the root :math:`(-\infty, \infty)`. When a node splits on a
 feature with constraint :math:`+1` into children with (clipped) weights
 :math:`w_L \le w_R`, the mid-point :math:`m = (w_L + w_R)/2` becomes the left
@@ -32,9 +32,9 @@ left subtree then stays below every leaf of the right one, at any depth, so
 the whole tree is monotone, not only each split. Shrinkage multiplies every
 leaf by the same positive learning rate, which keeps that order.
 
-**Pruning** (seed 003, ``gamma``). With ``prune="post"`` (default) the tree is
+**Pruning** (``gamma``, Chen and Guestrin 2016, eq. 7). With ``prune="post"`` (default) the tree is
 grown first and then, bottom-up, a split whose children are both leaves and
-whose gain is below :math:`\gamma` is removed, as in the seed's worked example
+whose gain is below :math:`\gamma` is removed, as in StatQuest's XGBoost regression worked example
 (a weak split survives if a split below it is strong). ``prune="pre"`` refuses
 splits with gain below :math:`\gamma` while growing, as XGBoost's ``hist``
 updater does.

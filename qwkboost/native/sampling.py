@@ -1,14 +1,14 @@
-r"""Row and column sampling per tree: uniform subsampling and GOSS (seed 004).
+r"""Row and column sampling per tree: uniform subsampling and GOSS (Ke et al., "LightGBM: A Highly Efficient Gradient Boosting Decision Tree", NeurIPS 2017).
 
 **Uniform** (Friedman's stochastic gradient boosting): each tree sees a
 random ``subsample`` fraction of the rows, drawn without replacement.
 
-**GOSS**, gradient-based one-side sampling (seed 004, Algorithm 2). Rows with
+**GOSS**, gradient-based one-side sampling (Ke et al. 2017, Algorithm 2). Rows with
 large :math:`|g_i|` carry most of the information gain, so keep the top
 :math:`a \cdot n` rows by :math:`|g_i|` (``top_rate`` :math:`a`), draw
 :math:`b \cdot n` of the rest at random (``other_rate`` :math:`b`) and multiply
 the drawn rows' :math:`g_i, h_i` by :math:`(1-a)/b`, so that their sums estimate
-those of all the small-gradient rows (eq. (1) of the seed):
+those of all the small-gradient rows (Ke et al. 2017, the estimate of Theorem 3.2):
 
 .. math:: \tilde G = \sum_{i \in A} g_i + \frac{1-a}{b} \sum_{i \in B} g_i .
 

@@ -1,6 +1,6 @@
 r"""Stage 3: the best split of every node, vectorised over nodes, features and bins.
 
-XGBoost's second-order criterion (seed 003). With gradient and hessian sums
+XGBoost's second-order criterion (Chen and Guestrin, "XGBoost: A Scalable Tree Boosting System", KDD 2016, eqs. 5-7). With gradient and hessian sums
 :math:`G, H` of a node, :math:`\lambda` = ``reg_lambda`` and the soft threshold
 :math:`T_\alpha(G) = \operatorname{sign}(G)\max(|G| - \alpha, 0)` for
 :math:`\alpha` = ``reg_alpha``,
@@ -18,7 +18,7 @@ pruning (see :mod:`qwkboost.native.grower`), as XGBoost does.
 Missing values (the last bin) are tried on both sides, and the better side
 becomes the split's default direction (XGBoost's sparsity-aware split finding).
 
-Monotone constraints (seed 002): a node carries bounds :math:`[l, u]` on its
+Monotone constraints (as in XGBoost): a node carries bounds :math:`[l, u]` on its
 weight. Child weights are clipped into them, and the gain is evaluated at
 the clipped weights through
 
@@ -67,7 +67,7 @@ def _soft(G, alpha):
 
 
 def similarity(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
-    r"""Similarity score :math:`T_\alpha(G)^2 / (H + \lambda)` (seed 003)."""
+    r"""Similarity score :math:`T_\alpha(G)^2 / (H + \lambda)` (Chen and Guestrin 2016, eq. 6)."""
     t = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
     return t * t / (np.asarray(H, dtype=np.float64) + reg_lambda)
 

@@ -60,8 +60,10 @@ def test_values_the_engine_rejects_fail_before_training(engine, params, match, s
 def test_lightgbm_on_too_few_rows_is_a_clear_error():
     rs = np.random.RandomState(0)
     X, y = rs.rand(40, 5), np.arange(40) % 4
-    with pytest.raises(ValueError, match="lightgbm cannot split 30 training rows with min_data_in_leaf=20"):
-        qb.train(X[:30], y[:30], "lightgbm", num_boost_round=5)
+    for n in (30, 40):       # 40 rows pass 2 x min_data_in_leaf, yet LightGBM found no feature (a fatal check)
+        with pytest.raises(ValueError, match=f"lightgbm can split no feature of these {n} training rows with "
+                                             "min_data_in_leaf=20 and min_data_in_bin=3"):
+            qb.train(X[:n], y[:n], "lightgbm", num_boost_round=5)
     m = qb.train(X, y, "lightgbm", params={"min_data_in_leaf": 5}, num_boost_round=5)   # the advice works
     assert m.num_rounds == 5
 

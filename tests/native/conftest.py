@@ -4,7 +4,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def chisq_small():
-    """Seed 001's data, small: Y = sum X_i^2 over 6 N(0,1) features."""
+    """The chi-square data, small: Y = sum X_i^2 over 6 N(0,1) features."""
     rs = np.random.RandomState(7)
     X = rs.normal(size=(1500, 6))
     y = (X ** 2).sum(axis=1)

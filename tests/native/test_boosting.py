@@ -60,7 +60,7 @@ def test_line_search_finds_the_minimum():
 
 
 def test_refit_leaves_gives_the_mean_residual_for_squared_error(chisq_small):
-    # Friedman's per-leaf step on squared error is the leaf's mean residual (seed 001's handmade model)
+    # Friedman's per-leaf step on squared error is the leaf's mean residual (Friedman 2001, Algorithm 1)
     X, y = chisq_small
     o = obj("squared_error", y)
     b, *_ = train_booster(X, y, o, {"max_depth": 2, "learning_rate": 1.0, "reg_lambda": 5.0,

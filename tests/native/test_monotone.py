@@ -1,4 +1,4 @@
-"""Monotone constraints (seed 002): the whole ensemble is monotone, checked on random probes."""
+"""Monotone constraints (as in XGBoost): the whole ensemble is monotone, checked on random probes."""
 
 import numpy as np
 import pytest

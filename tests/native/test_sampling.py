@@ -1,4 +1,4 @@
-"""Row/column sampling and GOSS (seed 004)."""
+"""Row/column sampling and GOSS (Ke et al. 2017)."""
 
 import numpy as np
 import pytest

@@ -43,3 +43,14 @@ def test_extended_qwk_objective(small_quartiles):
     est = NativeGBDTRegressor(objective="extended_qwk", n_estimators=60, max_depth=3, learning_rate=0.1)
     est.fit(ds.X_train, ds.y_train)
     assert est.objective_.metric_name == "kappa"
+
+
+def test_early_stopping_needs_an_eval_set_and_finite_labels(with_missing):
+    X, y = with_missing
+    est = NativeGBDTRegressor(n_estimators=50)
+    with pytest.raises(ValueError, match="early_stopping_rounds needs an eval_set"):
+        est.fit(X, y, early_stopping_rounds=5)
+    yv = y[900:].copy()
+    yv[3] = np.nan
+    with pytest.raises(ValueError, match=r"eval_set y contains 1 NaN or inf value\(s\) \(first at index 3"):
+        est.fit(X[:900], y[:900], eval_set=(X[900:], yv), early_stopping_rounds=5)

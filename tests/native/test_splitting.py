@@ -1,4 +1,4 @@
-"""Split search: XGBoost's gain and weights, seed 003's worked example, missing values, limits."""
+"""Split search: XGBoost's gain and weights, StatQuest's worked example, missing values, limits."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ from qwkboost.native.histogram import HistogramBuilder
 from qwkboost.native.splitting import (FlatBins, SplitParams, find_best_splits, gain_table, leaf_weight,
                                        score_given_weight, similarity, split_gain)
 
-# seed 003: four rows, residuals from the mean 0.5, one unit of hessian per row
+# StatQuest's XGBoost regression example: four rows, residuals from the mean 0.5, one unit of hessian per row
 Y = np.array([-10.0, 7.0, 8.0, -7.0])
 X = np.array([[10.0], [20.0], [25.0], [35.0]])
 R = Y - Y.mean()                       # -10.5, 6.5, 7.5, -7.5
@@ -36,7 +36,7 @@ def best(hist, tot, params, n_bins, **kw):
     return find_best_splits(f, tot, params, fb, **kw)
 
 
-def seed003_gains(rows, lam=0.0):
+def worked_example_gains(rows, lam=0.0):
     g = -R[rows]                        # squared error: g = F - y = -(residual)
     h = np.ones(len(rows))
     codes = np.arange(len(rows))        # x is already sorted: one bin per row
@@ -48,32 +48,32 @@ def seed003_gains(rows, lam=0.0):
     return gain[0, 0, : len(rows) - 1]
 
 
-def test_seed003_root_gains():
+def test_worked_example_root_gains():
     # x < 15, x < 22.5, x < 30
-    np.testing.assert_allclose(seed003_gains([0, 1, 2, 3]), [120.33, 4.0, 56.33], atol=0.005)
+    np.testing.assert_allclose(worked_example_gains([0, 1, 2, 3]), [120.33, 4.0, 56.33], atol=0.005)
 
 
-def test_seed003_second_level_gains():
+def test_worked_example_second_level_gains():
     # under the right node (rows 2..4): x < 22.5 -> 28.17, x < 30 -> 140.17
-    np.testing.assert_allclose(seed003_gains([1, 2, 3]), [28.17, 140.17], atol=0.005)
+    np.testing.assert_allclose(worked_example_gains([1, 2, 3]), [28.17, 140.17], atol=0.005)
 
 
-def test_seed003_similarity_scores_with_lambda_one():
+def test_worked_example_similarity_scores_with_lambda_one():
     assert similarity(-10.5, 1, 1.0) == pytest.approx(55.125)
     assert similarity(6.5 + 7.5 - 7.5, 3, 1.0) == pytest.approx(10.5625)
     assert similarity(6.5 + 7.5, 2, 1.0) == pytest.approx(65.33, abs=0.005)
     assert similarity(-7.5, 1, 1.0) == pytest.approx(28.125)
-    # and with lambda = 0, the seed's numbers in brackets
+    # and with lambda = 0, the example's numbers in brackets
     assert similarity(-10.5, 1, 0.0) == pytest.approx(110.25)
     assert similarity(6.5, 3, 0.0) == pytest.approx(14.08, abs=0.005)
 
 
-def test_seed003_split_gain_formula():
+def test_worked_example_split_gain_formula():
     assert split_gain(-10.5, 1, 6.5, 3, 0.0) == pytest.approx(120.33, abs=0.005)
     assert split_gain(14.0, 2, -7.5, 1, 0.0) == pytest.approx(140.17, abs=0.005)
 
 
-def _grow_seed003(gamma, prune="post"):
+def _grow_worked_example(gamma, prune="post"):
     bm = BinMapper().fit(X)
     codes = bm.transform(X)
     hb = HistogramBuilder(codes, n_jobs=1)
@@ -82,25 +82,25 @@ def _grow_seed003(gamma, prune="post"):
     return grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p).tree
 
 
-def test_seed003_tree_and_gamma_pruning():
-    t = _grow_seed003(0.0)
+def test_worked_example_tree_and_gamma_pruning():
+    t = _grow_worked_example(0.0)
     # root: x < 15 (gain 120.33); its right child: x < 30 (gain 140.17)
     assert t.threshold[0] == 20.0 and t.gain[0] == pytest.approx(120.33, abs=0.005)
     right = t.right[0]
     assert t.threshold[right] == 35.0 and t.gain[right] == pytest.approx(140.17, abs=0.005)
     # gamma = 130: 140.17 - 130 > 0 keeps the lower split, and with it the root
-    t130 = _grow_seed003(130.0)
+    t130 = _grow_worked_example(130.0)
     assert t130.n_leaves == 3 and t130.gain[t130.right[0]] == pytest.approx(140.17, abs=0.005)
     # gamma = 150: 140.17 - 150 < 0 prunes it; then the root (120.33 < 150) goes too
-    t150 = _grow_seed003(150.0)
+    t150 = _grow_worked_example(150.0)
     assert t150.n_leaves == 1
     assert t150.value[0] == pytest.approx(-(-R).sum() / 4)
 
 
 def test_pre_pruning_refuses_the_weak_root_split():
     # XGBoost hist semantics: the root gain 120.33 < 130 stops growth at once
-    assert _grow_seed003(130.0, prune="pre").n_leaves == 1
-    assert _grow_seed003(100.0, prune="pre").n_leaves == 3
+    assert _grow_worked_example(130.0, prune="pre").n_leaves == 1
+    assert _grow_worked_example(100.0, prune="pre").n_leaves == 3
 
 
 def test_leaf_weight_and_score_given_weight():

@@ -16,7 +16,7 @@ def _fd_grad(obj, y, s, eps=1e-6):
     return out * n
 
 
-@pytest.mark.parametrize("clip", ["seed", "none"])
+@pytest.mark.parametrize("clip", ["range", "none"])
 def test_gradient_matches_finite_differences(clip, rng):
     y = rng.integers(0, 4, 40).astype(float)
     obj = ExtendedQWK(clip=clip).fit(y)
@@ -34,17 +34,17 @@ def test_gradient_unclipped_outside_range_matches_finite_differences(rng):
     np.testing.assert_allclose(g, _fd_grad(obj, y, s), rtol=1e-5, atol=1e-7)
 
 
-def test_gradient_matches_the_seed_formula(rng):
-    # seed 000's qwk_obj, written out
+def test_gradient_matches_the_article_formula(rng):
+    # the DSB2019 article's qwk_obj, written out
     y = rng.integers(0, 4, 50).astype(float)
     s = rng.normal(1.5, 1.2, y.size)
     a, b = y.mean(), y.var()
     p = s.clip(0, 3)
     f = 0.5 * np.sum((p - y) ** 2)
     g = 0.5 * np.sum((p - a) ** 2 + b)
-    seed_grad = ((p - y) / g - f * (p - a) / g ** 2) * len(y)
+    article_grad = ((p - y) / g - f * (p - a) / g ** 2) * len(y)
     ours, hess = ExtendedQWK().fit(y).grad_hess(y, s)
-    np.testing.assert_allclose(ours, seed_grad, rtol=1e-12)
+    np.testing.assert_allclose(ours, article_grad, rtol=1e-12)
     assert np.all(hess == 1.0)
 
 
@@ -67,15 +67,15 @@ def test_init_score_is_label_mean_and_ab_from_labels():
     assert (explicit.a_, explicit.b_) == (1.85, 1.63)
 
 
-def test_seed_clip_drifts_outward_and_hold_stops_it():
-    # a row already past the top label with y = max keeps a negative gradient under "seed"
+def test_range_clip_drifts_outward_and_hold_stops_it():
+    # a row already past the top label with y = max keeps a negative gradient under "range"
     y = np.array([0.0, 1.0, 2.0, 3.0, 3.0])
     s = np.array([0.2, 1.1, 1.9, 3.4, 2.9])
-    g_seed, _ = ExtendedQWK(clip="seed").fit(y).grad_hess(y, s)
+    g_range, _ = ExtendedQWK(clip="range").fit(y).grad_hess(y, s)
     g_hold, _ = ExtendedQWK(clip="hold").fit(y).grad_hess(y, s)
-    assert g_seed[3] < 0          # descent pushes the score further above 3
+    assert g_range[3] < 0          # descent pushes the score further above 3
     assert g_hold[3] == 0.0       # held
-    np.testing.assert_array_equal(g_hold[[0, 1, 2, 4]], g_seed[[0, 1, 2, 4]])
+    np.testing.assert_array_equal(g_hold[[0, 1, 2, 4]], g_range[[0, 1, 2, 4]])
 
 
 def test_metric_is_extended_qwk_of_clipped_scores_and_equals_qwk_on_integers(rng):
