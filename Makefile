@@ -27,8 +27,9 @@ demo: $(STAMP)
 table-small: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=qwk_table_small
 
+## the MLflow UI on the project's store, printing links that open on the runs
 mlflow-ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db
+	$(BIN)/python experiments/ui.py
 
 clean:
 	rm -rf $(VENV) outputs multirun .pytest_cache

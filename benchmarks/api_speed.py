@@ -38,12 +38,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import machine  # noqa: E402
 ROUNDS = 100
 WARMUP = 5
 
@@ -183,25 +184,6 @@ def report(title: str, res: dict) -> None:
         ours = next(iter(d.values()))["median_ms"]
         for config, v in d.items():
             print(f"| {engine} | {config} | {v['median_ms']:.2f} | {ours / v['median_ms']:.2f} |")
-
-
-def machine() -> dict:
-    import lightgbm
-    import numpy
-    import threadpoolctl
-    import xgboost
-
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    blas = [f"{i['internal_api']} {i.get('version')} ({i['num_threads']} threads)"
-            for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "numpy": numpy.__version__,
-            "blas": blas, "lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
-            "loadavg": os.getloadavg()}
 
 
 def main() -> None:

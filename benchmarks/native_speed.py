@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -39,12 +38,14 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lightgbm as lgb  # noqa: E402
 import xgboost as xgb  # noqa: E402
 
 import qwkboost as qb  # noqa: E402
 from qwkboost.data import quartiles  # noqa: E402
+from machine import machine  # noqa: E402
 
 PARAMS = {
     "native": {"max_depth": 5, "learning_rate": 0.1, "max_bin": 255, "n_jobs": 2},
@@ -188,17 +189,6 @@ def memory(rows: int, rounds: int) -> dict:
             out[engine] = {**d, "increase_mb": d["peak_mb"] - d["base_mb"]}
     out["data_mb"] = (X.nbytes + y.nbytes) / 2**20
     return out
-
-
-def machine() -> dict:
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "numpy": np.__version__,
-            "lightgbm": lgb.__version__, "xgboost": xgb.__version__, "loadavg": os.getloadavg()}
 
 
 def main() -> None:

@@ -31,6 +31,7 @@ def config_errors() -> Iterator[None]:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
 
+
 DATA_SOURCES = ("quartiles", "chisq", "csv")
 THRESHOLD_METHODS = ("round", "exact", "nelder_mead", "distribution")
 _RATE_KEYS = ("learning_rate", "eta")

@@ -160,7 +160,10 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     if experiment_id is None:
         return body()
     with tracking.run(experiment_id, run_name, parent_run_id) as active:
-        return body(active)
+        row = body(active)
+    if parent_run_id is None:
+        log.info("MLflow run: %s", tracking.run_link(experiment_id, row["run_id"]))
+    return row
 
 
 def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:

@@ -142,6 +142,7 @@ def run_table(row_cfgs: Sequence[Mapping[str, Any]], experiment_id: str | None, 
     else:
         with tracking.run(experiment_id, name) as parent:
             table = body(parent.info.run_id)
+        log.info("MLflow run: %s", tracking.run_link(experiment_id, parent.info.run_id))
     render(table, ceiling)
     log.info("table written to %s/%s.{csv,md}", output_dir, name)
     return table

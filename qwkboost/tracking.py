@@ -374,6 +374,28 @@ def run_name(engine: str, objective: str, overrides: list[str], varying: list[st
     return name if len(name) <= MAX_RUN_NAME else name[:MAX_RUN_NAME - 1] + "…"
 
 
+def ui_link(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """A link into MLflow's UI that opens on runs (``workflowType=machine_learning``), not on GenAI pages.
+
+    MLflow 3's UI reads the workflow from the link or from what was last
+    clicked in that browser; the experiment tag alone does not switch it.
+    """
+    path = "#/experiments"
+    if experiment_id is not None:
+        path += f"/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs")
+    return f"{base.rstrip('/')}/{path}?workflowType=machine_learning"
+
+
+def run_link(experiment_id: str, run_id: str | None = None) -> str:
+    """Where to see a run: on its tracking server, or on ``make mlflow-ui`` for a local store."""
+    import mlflow
+
+    uri = mlflow.get_tracking_uri()
+    base = uri if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    link = ui_link(base, experiment_id, run_id)
+    return link if base == uri else f"{link} (after make mlflow-ui)"
+
+
 def safe_name(name: str) -> str:
     """``name`` as one file-name component: no separators, no ``..``, no control characters."""
     import re

@@ -53,3 +53,54 @@ def test_artifacts_sit_beside_the_database(mlflow_store):
 def test_versions_recorded():
     v = tracking.library_versions()
     assert {"python", "numpy", "xgboost", "lightgbm", "mlflow", "optuna", "hydra-core"} <= set(v)
+
+
+def test_ui_links_open_on_runs_in_the_installed_mlflow_ui():
+    """MLflow 3's UI opens experiments on GenAI pages unless the link carries workflowType=machine_learning
+    (checked in a browser: the experiment tag alone did not switch it). The installed UI must still read it."""
+    import glob
+    import os
+
+    link = tracking.ui_link("http://127.0.0.1:5000", "7", "abc")
+    assert link == "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
+    js_dir = os.path.join(os.path.dirname(mlflow.__file__), "server", "js", "build", "static", "js")
+    bundle = "".join(open(f, encoding="utf-8", errors="ignore").read() for f in glob.glob(f"{js_dir}/main.*.js"))
+    assert 'MACHINE_LEARNING="machine_learning"' in bundle and '.get("workflowType")' in bundle
+
+
+def test_experiment_is_tagged_for_model_training(mlflow_store):
+    exp = tracking.setup(mlflow_store, "tagged")
+    assert mlflow.MlflowClient(mlflow_store).get_experiment(exp).tags["mlflow.experimentKind"] == \
+        "custom_model_development"
+
+
+def test_safe_names_stay_in_their_directory():
+    assert tracking.safe_name("../../x") == "x"
+    assert tracking.safe_name("a/b\\c") == "a_b_c"
+    assert tracking.safe_name("..") == "run"
+    assert tracking.safe_name("xgboost__extended_qwk") == "xgboost__extended_qwk"
+
+
+def test_run_names_carry_what_distinguishes_them():
+    over = ["engine=lightgbm", "data.n_train=1500", "tracking.uri=sqlite:///x.db", "engine.params.max_depth=3"]
+    assert tracking.run_name("lightgbm", "extended_qwk", over) == \
+        "lightgbm/extended_qwk data.n_train=1500 engine.params.max_depth=3"
+    assert tracking.run_name("lightgbm", "extended_qwk", over, varying=["engine.params.max_depth"]) == \
+        "lightgbm/extended_qwk engine.params.max_depth=3"
+
+
+def test_dead_process_runs_are_reaped(mlflow_store):
+    import subprocess
+    import sys
+
+    exp = tracking.setup(mlflow_store, "reap")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    client = mlflow.MlflowClient(mlflow_store)
+    orphan = client.create_run(exp, run_name="orphan", tags={tracking.PROCESS_TAG: tracking.process_tag(dead.pid)})
+    alive = client.create_run(exp, run_name="alive", tags={tracking.PROCESS_TAG: tracking.process_tag()})
+    foreign = client.create_run(exp, run_name="other host", tags={tracking.PROCESS_TAG: "elsewhere:1:1"})
+    assert tracking.reap_dead_runs(exp, client) == [orphan.info.run_id]
+    assert client.get_run(orphan.info.run_id).info.status == "KILLED"
+    assert client.get_run(alive.info.run_id).info.status == "RUNNING"
+    assert client.get_run(foreign.info.run_id).info.status == "RUNNING"
