@@ -79,8 +79,9 @@ def _main(cfg: DictConfig) -> float | None:
     out_dir = hc.runtime.output_dir
     container = OmegaConf.to_container(cfg, resolve=True)
     if cfg.table:
-        rows = row_configs(cfg)
         with config_errors():
+            check_config(container)
+            rows = row_configs(cfg)
             for rc in rows:
                 check_config(rc)
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)

@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping
 from qwkboost.engines import ENGINES
 from qwkboost.objectives import available as available_objectives
 from qwkboost.objectives import get as get_objective
+from qwkboost.validation import SEED_MAX, check_bool, check_int, check_mapping, check_real
 
 __all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "DATA_SOURCES", "THRESHOLD_METHODS",
            "TUNE_METRICS"]
@@ -36,25 +37,55 @@ DATA_SOURCES = ("quartiles", "chisq", "csv")
 THRESHOLD_METHODS = ("round", "exact", "nelder_mead", "distribution")
 _RATE_KEYS = ("learning_rate", "eta")
 
+#: The settings of each config group; a key outside these (e.g. ``+cv.n_split=3``) is refused, not ignored.
+GROUP_KEYS = {
+    "cv": ("n_splits", "stratified", "shuffle"),
+    "thresholds": ("method",),
+    "tracking": ("uri", "experiment_name", "log_models"),
+    "engine": ("name", "num_boost_round", "early_stopping_rounds", "params", "search_space"),
+    "objective": ("name", "params"),
+    "table": ("engines", "objectives"),
+    "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
+             "max_retry"),
+}
+TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table",
+            "tune", "hydra")
+
 
 def _positive_int(value: Any, key: str, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{key} must be an integer >= {minimum}; got {value!r}")
+    check_int(value, key, minimum)
+
+
+def _known_keys(group: Mapping, allowed, where: str) -> None:
+    unknown = sorted(set(group) - set(allowed))
+    if unknown:
+        raise ValueError(f"{where} has no setting(s) {unknown}; its settings are: {', '.join(allowed)}")
 
 
 def check_config(cfg: Mapping) -> None:
     """Raise :class:`ValueError` for the first invalid value in ``cfg``.
 
-    Covers the engine and objective names, learning rate, round counts, CV
-    folds, threshold method and data source, and for ``data=csv`` that the
-    path is set and exists. Column checks need the file and happen when it is
+    Every group's keys are checked against its settings (a misspelled key
+    added with ``+`` is refused, not ignored), and every value against its
+    type and range: engine and objective names, learning rate, round counts,
+    CV folds and flags, threshold method, data source and its settings,
+    tracking, seed and threads, the table's lists. For ``data=csv`` the path
+    must be set and exist; column checks need the file and happen when it is
     read (:func:`qwkboost.data.from_file`), still before any training.
     """
+    from qwkboost.data import SOURCE_KEYS, check_chisq_args, check_quartiles_args
+
+    _known_keys(cfg, TOP_KEYS, "the config")
+    for group, allowed in GROUP_KEYS.items():
+        if cfg.get(group) is not None:
+            if not isinstance(cfg[group], Mapping):
+                raise ValueError(f"{group} must be a group of settings; got {cfg[group]!r}")
+            _known_keys(cfg[group], allowed, group)
     engine = cfg["engine"]
     if engine.get("name") not in ENGINES:
         raise ValueError(f"engine.name={engine.get('name')!r} is unknown; choose one of: {', '.join(ENGINES)} "
                          f"(e.g. engine=lightgbm)")
-    params = engine.get("params") or {}
+    params = check_mapping(engine.get("params"), "engine.params")
     for key in _RATE_KEYS:
         if key in params and params[key] is not None:
             lr = params[key]
@@ -63,12 +94,13 @@ def check_config(cfg: Mapping) -> None:
     base_score = params.get("base_score")
     if base_score is not None and (isinstance(base_score, bool) or not isinstance(base_score, (int, float))):
         raise ValueError(f"engine.params.base_score must be a number or null; got {base_score!r}")
-    seed = cfg.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0; got {seed!r}")
+    n_splits = check_int(cfg["cv"].get("n_splits"), "cv.n_splits", 2)
+    check_int(cfg.get("seed", 0), "seed", 0, SEED_MAX - n_splits)
     n_jobs = cfg.get("n_jobs")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise ValueError(f"n_jobs must be a non-zero integer or null (every core); got {n_jobs!r}")
+    if cfg.get("run_name") is not None and (not isinstance(cfg["run_name"], str) or not cfg["run_name"].strip()):
+        raise ValueError(f"run_name must be a non-empty string or null; got {cfg['run_name']!r}")
     _positive_int(engine.get("num_boost_round"), "engine.num_boost_round")
     if engine.get("early_stopping_rounds") is not None:
         _positive_int(engine["early_stopping_rounds"], "engine.early_stopping_rounds")
@@ -77,41 +109,61 @@ def check_config(cfg: Mapping) -> None:
         raise ValueError(f"objective.name={objective.get('name')!r} is unknown; choose one of: "
                          f"{', '.join(available_objectives())}")
     try:
-        get_objective(objective["name"], **(objective.get("params") or {}))
+        get_objective(objective["name"], **check_mapping(objective.get("params"), "objective.params"))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"objective.params: {exc}") from None
-    _positive_int(cfg["cv"].get("n_splits"), "cv.n_splits", minimum=2)
+    for key in ("stratified", "shuffle"):
+        if key in cfg["cv"]:
+            check_bool(cfg["cv"][key], f"cv.{key}")
     method = cfg["thresholds"].get("method")
     if method not in THRESHOLD_METHODS:
         raise ValueError(f"thresholds.method={method!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
+    tracking = cfg.get("tracking") or {}
+    if "experiment_name" in tracking:
+        name = tracking["experiment_name"]
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"tracking.experiment_name must be a non-empty name; got {name!r}")
+    if "log_models" in tracking:
+        check_bool(tracking["log_models"], "tracking.log_models")
+    if tracking.get("uri") is not None and not isinstance(tracking["uri"], str):
+        raise ValueError(f"tracking.uri must be a URI string or null; got {tracking['uri']!r}")
     data = cfg["data"]
     if data.get("name") not in DATA_SOURCES:
         raise ValueError(f"data.name={data.get('name')!r} is unknown; choose one of: {', '.join(DATA_SOURCES)}")
-    if not is_ordinal(data) and get_objective(objective["name"], **(objective.get("params") or {})).ordinal:
-        raise ValueError(f"objective={objective['name']} needs ordinal labels, but data={data['name']} is a "
-                         "regression target; use objective=squared_error")
+    _known_keys(data, SOURCE_KEYS[data["name"]], f"data={data['name']}")
     if data["name"] == "quartiles":
-        for key in ("n_train", "n_test"):
-            _positive_int(data.get(key), f"data.{key}", minimum=2)
-    if data["name"] == "csv":
+        check_quartiles_args(**{k: v for k, v in data.items() if k != "name"})
+    elif data["name"] == "chisq":
+        check_chisq_args(**{k: v for k, v in data.items() if k != "name"})
+    else:
         from pathlib import Path
 
         for key in ("path", "target"):
             if not data.get(key):
                 raise ValueError(f"data.{key} is not set; e.g. data=csv data.path=train.csv data.target=label")
+            if not isinstance(data[key], str):
+                raise ValueError(f"data.{key} must be a string; got {data[key]!r}")
         if not Path(data["path"]).exists():
             raise ValueError(f"data.path={data['path']!r} does not exist")
         if data.get("test_path") and not Path(data["test_path"]).exists():
             raise ValueError(f"data.test_path={data['test_path']!r} does not exist")
+        if "ordinal" in data:
+            check_bool(data["ordinal"], "data.ordinal")
+        if not data.get("test_path"):
+            check_real(data.get("test_size", 0.2), "data.test_size", 0.0, 1.0, lo_open=True, hi_open=True)
+    if not is_ordinal(data) and get_objective(objective["name"], **(objective.get("params") or {})).ordinal:
+        raise ValueError(f"objective={objective['name']} needs ordinal labels, but data={data['name']} is a "
+                         "regression target; use objective=squared_error")
     table = cfg.get("table")
     if table:
-        for e in table.get("engines", []):
-            if e not in ENGINES:
-                raise ValueError(f"table.engines has unknown engine {e!r}; choose from: {', '.join(ENGINES)}")
-        for o in table.get("objectives", []):
-            if o not in available_objectives():
-                raise ValueError(f"table.objectives has unknown objective {o!r}; choose from: "
-                                 f"{', '.join(available_objectives())}")
+        for key, known in (("engines", list(ENGINES)), ("objectives", available_objectives())):
+            items = table.get(key)
+            if not isinstance(items, (list, tuple)) or not items:
+                raise ValueError(f"table.{key} must be a non-empty list, e.g. table.{key}=[{known[0]},{known[1]}]; "
+                                 f"got {items!r}")
+            for v in items:
+                if v not in known:
+                    raise ValueError(f"table.{key} has unknown {key[:-1]} {v!r}; choose from: {', '.join(known)}")
 
 
 def is_ordinal(data: Mapping) -> bool:
@@ -134,6 +186,13 @@ def check_tune(cfg: Mapping) -> None:
         regression target, or a direction that contradicts the metric.
     """
     t = cfg["tune"]
+    check_int(t.get("n_trials"), "tune.n_trials", 1)
+    check_int(t.get("heartbeat_interval", 10), "tune.heartbeat_interval", 1)
+    check_int(t.get("grace_period", 30), "tune.grace_period", 1)
+    check_int(t.get("max_retry", 2), "tune.max_retry", 0)
+    for key in ("study_name", "storage"):
+        if t.get(key) is not None and (not isinstance(t[key], str) or not t[key].strip()):
+            raise ValueError(f"tune.{key} must be a non-empty string or null; got {t[key]!r}")
     metric = t.get("metric")
     if metric not in TUNE_METRICS:
         hint = " (test-set figures would leak into the model choice)" if metric and f"{metric}_oof" in TUNE_METRICS \

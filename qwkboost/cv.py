@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from qwkboost.engines import Model, train
+from qwkboost.validation import SEED_MAX, check_1d, check_bool, check_features, check_int, check_same_length
 
 __all__ = ["CVResult", "cross_validate", "progress_enabled"]
 
@@ -102,10 +103,17 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     """
     from tqdm.auto import tqdm
 
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if not isinstance(n_splits, (int, np.integer)) or n_splits < 2:
-        raise ValueError(f"cv.n_splits must be an integer >= 2; got {n_splits!r}")
+    X = check_features(X, "X")
+    y = check_1d(y, "y")
+    check_same_length(X, y, "X", "y")
+    if X_test is not None:
+        X_test = check_features(X_test, "X_test")
+        if X_test.shape[1] != X.shape[1]:
+            raise ValueError(f"X_test has {X_test.shape[1]} features but X has {X.shape[1]}")
+    n_splits = check_int(n_splits, "cv.n_splits", 2)
+    stratified = check_bool(stratified, "cv.stratified")
+    shuffle = check_bool(shuffle, "cv.shuffle")
+    seed = check_int(seed, "seed", 0, SEED_MAX - n_splits)
     if stratified:
         _, counts = np.unique(y, return_counts=True)
         if counts.min() < n_splits:

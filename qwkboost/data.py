@@ -12,7 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Dataset", "quartiles", "chisq", "from_file", "class_range", "warn_empty_classes"]
+from qwkboost.validation import check_bool, check_int, check_real, check_seed
+
+__all__ = ["Dataset", "quartiles", "chisq", "from_file", "class_range", "warn_empty_classes", "check_quartiles_args",
+           "check_chisq_args", "SOURCE_KEYS"]
+
+#: The settings of each data source (``data.*`` in a config); any other key is refused.
+SOURCE_KEYS = {"quartiles": ("name", "n_train", "n_test", "seed", "test_seed", "n_features", "n_visible", "n_classes"),
+               "chisq": ("name", "n", "n_features", "test_size", "seed"),
+               "csv": ("name", "path", "target", "test_path", "test_size", "ordinal")}
 
 
 @dataclass
@@ -77,6 +85,33 @@ def _quartile_draw(n: int, seed: int, n_features: int, n_visible: int, n_classes
     return X[:, :n_visible], y
 
 
+def check_quartiles_args(n_train=100_000, n_test=100_000, seed=0, test_seed=1, n_features=10, n_visible=5,
+                         n_classes=4) -> dict:
+    """The arguments of :func:`quartiles`, checked (messages name the ``data.*`` config keys)."""
+    out = {"n_train": check_int(n_train, "data.n_train", 2), "n_test": check_int(n_test, "data.n_test", 1),
+           "seed": check_seed(seed, "data.seed"), "test_seed": check_seed(test_seed, "data.test_seed"),
+           "n_features": check_int(n_features, "data.n_features", 1),
+           "n_visible": check_int(n_visible, "data.n_visible", 1),
+           "n_classes": check_int(n_classes, "data.n_classes", 2, MAX_CLASSES)}
+    if out["n_visible"] > out["n_features"]:
+        raise ValueError(f"data.n_visible ({n_visible}) must be <= data.n_features ({n_features})")
+    if out["n_classes"] > out["n_train"]:
+        raise ValueError(f"data.n_classes ({n_classes}) must be <= data.n_train ({n_train})")
+    return out
+
+
+def check_chisq_args(n=2000, n_features=10, test_size=0.2, seed=1) -> dict:
+    """The arguments of :func:`chisq`, checked (messages name the ``data.*`` config keys)."""
+    out = {"n": check_int(n, "data.n", 4), "n_features": check_int(n_features, "data.n_features", 1),
+           "test_size": check_real(test_size, "data.test_size", 0.0, 1.0, lo_open=True, hi_open=True),
+           "seed": check_seed(seed, "data.seed")}
+    n_test = int(round(out["n"] * out["test_size"]))
+    if not 0 < n_test < out["n"]:
+        raise ValueError(f"data.test_size={test_size!r} of data.n={n} rows leaves {n_test} test rows and "
+                         f"{out['n'] - n_test} training rows; both need at least one")
+    return out
+
+
 def quartiles(n_train: int = 100_000, n_test: int = 100_000, seed: int = 0, test_seed: int = 1,
               n_features: int = 10, n_visible: int = 5, n_classes: int = 4) -> Dataset:
     r"""The synthetic data of the DSB2019 article (rsakata 2020), behind its QWK table.
@@ -86,8 +121,8 @@ def quartiles(n_train: int = 100_000, n_test: int = 100_000, seed: int = 0, test
     first ``n_visible`` columns are kept. The test set is drawn the same way
     with ``test_seed``.
     """
-    if n_visible > n_features:
-        raise ValueError(f"n_visible ({n_visible}) must be <= n_features ({n_features})")
+    n_train, n_test, seed, test_seed, n_features, n_visible, n_classes = check_quartiles_args(
+        n_train, n_test, seed, test_seed, n_features, n_visible, n_classes).values()
     Xtr, ytr = _quartile_draw(n_train, seed, n_features, n_visible, n_classes)
     Xte, yte = _quartile_draw(n_test, test_seed, n_features, n_visible, n_classes)
     return Dataset(Xtr, ytr, Xte, yte, [f"x{i}" for i in range(n_visible)],
@@ -100,11 +135,12 @@ def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int
     The features of Hastie, Tibshirani and Friedman's example (The Elements of
     Statistical Learning, 2nd ed., eq. 10.2), with the sum itself as a regression target.
     """
+    n, n_features, test_size, seed = check_chisq_args(n, n_features, test_size, seed).values()
+    n_test = int(round(n * test_size))
     rs = np.random.RandomState(seed)
     X = rs.normal(0.0, 1.0, size=(n, n_features))
     y = (X ** 2).sum(axis=1)
     idx = rs.permutation(n)
-    n_test = int(round(n * test_size))
     te, tr = idx[:n_test], idx[n_test:]
     return Dataset(X[tr], y[tr], X[te], y[te], [f"X{i + 1}" for i in range(n_features)], None, "chisq")
 
@@ -113,16 +149,27 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
               ordinal: bool = True, seed: int = 0) -> Dataset:
     """Load a CSV or Parquet file; the label column is ``target``.
 
-    Ordinal labels keep their own scale (1..9, 3..8, ...). Non-numeric feature
-    columns are rejected with their names.
+    Ordinal labels keep their own scale (1..9, 3..8, ...); their classes are
+    the whole numbers from the lowest to the highest (:func:`class_range`).
+    Without ``test_path``, ``test_size`` of the rows are held out as the test
+    set. Errors name the config key (``data.path``, ``data.target``, ...) and,
+    for a bad value, the file's data row.
 
     Raises
     ------
     ValueError
-        For a missing file, a missing target column, non-numeric columns, or
-        (when ``ordinal``) a target that is not whole numbers.
+        For a missing, empty or unreadable file; duplicate column names; a
+        missing or non-numeric target, or one with NaN, a single class or (when
+        ``ordinal``) fractional values; no feature columns, non-numeric or
+        infinite features, features that are all constant; a test share that
+        leaves no rows.
     """
     import pandas as pd
+
+    if not isinstance(target, str) or not target:
+        raise ValueError(f"data.target must be a column name; got {target!r}")
+    ordinal = check_bool(ordinal, "data.ordinal")
+    seed = check_seed(seed, "seed")
 
     def read(p: str, arg: str) -> "pd.DataFrame":
         if not p:
@@ -134,13 +181,23 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
             raise ValueError(f"data.{arg}={str(p)!r} is a directory; give a CSV or Parquet file")
         parquet = fp.suffix.lower() in (".parquet", ".pq")
         try:
-            df = pd.read_parquet(fp) if parquet else pd.read_csv(fp)
+            if parquet:
+                df = pd.read_parquet(fp)
+                header = [str(c) for c in df.columns]
+            else:
+                header = [str(c) for c in pd.read_csv(fp, nrows=1, header=None).iloc[0]] \
+                    if fp.stat().st_size else []
+                df = pd.read_csv(fp)
         except pd.errors.EmptyDataError:
             raise ValueError(f"data.{arg}={str(p)!r} is empty") from None
-        except (UnicodeDecodeError, pd.errors.ParserError, OSError, ValueError) as exc:
+        except (UnicodeDecodeError, pd.errors.ParserError, OSError, ValueError, IndexError) as exc:
             kind = "a Parquet" if parquet else "a CSV"
             raise ValueError(f"data.{arg}={str(p)!r} cannot be read as {kind} file "
                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+        dup = sorted({c for c in header if header.count(c) > 1})
+        if dup:
+            raise ValueError(f"data.{arg}={str(p)!r} has duplicate column names {dup}; a repeated target would "
+                             "leak into the features")
         if len(df) == 0:
             raise ValueError(f"data.{arg}={str(p)!r} has a header but no rows")
         return df
@@ -148,44 +205,59 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     df = read(path, "path")
     if target not in df.columns:
         raise ValueError(f"data.target={target!r} is not a column of {path}; columns: {list(df.columns)}")
-    if not pd.api.types.is_numeric_dtype(df[target]) or pd.api.types.is_bool_dtype(df[target]):
-        bad = df[target][pd.to_numeric(df[target], errors="coerce").isna() & df[target].notna()]
-        example = f"; e.g. data row {bad.index[0]} is {bad.iloc[0]!r}" if len(bad) else ""
-        raise ValueError(f"data.target={target!r} must hold numbers (ordinal labels or a numeric target), "
-                         f"but its column in data.path is of type {df[target].dtype}{example}")
+    features = [c for c in df.columns if c != target]
+    if not features:
+        raise ValueError(f"data.path={path!r} has no feature columns besides data.target={target!r}")
+    _check_target_column(df, target, "data.path")
     if test_path:
         dft = read(test_path, "test_path")
         if target not in dft.columns:
             raise ValueError(f"data.target={target!r} is not a column of data.test_path={test_path}")
+        _check_target_column(dft, target, "data.test_path")
+        src_train, src_test = "data.path", "data.test_path"
     else:
-        if test_size is None or not 0 < test_size < 1:
-            raise ValueError(f"data.test_size must be in (0, 1) when data.test_path is not set; got {test_size!r}")
+        test_size = check_real(test_size, "data.test_size", 0.0, 1.0, lo_open=True, hi_open=True)
+        n_test = int(round(len(df) * test_size))
+        if not 0 < n_test < len(df):
+            raise ValueError(f"data.test_size={test_size!r} of {len(df)} rows leaves {n_test} test rows and "
+                             f"{len(df) - n_test} training rows; both need at least one (or give data.test_path)")
         rs = np.random.RandomState(seed)
         idx = rs.permutation(len(df))
-        n_test = int(round(len(df) * test_size))
         dft, df = df.iloc[idx[:n_test]], df.iloc[idx[n_test:]]
-    features = [c for c in df.columns if c != target]
+        src_train = src_test = "data.path"
     bad = [c for c in features if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
     if bad:
         raise ValueError(f"feature columns must be numeric; encode these first: {bad}")
     missing = [c for c in features if c not in dft.columns]
     if missing:
         raise ValueError(f"test data lacks feature columns {missing}")
+    X = df[features].to_numpy(dtype=float, na_value=np.nan)
+    Xt = dft[features].to_numpy(dtype=float, na_value=np.nan)
+    for arr, frame, src in ((X, df, src_train), (Xt, dft, src_test)):
+        inf = np.isinf(arr)
+        if inf.any():
+            r, c = np.argwhere(inf)[0]
+            raise ValueError(f"feature {features[c]!r} is infinite in data row {frame.index[r]} of {src}; use an "
+                             "empty cell (NaN) for a missing value")
+    nan = np.isnan(X)
+    spread = np.fmax.reduce(X, axis=0) > np.fmin.reduce(X, axis=0)
+    if not (spread | (nan.any(axis=0) & ~nan.all(axis=0))).any():
+        raise ValueError(f"every feature column of data.path={path!r} is constant (or empty); there is nothing to "
+                         "learn from")
     y = df[target].to_numpy(dtype=float)
     yt = dft[target].to_numpy(dtype=float)
-    for arr, arg in ((y, "path"), (yt, "test_path")):
-        if not np.isfinite(arr).all():
-            raise ValueError(f"data.target={target!r} has NaN or inf values in data.{arg}")
     classes = None
     if ordinal:
-        for frame, arr, arg in ((df, y, "path"), (dft, yt, "test_path")):
+        for frame, arr, src in ((df, y, src_train), (dft, yt, src_test)):
             frac = arr != np.round(arr)
             if frac.any():
                 i = int(np.flatnonzero(frac)[0])
-                source = arg if test_path else "path"   # without a test file both parts come from data.path
                 raise ValueError(
                     f"data.target={target!r} must be whole-numbered ordinal labels for a QWK experiment; "
-                    f"data row {frame.index[i]} of data.{source} is {float(arr[i])!r}")
+                    f"data row {frame.index[i]} of {src} is {float(arr[i])!r} (or set data.ordinal=false)")
+        if np.unique(y).size < 2:
+            raise ValueError(f"data.target={target!r} has a single class ({y[0]:g}) in the training rows; QWK "
+                             "needs labels that vary")
         classes = np.unique(np.concatenate([y, yt]))
         span = class_range(classes).size
         if span > MAX_CLASSES:
@@ -194,5 +266,22 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
                              f"by label differences (at most {MAX_CLASSES:,}). Recode the labels (e.g. to ranks), "
                              "or set data.ordinal=false for a numeric target")
         warn_empty_classes(y, "data.path" if test_path else "the training rows")
-    return Dataset(df[features].to_numpy(dtype=float), y, dft[features].to_numpy(dtype=float), yt,
-                   features, classes, Path(path).stem)
+    return Dataset(X, y, Xt, yt, [str(c) for c in features], classes, Path(path).stem)
+
+
+def _check_target_column(df, target: str, src: str) -> None:
+    """The target must be numbers, with no missing value (named by its data row)."""
+    import pandas as pd
+
+    col = df[target]
+    if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
+        bad = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
+        example = f"; e.g. data row {bad.index[0]} is {bad.iloc[0]!r}" if len(bad) else ""
+        raise ValueError(f"data.target={target!r} must hold numbers (ordinal labels or a numeric target), "
+                         f"but its column in {src} is of type {col.dtype}{example}")
+    vals = col.to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(vals)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"data.target={target!r} is missing or infinite in {int(bad.sum())} row(s) of {src} "
+                         f"(first: data row {col.index[i]}); drop or fill them")

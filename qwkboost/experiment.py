@@ -188,10 +188,22 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
             check_data(ds.X_train[: len(ds.X_train) * (k - 1) // k], params)
     except ValueError as exc:
         raise ValueError(f"engine.params ({engine}): {exc}") from None
+    k = int(cfg["cv"]["n_splits"])
+    if ds.is_ordinal and cfg["cv"].get("stratified", True):
+        labels, counts = np.unique(ds.y_train, return_counts=True)
+        if counts.min() < k:
+            raise ValueError(f"cv.n_splits={k} exceeds the rows of the rarest class (label {labels[counts.argmin()]:g}: "
+                             f"{counts.min()} training rows); lower cv.n_splits or set cv.stratified=false")
+    elif k > len(ds.y_train):
+        raise ValueError(f"cv.n_splits={k} exceeds the number of training rows ({len(ds.y_train)})")
     obj = get_objective(cfg["objective"]["name"], **(cfg["objective"].get("params") or {}))
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
                          "regression target; use objective=squared_error")
+    try:
+        obj.fit(ds.y_train)     # what it learns from the labels (a label mean outside their range, ...)
+    except ValueError as exc:
+        raise ValueError(f"objective.params: {exc}") from None
 
 
 def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:

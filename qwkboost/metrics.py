@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.validation import check_1d, check_labels, check_same_length
+from qwkboost.validation import check_1d, check_labels, check_real, check_same_length
 
 __all__ = ["qwk", "extended_qwk", "rmse"]
 
@@ -69,7 +69,7 @@ def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
     check_same_length(yt, yp, "y_true", "y_pred")
     top = int(max(yt.max(), yp.max()))
     if n_classes is not None:
-        if isinstance(n_classes, bool) or int(n_classes) != n_classes or n_classes < 2:
+        if isinstance(n_classes, str) or isinstance(n_classes, bool) or not _whole(n_classes) or n_classes < 2:
             raise ValueError(f"n_classes must be an integer >= 2; got {n_classes!r}")
         if int(n_classes) <= top:
             raise ValueError(f"n_classes={int(n_classes)} is smaller than the largest label + 1 ({top + 1})")
@@ -85,6 +85,10 @@ def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
     stt, spp, observed = int(t @ t), int(p @ p), int(d @ d)
     expected_n = n * (stt + spp) - 2 * st * sp          # n times the expected disagreement, an exact integer
     return 1.0 - (n * observed) / expected_n
+
+
+def _whole(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and bool(np.isfinite(v)) and float(v) == int(v)
 
 
 def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None) -> float:
@@ -110,6 +114,8 @@ def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None
     yt = check_1d(y_true, "y_true")
     ys = check_1d(y_score, "y_score")
     check_same_length(yt, ys, "y_true", "y_score")
+    a = check_real(a, "a", allow_none=True)
+    b = check_real(b, "b (a variance)", 0.0, lo_open=True, allow_none=True)
     if a is None or b is None:
         if yt.min() == yt.max():
             raise _single_class_error("y_true", float(yt[0]))

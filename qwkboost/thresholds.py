@@ -53,6 +53,8 @@ __all__ = [
 METHODS = ("round", "exact", "nelder_mead", "distribution")
 
 _MAX_DINKELBACH_ITER = 100
+#: More classes than this are not an ordinal scale (and K - 1 cuts would not fit in memory long before).
+MAX_CLASSES = 1_000_000
 
 
 # --------------------------------------------------------------------------- checks
@@ -63,12 +65,15 @@ def _check_n_classes(n_classes, y: np.ndarray | None = None) -> int:
     if n_classes is None:
         if y is None:
             raise ValueError("n_classes is required")
+        if top + 1 > MAX_CLASSES:
+            raise ValueError(f"y has class index {top}: the thresholds work on class indices 0..K-1 with K at most "
+                             f"{MAX_CLASSES:,}; subtract the lowest label first")
         return max(top + 1, 2)
     ok = (isinstance(n_classes, (int, np.integer, float, np.floating))
           and not isinstance(n_classes, (bool, np.bool_))
-          and np.isfinite(n_classes) and n_classes == int(n_classes) and n_classes >= 2)
+          and np.isfinite(n_classes) and n_classes == int(n_classes) and 2 <= n_classes <= MAX_CLASSES)
     if not ok:
-        raise ValueError(f"n_classes must be an integer >= 2; got {n_classes!r}")
+        raise ValueError(f"n_classes must be an integer in [2, {MAX_CLASSES:,}]; got {n_classes!r}")
     n_classes = int(n_classes)
     if top is not None and n_classes <= top:
         raise ValueError(f"n_classes={n_classes} is too small: y has label {top}, so n_classes must be >= {top + 1}")

@@ -74,9 +74,54 @@ def resolve_tracking_uri(uri: str | None) -> str:
         raise ValueError(
             f"tracking.uri={uri!r} is a file store, which current MLflow rejects; use "
             f"'sqlite:///ABSOLUTE/PATH/mlflow.db' or an 'http://host:port' tracking server")
-    if uri.startswith("sqlite:///") and "timeout=" not in uri:
-        uri += ("&" if "?" in uri else "?") + f"timeout={SQLITE_TIMEOUT_S}"
+    if uri.startswith("sqlite:"):
+        check_sqlite_path(uri, "tracking.uri")
+        if "timeout=" not in uri:
+            uri += ("&" if "?" in uri else "?") + f"timeout={SQLITE_TIMEOUT_S}"
+    elif not uri.startswith(("http://", "https://", "databricks")):
+        check_database_driver(uri, "tracking.uri")
     return uri
+
+
+def check_sqlite_path(uri: str, key: str) -> Path:
+    """The file of a ``sqlite:////absolute/path.db`` URI, checked: absolute, in a directory (or a new one).
+
+    A relative path (``sqlite:///mlflow.db``, three slashes) would put the
+    store wherever each command happens to run.
+
+    Raises
+    ------
+    ValueError
+        Naming ``key`` and, for a relative path, the URI with four slashes.
+    """
+    if not uri.startswith("sqlite:///"):
+        raise ValueError(f"{key}={uri!r} is not an SQLite URI of a file; use sqlite:////absolute/path.db")
+    path = Path(uri[len("sqlite:///"):].split("?")[0])
+    if not path.is_absolute():
+        raise ValueError(f"{key}={uri!r} is a path relative to the working directory ({path}); write the absolute "
+                         f"path with four slashes, e.g. sqlite:///{Path.cwd() / path}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{key}={uri!r}: {parent} is a file, so the database cannot be created below it")
+            break
+    if path.is_dir():
+        raise ValueError(f"{key}={uri!r}: {path} is a directory; name the database file, e.g. {path / 'mlflow.db'}")
+    return path
+
+
+def check_database_driver(uri: str, key: str) -> None:
+    """Refuse a database URL whose SQLAlchemy dialect or Python driver is not installed."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        make_url(uri).get_dialect().import_dbapi()
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise ValueError(f"{key}={uri!r} is not a database URL qwkboost can use ({exc})") from None
+    except ImportError as exc:
+        raise ValueError(f"{key}={uri!r} needs a database driver that is not installed ({exc}); install it "
+                         "(e.g. pip install psycopg2-binary for postgresql)") from None
 
 
 def _retry(fn, *args, attempts: int = 8, **kwargs):
@@ -146,9 +191,11 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
 
     Raises
     ------
-    RuntimeError
+    ConfigError
         Naming the URI and what to do.
     """
+    from qwkboost.config import ConfigError
+
     if not uri.startswith(("http://", "https://")):
         return
     import requests
@@ -160,7 +207,7 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     except requests.RequestException as exc:
         ok, reason = False, type(exc).__name__ + (": connection refused" if "refused" in str(exc).lower() else "")
     if not ok:
-        raise RuntimeError(
+        raise ConfigError(
             f"the MLflow tracking server at tracking.uri={uri} cannot be reached ({reason}); start it "
             f"(e.g. mlflow server --host 127.0.0.1 --port 5000), or leave tracking.uri and MLFLOW_TRACKING_URI "
             f"unset to log to the local sqlite store")
@@ -175,12 +222,17 @@ def setup(uri: str | None, experiment_name: str) -> str:
 
     Raises
     ------
-    RuntimeError
-        If a tracking server cannot be reached (within seconds).
+    ConfigError
+        For a URI that cannot be used, or a tracking server that does not answer (within seconds).
     """
     import mlflow
 
-    uri = resolve_tracking_uri(uri)
+    from qwkboost.config import config_errors
+
+    with config_errors():
+        uri = resolve_tracking_uri(uri)
+        if not isinstance(experiment_name, str) or not experiment_name.strip():
+            raise ValueError(f"tracking.experiment_name must be a non-empty name; got {experiment_name!r}")
     check_reachable(uri)
     prepare_store(uri)
     mlflow.set_tracking_uri(uri)

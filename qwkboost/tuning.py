@@ -38,8 +38,8 @@ from qwkboost.config import ConfigError, check_tune, config_errors
 from qwkboost.experiment import load_dataset, run_experiment
 from qwkboost.interrupt import is_alive, process_tag
 
-__all__ = ["default_storage", "suggest", "check_space", "config_fingerprint", "study_name", "best_overrides",
-           "TrialSeededSampler", "tune"]
+__all__ = ["default_storage", "suggest", "check_space", "check_space_against_engine", "config_fingerprint",
+           "study_name", "best_overrides", "TrialSeededSampler", "tune"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,12 @@ def check_space(space: Mapping[str, Mapping[str, Any]]) -> None:
             choices = spec.get("choices")
             if not isinstance(choices, (list, tuple)) or not choices:
                 raise ValueError(f"{key} needs a non-empty list of choices")
+            odd = [c for c in choices if c is not None and not isinstance(c, (str, int, float, bool))]
+            if odd:
+                raise ValueError(f"{key}.choices must be numbers, strings, booleans or null; got {odd}")
             continue
+        if "log" in spec and not isinstance(spec["log"], bool):
+            raise ValueError(f"{key}.log must be true or false; got {spec['log']!r}")
         if "low" not in spec or "high" not in spec:
             raise ValueError(f"{key} needs low and high")
         low, high = spec["low"], spec["high"]
@@ -143,14 +148,47 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 
 def best_overrides(params: Mapping[str, Any]) -> str:
-    """Best parameters as command-line overrides that ``experiments/run.py`` takes as is."""
-    def fmt(v):
-        if isinstance(v, bool):
-            return str(v).lower()
-        if isinstance(v, float):
-            return repr(v)
-        return str(v)
-    return " ".join(f"++engine.params.{k}={fmt(v)}" for k, v in params.items())   # ++: set, or add if absent
+    """Best parameters as command-line overrides that ``experiments/run.py`` takes as is.
+
+    ``++`` sets a parameter whether or not the engine's config lists it;
+    values are written as Hydra reads them back (``null``, ``true``, quoted
+    strings where needed).
+    """
+    import shlex
+
+    def fmt(k, v):
+        if v is None:
+            text = "null"
+        elif isinstance(v, bool):
+            text = str(v).lower()
+        elif isinstance(v, float):
+            text = repr(v)
+        elif isinstance(v, str) and not v.replace("_", "").replace(".", "").replace("-", "").isalnum():
+            text = json.dumps(v)          # Hydra reads a double-quoted string as is
+        else:
+            text = str(v)
+        return shlex.quote(f"++engine.params.{k}={text}")
+    return " ".join(fmt(k, v) for k, v in params.items())
+
+
+def check_space_against_engine(cfg: Mapping[str, Any], n_features: int) -> None:
+    """Every search-space parameter, at its bounds and each choice, is one the engine accepts.
+
+    Raises
+    ------
+    ValueError
+        Naming ``engine.search_space.<name>`` and the engine's reason, before trial 0.
+    """
+    from qwkboost.engines import check_engine_params
+
+    base = dict(cfg["engine"].get("params") or {})
+    for name, spec in (cfg["engine"].get("search_space") or {}).items():
+        values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
+        for v in values:
+            try:
+                check_engine_params(cfg["engine"]["name"], {**base, name: v}, n_features)
+            except ValueError as exc:
+                raise ValueError(f"engine.search_space.{name}={v!r}: {exc}") from None
 
 
 class TrialSeededSampler(optuna.samplers.BaseSampler):
@@ -215,10 +253,10 @@ def _storage(url: str, t: Mapping[str, Any]):
                          "sqlite:////absolute/path/optuna.db or postgresql://user@host/dbname") from None
     kwargs = {"connect_args": {"timeout": 60}} if parsed.drivername.startswith("sqlite") else {}
     lock = None
-    if parsed.drivername.startswith("sqlite") and parsed.database:
-        from pathlib import Path
-
-        lock = tracking.store_lock(Path(parsed.database))
+    if parsed.drivername.startswith("sqlite"):
+        lock = tracking.store_lock(tracking.check_sqlite_path(url, "tune.storage"))
+    else:
+        tracking.check_database_driver(url, "tune.storage")
     try:
         with lock or contextlib.nullcontext(), _quiet_experimental():
             retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) \
@@ -334,6 +372,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         return study
     with config_errors():
         ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)))
+        check_space_against_engine(cfg, ds.X_train.shape[1])
 
     def objective(trial) -> float:
         params = suggest(trial, space)

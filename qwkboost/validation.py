@@ -9,6 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "check_int",
+    "check_real",
+    "check_bool",
+    "check_mapping",
+    "check_seed",
+    "SEED_MAX",
     "check_1d",
     "check_labels",
     "check_same_length",
@@ -16,6 +22,79 @@ __all__ = [
     "feature_names",
     "align_columns",
 ]
+
+
+#: Seeds must fit every engine's and NumPy's seed type (a signed 32-bit integer).
+SEED_MAX = 2**31 - 1
+#: Integers beyond this lose their distinctness as float64.
+EXACT_INT_MAX = 2**53
+
+
+def check_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an ``int``: an integer (not a bool, not a float) in ``[lo, hi]``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the bounds and the value.
+    """
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if ok and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return int(value)
+    bounds = (f" >= {lo}" if hi is None else f" in [{lo}, {hi}]") if lo is not None else \
+        (f" <= {hi}" if hi is not None else "")
+    raise ValueError(f"{name} must be an integer{bounds}; got {value!r}")
+
+
+def check_real(value, name: str, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+               hi_open: bool = False, allow_none: bool = False) -> float | None:
+    """``value`` as a finite ``float`` in the interval given (open or closed at each end).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the interval and the value.
+    """
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)) \
+        and bool(np.isfinite(value))
+    if ok:
+        v = float(value)
+        if (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi)):
+            return v
+    if lo is not None and hi is not None:
+        where = f" in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    elif lo is not None:
+        where = f" {'>' if lo_open else '>='} {lo:g}"
+    elif hi is not None:
+        where = f" {'<' if hi_open else '<='} {hi:g}"
+    else:
+        where = ""
+    raise ValueError(f"{name} must be a finite number{where}{' or None' if allow_none else ''}; got {value!r}")
+
+
+def check_bool(value, name: str) -> bool:
+    """``value`` if it is ``True`` or ``False``; a string such as ``"false"`` is refused, not read as true."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be true or false; got {value!r}")
+
+
+def check_mapping(value, name: str) -> dict:
+    """``value`` as a dict (``None`` is an empty one)."""
+    from collections.abc import Mapping
+
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a dict of names to values; got {type(value).__name__} {value!r}")
+    return dict(value)
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """A seed every engine and NumPy accept: an integer in ``[0, 2**31 - 1]``."""
+    return check_int(value, name, 0, SEED_MAX)
 
 
 def check_1d(values, name: str, *, allow_nan: bool = False) -> np.ndarray:
@@ -35,6 +114,12 @@ def check_1d(values, name: str, *, allow_nan: bool = False) -> np.ndarray:
     ValueError
         If the input is empty, not 1-d, not numeric or not finite.
     """
+    if values is None:
+        raise ValueError(f"{name} is None; give an array of numbers")
+    raw = np.asarray(values)
+    if raw.dtype.kind in "iu" and raw.size and int(np.max(np.abs(raw.astype(np.float64)))) >= EXACT_INT_MAX:
+        raise ValueError(f"{name} holds integers beyond 2**53, which float64 cannot tell apart; subtract their "
+                         "minimum (or recode them) first")
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -66,6 +151,8 @@ def check_labels(values, name: str) -> np.ndarray:
         If a value is NaN, inf, negative or not a whole number.
     """
     arr = check_1d(values, name)
+    if np.max(np.abs(arr)) >= EXACT_INT_MAX:
+        raise ValueError(f"{name} holds labels beyond 2**53, which float64 cannot tell apart; recode them")
     frac = arr != np.round(arr)
     if frac.any():
         first = int(np.flatnonzero(frac)[0])
@@ -96,6 +183,8 @@ def check_features(X, name: str = "X") -> np.ndarray:
     ValueError
         If ``X`` is empty, not 2-d, sparse, holds strings or holds inf.
     """
+    if X is None:
+        raise ValueError(f"{name} is None; give a 2-d array or DataFrame of features")
     if hasattr(X, "tocsr") and hasattr(X, "nnz"):
         raise ValueError(
             f"{name} is a scipy.sparse matrix; pass a dense array instead: {name}.toarray() if absent entries "
@@ -130,10 +219,22 @@ def check_features(X, name: str = "X") -> np.ndarray:
     return arr
 
 
-def feature_names(X) -> list[str] | None:
-    """Column names of a DataFrame as strings; ``None`` for arrays."""
+def feature_names(X, name: str = "X") -> list[str] | None:
+    """Column names of a DataFrame as strings; ``None`` for arrays.
+
+    Raises
+    ------
+    ValueError
+        If two columns share a name (matching columns by name would be ambiguous).
+    """
     cols = getattr(X, "columns", None)
-    return None if cols is None else [str(c) for c in cols]
+    if cols is None:
+        return None
+    names = [str(c) for c in cols]
+    if len(set(names)) != len(names):
+        dup = sorted({c for c in names if names.count(c) > 1})
+        raise ValueError(f"{name} has duplicate column names {dup}; give every column its own name")
+    return names
 
 
 def align_columns(X, names: list[str] | None, n_features: int | None, name: str = "X",
@@ -150,11 +251,8 @@ def align_columns(X, names: list[str] | None, n_features: int | None, name: str 
     ValueError
         Naming the missing columns, or the width mismatch.
     """
-    have = feature_names(X)
+    have = feature_names(X, name)
     if names is not None and have is not None:
-        if len(set(have)) != len(have):
-            dup = sorted({c for c in have if have.count(c) > 1})
-            raise ValueError(f"{name} has duplicate column names {dup}")
         missing = [c for c in names if c not in have]
         if missing:
             raise ValueError(f"{name} lacks the feature column(s) {missing}; {reference} {names}")

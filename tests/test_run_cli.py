@@ -208,6 +208,34 @@ def test_run_of_a_killed_process_is_ended_by_the_next_command(tmp_path):
     assert got[r.info.run_name].info.status == "KILLED" and len(got) == 2
 
 
+def test_duplicate_target_column_does_not_leak(tmp_path, mlflow_store):
+    """A repeated target column became a feature (pandas renamed it y.1): test QWK 1.0 on random labels."""
+    import numpy as np
+
+    rs = np.random.RandomState(0)
+    y = rs.randint(0, 4, 300)
+    pd.DataFrame({"f1": rs.rand(300), "f2": rs.rand(300), "y": y, "y2": y}).rename(columns={"y2": "y"}) \
+        .to_csv(tmp_path / "d.csv", index=False)
+    proc = run_cli(tmp_path, "data=csv", f"data.path={tmp_path / 'd.csv'}", "data.target=y", "cv.n_splits=3",
+                   f"tracking.uri={mlflow_store}", ok=False)
+    assert proc.returncode == 2 and "duplicate column names ['y']" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["tune.max_retry=-1"], "tune.max_retry must be an integer >= 0; got -1"),
+    (["tune.heartbeat_interval=abc"], "tune.heartbeat_interval must be an integer >= 1; got 'abc'"),
+    (["+engine.search_space.foo={type:int,low:1,high:3}"], "engine.search_space.foo=1: unknown xgboost parameter"),
+    (["engine.search_space.max_depth.low=-5", "engine.search_space.max_depth.high=-4"],
+     "engine.search_space.max_depth=-5: xgboost rejected the parameters"),
+    (["engine.search_space.learning_rate.log=maybe"], "engine.search_space.learning_rate.log must be true or false"),
+])
+def test_bad_tuning_input_is_one_line_before_any_trial(tmp_path, mlflow_store, args, message):
+    proc = run_cli(tmp_path, *TINY_OVERRIDES, *args, f"tracking.uri={mlflow_store}", "tune.n_trials=1",
+                   f"tune.storage=sqlite:///{tmp_path}/optuna.db", script="tune.py", ok=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and message in proc.stderr
+
+
 def test_unreachable_tracking_server_fails_fast(tmp_path):
     import socket
 
@@ -226,16 +254,29 @@ def test_unreachable_tracking_server_fails_fast(tmp_path):
     (["+engine.params.max_dept=3"], "unknown xgboost parameter(s) ['max_dept'] ('max_dept': did you mean 'max_depth'"),
     (["engine=lightgbm", "+engine.params.num_leavs=8"], "unknown lightgbm parameter(s) ['num_leavs']"),
     (["engine=native", "+engine.params.max_dept=3"], "unknown native-engine parameter 'max_dept'"),
-    (["seed=abc"], "seed must be an integer >= 0; got 'abc'"),
+    (["seed=abc"], "seed must be an integer in [0, 2147483644]; got 'abc'"),
     (["engine.params.base_score=high"], "engine.params.base_score must be a number or null; got 'high'"),
     (["data.n_train=0"], "data.n_train must be an integer >= 2; got 0"),
     (["data=chisq"], "objective=extended_qwk needs ordinal labels, but data=chisq is a regression target"),
     (["engine=lightgbm", "data.n_train=50"], "lightgbm can split no feature of these 33 training rows"),
+    (["cv.shuffle=no"], "cv.shuffle must be true or false; got 'no'"),
+    (["+cv.foo=1"], "cv has no setting(s) ['foo']; its settings are: n_splits, stratified, shuffle"),
+    (["+data.n_trian=10"], "data=quartiles has no setting(s) ['n_trian']"),
+    (["data.n_classes=2.5"], "data.n_classes must be an integer in [2, 1000]; got 2.5"),
+    (["data.seed=-1"], "data.seed must be an integer in [0, 2147483647]; got -1"),
+    (["data.n_visible=0"], "data.n_visible must be an integer >= 1; got 0"),
+    (["cv.n_splits=1000"], "cv.n_splits=1000 exceeds the rows of the rarest class"),
+    (["objective.params.a=1e308"], "a (the target label mean) must lie within the labels' range [0, 3]"),
+    (["tracking.experiment_name=''"], "tracking.experiment_name must be a non-empty name"),
+    (["tracking.uri=sqlite:///relative/mlflow.db"], "is a path relative to the working directory"),
+    (["tracking.uri=mysql://u@127.0.0.1:1/db"], "needs a database driver that is not installed"),
+    (["experiment=qwk_table", "table.engines=[]"], "table.engines must be a non-empty list"),
 ])
 def test_bad_input_is_one_clear_line_before_training(tmp_path, mlflow_store, args, message):
     base = [] if "data=chisq" in args else TINY_OVERRIDES
-    proc = run_cli(tmp_path, *base, *args, f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_bad",
-                   ok=False)
+    tracking = [a for a in (f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_bad")
+                if a.split("=")[0] not in {x.split("=")[0] for x in args}]
+    proc = run_cli(tmp_path, *base, *args, *tracking, ok=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert message in proc.stderr

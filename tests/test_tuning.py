@@ -3,6 +3,7 @@ repeating itself, parallel workers that draw different parameters, and clear err
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def test_best_parameters_print_as_a_command_that_works(tmp_path, mlflow_store):
     again = subprocess.run(tune_cmd(mlflow_store, db, "tune_best", 2), cwd=tmp_path, env=ENV,
                            capture_output=True, text=True, timeout=600)
     assert f"best qwk_thresholds_oof={best.value:.4f} (trial {best.number})" in again.stdout + again.stderr
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *line.split(),
+    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *shlex.split(line),
                           "tracking.experiment_name=tune_best_rerun"], cwd=tmp_path, env=ENV,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]

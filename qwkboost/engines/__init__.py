@@ -8,6 +8,7 @@ for the contract.
 from __future__ import annotations
 
 import importlib
+import inspect
 import numbers
 from types import ModuleType
 from typing import Callable
@@ -17,9 +18,11 @@ import numpy as np
 from qwkboost.engines.model import Model, load_model
 from qwkboost.objectives import Objective, resolve
 from qwkboost.parallel import available_cores, blas_single_thread
-from qwkboost.validation import align_columns, check_1d, check_features, check_same_length, feature_names
+from qwkboost.validation import (align_columns, check_1d, check_features, check_int, check_mapping,
+                                 check_same_length, check_seed, feature_names)
 
-__all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset"]
+__all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset",
+           "EngineObjective"]
 
 ENGINES = {
     "xgboost": "qwkboost.engines.xgboost",
@@ -39,7 +42,7 @@ def get_engine(engine: str) -> ModuleType:
     ValueError
         For an unknown name; the message lists the choices.
     """
-    if engine not in ENGINES:
+    if not isinstance(engine, str) or engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; available engines: {', '.join(ENGINES)}")
     return importlib.import_module(ENGINES[engine])
 
@@ -83,25 +86,66 @@ def label_offset(y: np.ndarray) -> float:
     return float(np.round(mid)) if abs(mid) > max(hi - lo, 1.0) else 0.0
 
 
-class _Shifted:
-    """The objective as an engine sees it when labels are centred: every call is made in label space."""
+class EngineObjective:
+    """The objective as an engine sees it: labels centred by ``offset``, every output checked.
 
-    def __init__(self, objective: Objective, offset: float):
+    Each call is made in label space (``offset`` added back to labels and
+    scores), so objectives never see the centring. Gradients and hessians
+    must have one value per row, and, where ``check_finite``, be finite (the
+    native engine checks finiteness in its own passes): a custom objective's
+    mistake is named instead of failing deep in an engine or training a
+    constant model on NaN.
+    """
+
+    def __init__(self, objective: Objective, offset: float = 0.0, check_finite: bool = True):
         self.objective = objective
-        self.offset = offset
+        self.offset = float(offset)
+        self.check_finite = check_finite
         self.name = objective.name
         self.metric_name = objective.metric_name
         self.higher_is_better = objective.higher_is_better
-        self.init_score_ = objective.init_score_ - offset
+        self.init_score_ = objective.init_score_ - self.offset
+        self._round = 0
+
+    def _shift(self, y, score):
+        return (y, score) if not self.offset else (y + self.offset, score + self.offset)
 
     def grad_hess(self, y, score):
-        return self.objective.grad_hess(y + self.offset, score + self.offset)
+        g, h = self.objective.grad_hess(*self._shift(y, score))
+        g = np.asarray(g, dtype=np.float64)
+        h = np.asarray(h, dtype=np.float64)
+        if g.shape != y.shape or h.shape != y.shape:
+            raise ValueError(f"objective {self.name!r}: grad_hess returned gradients of shape {g.shape} and "
+                             f"hessians of shape {h.shape} for {y.size} rows; it must return one of each per row")
+        if self.check_finite and not (np.isfinite(g).all() and np.isfinite(h).all()):
+            raise ValueError(f"objective {self.name!r} returned non-finite gradients or hessians at round "
+                             f"{self._round}")
+        self._round += 1
+        return g, h
 
     def metric(self, y, score):
-        return self.objective.metric(y + self.offset, score + self.offset)
+        return self.objective.metric(*self._shift(y, score))
 
     def loss(self, y, score):
-        return self.objective.loss(y + self.offset, score + self.offset)
+        return self.objective.loss(*self._shift(y, score))
+
+
+def _check_callbacks(callbacks) -> list:
+    if callbacks is None:
+        return []
+    if callable(callbacks) or not isinstance(callbacks, (list, tuple)):
+        raise ValueError(f"callbacks must be a list of functions fn(round, evals); got {callbacks!r}")
+    for i, fn in enumerate(callbacks):
+        if not callable(fn):
+            raise ValueError(f"callbacks[{i}] is not callable; got {fn!r}")
+        try:
+            inspect.signature(fn).bind(0, {})
+        except TypeError:
+            raise ValueError(f"callbacks[{i}] must accept two arguments, fn(round, evals); "
+                             f"its signature is {inspect.signature(fn)}") from None
+        except ValueError:
+            pass    # no signature to read (a builtin): let it run
+    return list(callbacks)
 
 
 def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_qwk", params: dict | None = None,
@@ -153,34 +197,34 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         For malformed data, an unknown engine, objective or parameter, or inconsistent arguments.
     """
     adapter = get_engine(engine)
-    obj = resolve(objective, **(objective_params or {}))
+    obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
+    params = check_mapping(params, "params")
     names = feature_names(X)
     X = check_features(X, "X")
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
     if obj.ordinal:
         _check_whole(y, "y", obj)
+    _check_span(y, "y")
     if eval_set is not None:
         if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
             raise ValueError("eval_set must be a pair (X_val, y_val)")
         Xv = align_columns(eval_set[0], names, X.shape[1], "eval_set X", reference="X has")
         yv = check_1d(eval_set[1], "eval_set y")
         check_same_length(Xv, yv, "eval_set X", "eval_set y")
+        if obj.ordinal:
+            _check_whole(yv, "eval_set y", obj)
         eval_set = (Xv, yv)
-    if isinstance(num_boost_round, bool) or not isinstance(num_boost_round, numbers.Integral) \
-            or num_boost_round < 0:
-        raise ValueError(f"num_boost_round must be an integer >= 0; got {num_boost_round!r}")
+    num_boost_round = check_int(num_boost_round, "num_boost_round", 0)
     if early_stopping_rounds is not None:
-        if isinstance(early_stopping_rounds, bool) or not isinstance(early_stopping_rounds, numbers.Integral) \
-                or early_stopping_rounds < 1:
-            raise ValueError(f"early_stopping_rounds must be a positive integer; got {early_stopping_rounds!r}")
+        early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
         if eval_set is None:
             raise ValueError("early_stopping_rounds needs an eval_set to score")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"seed must be an integer; got {seed!r}")
+    seed = check_seed(seed)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be a non-zero integer (or None for every core); got {n_jobs!r}")
-    base_score = (params or {}).get("base_score")
+    callbacks = _check_callbacks(callbacks)
+    base_score = params.get("base_score")
     params = check_engine_params(engine, params, X.shape[1])
     if not _splittable(X).any():
         raise ValueError(f"X: every feature is constant (or missing) over the {X.shape[0]} training row(s); "
@@ -191,12 +235,12 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     if base_score is not None:
         obj.init_score_ = float(base_score)
     offset = label_offset(y)
-    seen = obj if offset == 0.0 else _Shifted(obj, offset)
+    seen = EngineObjective(obj, offset, check_finite=engine != "native")
     y_engine = y - offset
     ev = None if eval_set is None else (eval_set[0], eval_set[1] - offset)
     with blas_single_thread():
         booster, num_rounds, best, evals_result = adapter.fit(
-            X, y_engine, seen, params, int(num_boost_round), ev, early_stopping_rounds, callbacks or [], int(seed))
+            X, y_engine, seen, params, num_boost_round, ev, early_stopping_rounds, callbacks, seed)
     return Model(engine, obj, obj.init_score_, booster, num_rounds, best, evals_result, X.shape[1],
                  feature_names=names, label_offset=offset)
 
@@ -206,6 +250,17 @@ def _splittable(X: np.ndarray) -> np.ndarray:
     nan = np.isnan(X)
     spread = np.fmax.reduce(X, axis=0) > np.fmin.reduce(X, axis=0)
     return spread | (nan.any(axis=0) & ~nan.all(axis=0))
+
+
+#: Label spreads the engines' float32 scores can hold, with room for the boosting steps.
+MAX_LABEL_SPAN = 1e30
+
+
+def _check_span(y: np.ndarray, name: str) -> None:
+    span = float(np.max(y)) - float(np.min(y))
+    if not span <= MAX_LABEL_SPAN:
+        raise ValueError(f"{name} spans {span:.3g}; XGBoost and LightGBM keep labels and scores in float32, so "
+                         f"labels must span at most {MAX_LABEL_SPAN:g}: rescale them")
 
 
 def _check_whole(y: np.ndarray, name: str, obj: Objective) -> None:

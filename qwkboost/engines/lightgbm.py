@@ -64,9 +64,16 @@ def check_params(params: dict, n_features: int) -> None:
         if c in seen:
             raise ValueError(f"lightgbm parameters {seen[c]!r} and {k!r} are the same parameter ({c!r}); give one")
         seen[c] = k
+    cat = _param(params, "categorical_feature", None)
+    if cat is not None:
+        idx = cat if isinstance(cat, (list, tuple)) else str(cat).split(",")
+        bad = [c for c in idx if not str(c).strip().lstrip("-").isdigit() or not 0 <= int(c) < n_features]
+        if bad:
+            raise ValueError(f"categorical_feature must list feature indices in [0, {n_features}); got {cat!r} "
+                             "(LightGBM would ignore the others)")
     X = np.arange(3 * n_features, dtype=np.float64).reshape(3, n_features)
     try:
-        lgb.Booster({**params, **DEFAULTS}, lgb.Dataset(X, np.arange(3.0), params={"verbose": -1}))
+        lgb.Booster({**DEFAULTS, **params}, lgb.Dataset(X, np.arange(3.0), params={"verbose": -1}))
     except lgb.basic.LightGBMError as exc:
         raise ValueError(f"lightgbm rejected the parameters: {_reason(exc)}") from None
 
@@ -194,3 +201,8 @@ def load(text: str):
         return lgb.Booster(model_str=text)
     except lgb.basic.LightGBMError as exc:
         raise ValueError(f"the lightgbm booster in the model file is malformed: {_reason(exc)}") from None
+
+
+def shape(booster) -> tuple[int, int]:
+    """``(rounds, features)`` of a booster."""
+    return booster.current_iteration(), booster.num_feature()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from qwkboost.objectives import Objective, get as get_objective
-from qwkboost.validation import align_columns
+from qwkboost.validation import align_columns, check_int
 
 __all__ = ["Model", "load_model", "FORMAT_VERSION"]
 
@@ -88,9 +88,8 @@ class Model:
         from qwkboost.engines import get_engine
 
         X = align_columns(X, self.feature_names, self.n_features)
-        n_iter = self.best_iteration if num_iteration is None else int(num_iteration)
-        if not 0 <= n_iter <= self.num_rounds:
-            raise ValueError(f"num_iteration must be in [0, {self.num_rounds}]; got {num_iteration}")
+        n_iter = self.best_iteration if num_iteration is None else \
+            check_int(num_iteration, "num_iteration", 0, self.num_rounds)
         if n_iter == 0 or self.booster is None:
             return np.full(X.shape[0], self.init_score)
         raw = get_engine(self.engine).predict_raw(self.booster, X, n_iter, self.init_score - self.label_offset)
@@ -161,10 +160,14 @@ def load_model(path) -> Model:
     """
     from qwkboost.engines import ENGINES, get_engine
 
+    if not isinstance(path, (str, Path)):
+        raise ValueError(f"path must be a file path (str or pathlib.Path); got {path!r}")
     path = Path(path)
     where = f"path {str(path)!r}"
     if not path.exists():
         raise ValueError(f"{where} does not exist")
+    if not path.is_file():
+        raise ValueError(f"{where} is not a file")
     try:
         payload = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -195,15 +198,25 @@ def load_model(path) -> Model:
             or not isinstance(spec.get("state", {}), dict):
         raise ValueError(f"{where}: 'objective' must hold a name, params and state")
     objective = get_objective(spec["name"], **spec.get("params", {})).set_state(spec.get("state", {}))
+    lacking = [k for k in objective.state if not hasattr(objective, k)]
+    if lacking:
+        raise ValueError(f"{where}: the objective's state lacks {lacking}")
     text = payload.get("booster")
     if text is not None and not isinstance(text, str):
         raise ValueError(f"{where}: 'booster' must be the engine's model text")
     digest = payload.get("booster_sha256")
     if text is not None and digest is not None and hashlib.sha256(text.encode()).hexdigest() != digest:
         raise ValueError(f"{where}: the booster text does not match its checksum (the file was truncated or edited)")
-    booster = None if text is None else get_engine(engine).load(text)
-    if booster is None and num_rounds > 0 and engine != "lightgbm":
+    adapter = get_engine(engine)
+    booster = None if text is None else adapter.load(text)
+    if booster is None and num_rounds > 0:
         raise ValueError(f"{where}: {num_rounds} rounds but no booster")
+    if booster is not None:
+        rounds, width = adapter.shape(booster)
+        if rounds != num_rounds:
+            raise ValueError(f"{where}: num_rounds is {num_rounds}, but the booster holds {rounds} rounds")
+        if n_features is not None and width != n_features:
+            raise ValueError(f"{where}: n_features is {n_features}, but the booster was trained on {width}")
     evals = payload.get("evals_result")
     return Model(engine, objective, init_score, booster, num_rounds, best, evals if isinstance(evals, dict) else {},
                  n_features, names, offset)

@@ -46,3 +46,8 @@ def dump(booster: NativeBooster) -> str:
 
 def load(text: str) -> NativeBooster:
     return NativeBooster.from_json(text)
+
+
+def shape(booster: NativeBooster) -> tuple[int, int]:
+    """``(rounds, features)`` of a booster."""
+    return booster.num_trees, booster.n_features

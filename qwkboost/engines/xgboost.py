@@ -89,6 +89,13 @@ def check_params(params: dict, n_features: int) -> None:
     for k in params:
         if k in RESERVED:
             raise ValueError(f"engine parameter {k!r} cannot be set for xgboost: {RESERVED[k]}")
+    mono = params.get("monotone_constraints")
+    if mono is not None:     # XGBoost takes a shorter list silently, leaving the other features free
+        n_mono = len(mono) if isinstance(mono, (list, tuple, dict)) else \
+            len([v for v in str(mono).strip("()[] ").split(",") if v.strip()])
+        if not isinstance(mono, dict) and n_mono != n_features:
+            raise ValueError(f"monotone_constraints has {n_mono} entries but X has {n_features} features; give "
+                             "one constraint (-1, 0 or +1) per feature")
     try:
         _, messages = _dry_run({**DEFAULTS, **params}, n_features)
     except xgb.core.XGBoostError as exc:
@@ -166,3 +173,8 @@ def load(text: str):
     except xgb.core.XGBoostError as exc:
         raise ValueError(f"the xgboost booster in the model file is malformed: {_first_line(exc)}") from None
     return b
+
+
+def shape(booster) -> tuple[int, int]:
+    """``(rounds, features)`` of a booster."""
+    return booster.num_boosted_rounds(), booster.num_features()

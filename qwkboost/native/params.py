@@ -61,7 +61,11 @@ def parse_monotone(value, n_features: int) -> np.ndarray | None:
         return None
     if isinstance(value, str):
         s = value.strip().strip("()[]")
-        value = [int(v) for v in s.split(",") if v.strip()] if s else []
+        try:
+            value = [int(v) for v in s.split(",") if v.strip()] if s else []
+        except ValueError:
+            raise ValueError(f"monotone_constraints must list -1, 0 or +1 per feature, e.g. \"(1,0,-1)\"; "
+                             f"got {value!r}") from None
     if isinstance(value, dict):
         out = np.zeros(n_features, dtype=np.int64)
         for k, v in value.items():
@@ -135,11 +139,15 @@ def resolve_params(params: dict | None, n_features: int | None = None) -> dict:
     out["max_bin"] = _number("max_bin", out["max_bin"], 2, MAX_BINS, integer=True)
     out["bin_construct_sample_cnt"] = _number("bin_construct_sample_cnt", out["bin_construct_sample_cnt"], 1,
                                               integer=True)
+    if not isinstance(out["enable_bundle"], (bool, np.bool_)):
+        raise ValueError(f"enable_bundle must be true or false; got {out['enable_bundle']!r}")
     out["enable_bundle"] = bool(out["enable_bundle"])
     out["max_conflict_rate"] = _number("max_conflict_rate", out["max_conflict_rate"], 0.0, 1.0)
     out["refit_iter"] = _number("refit_iter", out["refit_iter"], 1, integer=True)
     if out["n_jobs"] is not None:
         out["n_jobs"] = _number("n_jobs", out["n_jobs"], integer=True)
+        if out["n_jobs"] == 0 or out["n_jobs"] < -1:
+            raise ValueError(f"n_jobs must be a positive integer, or -1 or None for every core; got {out['n_jobs']!r}")
     if out["max_depth"] <= 0 and out["grow_policy"] == "depthwise" and out["max_leaves"] == 0:
         raise ValueError("max_depth <= 0 (no depth limit) needs grow_policy='lossguide' or max_leaves > 0")
     if n_features is not None:

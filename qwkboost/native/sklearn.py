@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from qwkboost.native.boosting import train_booster
 from qwkboost.native.params import DEFAULTS
 from qwkboost.objectives import get as get_objective
-from qwkboost.validation import check_1d, check_same_length
+from qwkboost.validation import check_1d, check_int, check_same_length, check_seed
 
 __all__ = ["NativeGBDTRegressor"]
 
@@ -86,17 +86,23 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y, eval_set=None, early_stopping_rounds=None):
         """Fit on ``X`` (n_samples, n_features) and ``y``; return ``self``."""
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
-        if isinstance(self.n_estimators, bool) or int(self.n_estimators) != self.n_estimators \
-                or self.n_estimators < 0:
-            raise ValueError(f"n_estimators must be an integer >= 0; got {self.n_estimators!r}")
+        n_estimators = check_int(self.n_estimators, "n_estimators", 0)
         obj = get_objective(self.objective)
+        if obj.ordinal and np.any(y != np.round(y)):
+            raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; y holds fractional "
+                             "values (use objective='squared_error' for a continuous target)")
         obj.fit(y)
-        if isinstance(self.random_state, (int, np.integer)):
-            seed = int(self.random_state)
-        else:
+        if isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, bool):
+            seed = check_seed(self.random_state, "random_state")
+        elif self.random_state is None or isinstance(self.random_state, np.random.RandomState):
             seed = int(check_random_state(self.random_state).randint(2**31 - 1))
-        if early_stopping_rounds is not None and eval_set is None:
-            raise ValueError("early_stopping_rounds needs an eval_set to score")
+        else:
+            raise ValueError(f"random_state must be an integer, a numpy RandomState or None; got "
+                             f"{self.random_state!r}")
+        if early_stopping_rounds is not None:
+            early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
+            if eval_set is None:
+                raise ValueError("early_stopping_rounds needs an eval_set to score")
         if eval_set is not None:
             if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
                 raise ValueError("eval_set must be a pair (X_val, y_val)")
@@ -105,7 +111,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
             yv = check_1d(yv, "eval_set y")
             check_same_length(Xv, yv, "eval_set X", "eval_set y")
             eval_set = (Xv, yv)
-        booster, _, best, evals = train_booster(X, y, obj, self._engine_params(), int(self.n_estimators),
+        booster, _, best, evals = train_booster(X, y, obj, self._engine_params(), n_estimators,
                                                 eval_set, early_stopping_rounds, (), seed)
         self.booster_ = booster
         self.objective_ = obj

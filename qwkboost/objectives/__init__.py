@@ -69,7 +69,7 @@ def get(name: str, **params) -> Objective:
     ValueError
         For an unknown name (the message lists the choices) or an unknown parameter.
     """
-    if name not in _REGISTRY:
+    if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"unknown objective {name!r}; available objectives: {', '.join(available())}")
     cls = _REGISTRY[name]
     valid = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]

@@ -90,10 +90,17 @@ class ExtendedQWK(Objective):
         y = np.asarray(y, dtype=np.float64)
         if y.min() == y.max() and (self.a is None or self.b is None):
             raise ValueError(f"y contains a single class ({float(y[0])!r}); extended QWK needs labels that vary")
-        self.a_ = float(y.mean()) if self.a is None else float(self.a)
-        self.b_ = float(y.var()) if self.b is None else float(self.b)
         self.lo_ = float(y.min())
         self.hi_ = float(y.max())
+        if self.a is not None and not self.lo_ <= self.a <= self.hi_:
+            raise ValueError(f"a (the target label mean) must lie within the labels' range [{self.lo_:g}, "
+                             f"{self.hi_:g}]; got {self.a!r}")
+        if self.b is not None and self.b > (self.hi_ - self.lo_) ** 2:
+            raise ValueError(f"b (the target label variance) must be at most (max - min)**2 = "
+                             f"{(self.hi_ - self.lo_) ** 2:g} for labels in [{self.lo_:g}, {self.hi_:g}]; "
+                             f"got {self.b!r}")
+        self.a_ = float(y.mean()) if self.a is None else float(self.a)
+        self.b_ = float(y.var()) if self.b is None else float(self.b)
         return super().fit(y)
 
     def _clipped(self, score):

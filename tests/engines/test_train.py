@@ -171,7 +171,7 @@ def test_predict_checks_features(small_quartiles):
     m = qb.train(ds.X_train, ds.y_train, "xgboost", num_boost_round=2)
     with pytest.raises(ValueError, match="X has 3 features but the model was trained on 5"):
         m.predict(ds.X_test[:, :3])
-    with pytest.raises(ValueError, match=r"num_iteration must be in \[0, 2\]"):
+    with pytest.raises(ValueError, match=r"num_iteration must be an integer in \[0, 2\]"):
         m.predict(ds.X_test, num_iteration=9)
 
 
