@@ -189,6 +189,9 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     except ValueError as exc:
         raise ValueError(f"engine.params ({engine}): {exc}") from None
     k = int(cfg["cv"]["n_splits"])
+    if ds.is_ordinal and np.unique(ds.y_test).size < 2:
+        raise ValueError(f"the {len(ds.y_test)} test row(s) hold a single class ({ds.y_test[0]:g}); QWK on the test "
+                         "set is undefined: give more test rows (data.n_test, data.test_size or data.test_path)")
     if ds.is_ordinal and cfg["cv"].get("stratified", True):
         labels, counts = np.unique(ds.y_train, return_counts=True)
         if counts.min() < k:

@@ -260,6 +260,7 @@ def test_unreachable_tracking_server_fails_fast(tmp_path):
     (["data=chisq"], "objective=extended_qwk needs ordinal labels, but data=chisq is a regression target"),
     (["engine=lightgbm", "data.n_train=50"], "lightgbm can split no feature of these 33 training rows"),
     (["cv.shuffle=no"], "cv.shuffle must be true or false; got 'no'"),
+    (["data.n_test=1"], "the 1 test row(s) hold a single class"),
     (["+cv.foo=1"], "cv has no setting(s) ['foo']; its settings are: n_splits, stratified, shuffle"),
     (["+data.n_trian=10"], "data=quartiles has no setting(s) ['n_trian']"),
     (["data.n_classes=2.5"], "data.n_classes must be an integer in [2, 1000]; got 2.5"),
