@@ -168,11 +168,11 @@ class MLflowSweepParent(Callback):
 
 
 def _markdown(df) -> str:
-    def fmt(v):
+    def fmt(col, v):
         if isinstance(v, float):
-            return "" if math.isnan(v) else f"{v:.4f}"
+            return "" if math.isnan(v) else f"{v:.1f}" if col in ("best_iteration_mean", "fit_seconds") else f"{v:.4f}"
         return str(v)
 
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in df.itertuples(index=False)]
+    lines += ["| " + " | ".join(fmt(c, v) for c, v in zip(df.columns, r)) + " |" for r in df.itertuples(index=False)]
     return "\n".join(lines) + "\n"
