@@ -181,9 +181,14 @@ def prepare_store(uri: str) -> None:
     db = _sqlite_path(uri)
     if db is None:
         return
+    from qwkboost.config import ConfigError
+
     with store_lock(db):
         _drop_leftover_migration_tables(db)
-        _retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
+        try:
+            _retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
+        except mlflow.exceptions.MlflowException as exc:   # e.g. a store of an older MLflow: its own advice
+            raise ConfigError(f"tracking.uri={uri.split('?')[0]}: {str(exc).splitlines()[0]}") from None
 
 
 def check_reachable(uri: str, timeout: float = 5.0) -> None:

@@ -104,3 +104,20 @@ def test_dead_process_runs_are_reaped(mlflow_store):
     assert client.get_run(orphan.info.run_id).info.status == "KILLED"
     assert client.get_run(alive.info.run_id).info.status == "RUNNING"
     assert client.get_run(foreign.info.run_id).info.status == "RUNNING"
+
+
+def test_a_store_left_half_migrated_is_repaired(tmp_path):
+    """A migration killed half-way leaves _alembic_tmp_* tables that block every later one; they are dropped."""
+    import sqlite3
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracking.prepare_store(uri)
+    con = sqlite3.connect(tmp_path / "mlflow.db")
+    con.execute("CREATE TABLE _alembic_tmp_latest_metrics (x int)")
+    con.commit()
+    con.close()
+    tracking.prepare_store(uri)
+    con = sqlite3.connect(tmp_path / "mlflow.db")
+    assert con.execute("SELECT name FROM sqlite_master WHERE name GLOB '_alembic_tmp_*'").fetchall() == []
+    con.close()
+    assert tracking.setup(uri, "after_repair")
