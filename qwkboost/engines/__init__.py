@@ -1,50 +1,35 @@
 """Training API: one ``train`` for every engine, one ``load_model`` for every saved model.
 
-An engine adapter is a module with ``check_params``, ``set_threads``, ``fit``,
-``predict_raw``, ``dump`` and ``load``; see :mod:`qwkboost.engines.xgboost`
-for the contract.
+The stages meet at named objects: an engine is an
+:class:`~qwkboost.engines.base.Engine` (:mod:`qwkboost.engines.registry` names
+them), it sees the objective through :class:`EngineObjective`, the validation
+rows as an :class:`~qwkboost.engines.base.EvalSet`, its callbacks as
+:mod:`qwkboost.callbacks`, and returns a :class:`~qwkboost.engines.base.FitResult`,
+which :func:`train` turns into a :class:`~qwkboost.engines.model.Model`.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import numbers
-from types import ModuleType
 from typing import Callable
 
 import numpy as np
 
+from qwkboost.callbacks import EarlyStopping, RoundFunction
+from qwkboost.engines.base import Engine, EvalSet, FitResult
 from qwkboost.engines.model import Model, load_model
+from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, resolve
 from qwkboost.parallel import available_cores, blas_single_thread
 from qwkboost.validation import (align_columns, check_1d, check_features, check_int, check_mapping,
                                  check_same_length, check_seed, feature_names)
 
 __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset",
-           "EngineObjective"]
-
-ENGINES = {
-    "xgboost": "qwkboost.engines.xgboost",
-    "lightgbm": "qwkboost.engines.lightgbm",
-    "native": "qwkboost.engines.native",
-}
+           "EngineObjective", "Engine", "EvalSet", "FitResult"]
 
 #: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
 LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
-
-
-def get_engine(engine: str) -> ModuleType:
-    """The adapter module for ``engine``.
-
-    Raises
-    ------
-    ValueError
-        For an unknown name; the message lists the choices.
-    """
-    if not isinstance(engine, str) or engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; available engines: {', '.join(ENGINES)}")
-    return importlib.import_module(ENGINES[engine])
 
 
 def check_engine_params(engine: str, params: dict | None, n_features: int) -> dict:
@@ -68,7 +53,7 @@ def check_engine_params(engine: str, params: dict | None, n_features: int) -> di
             v = params[k]
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v > 0:
                 raise ValueError(f"params.{k} (the learning rate) must be a number > 0; got {v!r}")
-    get_engine(engine).check_params(params, n_features)
+    get_engine(engine).check_params(params, n_features=n_features)
     return params
 
 
@@ -230,19 +215,24 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         raise ValueError(f"X: every feature is constant (or missing) over the {X.shape[0]} training row(s); "
                          "there is nothing to split on")
     threads = available_cores() if n_jobs is None or n_jobs < 0 else int(n_jobs)
-    params = adapter.set_threads(params, threads)
+    params = adapter.with_threads(params, threads)
     obj.fit(y)
     if base_score is not None:
         obj.init_score_ = float(base_score)
     offset = label_offset(y)
     seen = EngineObjective(obj, offset, check_finite=engine != "native")
-    y_engine = y - offset
-    ev = None if eval_set is None else (eval_set[0], eval_set[1] - offset)
+    valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset)
+    stopper = None if early_stopping_rounds is None else \
+        EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better)
+    rounds = [RoundFunction(fn) for fn in callbacks] + ([stopper] if stopper else [])   # users see every round
     with blas_single_thread():
-        booster, num_rounds, best, evals_result = adapter.fit(
-            X, y_engine, seen, params, num_boost_round, ev, early_stopping_rounds, callbacks, seed)
-    return Model(engine, obj, obj.init_score_, booster, num_rounds, best, evals_result, X.shape[1],
-                 feature_names=names, label_offset=offset)
+        fit = adapter.fit(X, y - offset, objective=seen, params=params, num_boost_round=num_boost_round,
+                          valid=valid, callbacks=rounds, seed=seed)
+    best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None \
+        else fit.stopped_at_best
+    best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
+    return Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
+                 X.shape[1], feature_names=names, label_offset=offset)
 
 
 def _splittable(X: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""LightGBM adapter: our objective as a callable ``objective``, its metric as ``feval``.
+"""LightGBM as an :class:`~qwkboost.engines.base.Engine`: our objective as a callable ``objective``, its metric as ``feval``.
 
 LightGBM starts custom objectives at 0 and never adds ``init_score`` back at
 prediction; we pass :math:`F_0` as ``init_score`` and add it in
@@ -14,9 +14,10 @@ import re
 import lightgbm as lgb
 import numpy as np
 
-from qwkboost.objectives import Objective
+from qwkboost.callbacks import EarlyStopException
+from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
 
-name = "lightgbm"
+__all__ = ["LightGBMEngine", "check_params", "check_data", "aliases"]
 
 DEFAULTS = {"verbose": -1}
 #: Set by qwkboost itself (checked with every alias LightGBM knows).
@@ -113,81 +114,23 @@ def check_data(X, params: dict) -> None:
         raise ValueError(_no_feature_message(X.shape[0], params))
 
 
-def set_threads(params: dict, n_threads: int) -> dict:
-    """``params`` with ``num_threads`` set, unless the user gave a thread count (any alias)."""
-    if any(k in params for k in _thread_names()):
-        return params
-    return {**params, "num_threads": int(n_threads)}
-
-
-def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set, early_stopping_rounds,
-        callbacks, seed: int):
-    """Train; return ``(booster, num_rounds, best_iteration, evals_result)``."""
-    if num_boost_round == 0:
-        return None, 0, 0, {}
-    if len(y) < PROBE_ROWS:
-        check_data(X, params)
-    f0 = objective.init_score_
-    params = {**DEFAULTS, **params, "seed": seed, "metric": "None"}
-
-    def fobj(pred, d):
-        return objective.grad_hess(y, pred)
-
-    params["objective"] = fobj
-    dtrain = lgb.Dataset(X, label=y, init_score=np.full(len(y), f0), free_raw_data=False)
-    valid_sets, names = [dtrain], ["train"]
-    labels = {"train": y}
-    if eval_set is not None:
-        Xv, yv = eval_set
-        valid_sets.append(lgb.Dataset(Xv, label=yv, init_score=np.full(len(yv), f0), reference=dtrain))
-        names.append("valid")
-        labels["valid"] = yv
-    order = {id(ds): n for ds, n in zip(valid_sets, names)}
-
-    def feval(pred, d):
-        return objective.metric_name, objective.metric(labels[order.get(id(d), "train")], pred), \
-            objective.higher_is_better
-
-    evals_result: dict = {}
-    cbs = [lgb.record_evaluation(evals_result)]
-    if early_stopping_rounds:
-        cbs.append(lgb.early_stopping(early_stopping_rounds, first_metric_only=True, verbose=False))
-    for fn in callbacks or []:
-        cbs.append(_wrap(fn))
-    # keep every trained round (LightGBM would cut back to the best one), as XGBoost does
-    try:
-        booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
-                            valid_names=names, feval=feval, callbacks=cbs, keep_training_booster=True)
-    except lgb.basic.LightGBMError as exc:
-        if "num_features()) > (0)" in str(exc):
-            raise ValueError(_no_feature_message(len(y), params)) from None
-        raise
-    booster.free_dataset()
-    num_rounds = booster.current_iteration()
-    best = booster.best_iteration if early_stopping_rounds and booster.best_iteration > 0 else num_rounds
-    return booster, num_rounds, best, evals_result
-
-
-def _wrap(fn):
+def _callbacks(callbacks):
+    """qwkboost's callbacks as one LightGBM callback; an :class:`EarlyStopException` stops training."""
     def cb(env):
         evals: dict = {}
         for ds, metric, value, _ in env.evaluation_result_list:
             evals.setdefault(ds, {})[metric] = value
-        fn(env.iteration, evals)
+        try:
+            run_callbacks(callbacks, env.iteration, evals)
+        except EarlyStopException as stop:
+            cb.stopped_at_best = stop.best_iteration
+            raise lgb.callback.EarlyStopException(stop.best_iteration, env.evaluation_result_list) from None
     cb.order = 30
+    cb.stopped_at_best = None
     return cb
 
 
-def predict_raw(booster, X, n_iter: int, init_score: float) -> np.ndarray:
-    """LightGBM's raw score plus :math:`F_0`."""
-    return booster.predict(X, num_iteration=n_iter, raw_score=True) + init_score
-
-
-def dump(booster) -> str:
-    return booster.model_to_string(num_iteration=-1)
-
-
-def load(text: str):
+def _load(text: str):
     """A booster from ``model_to_string`` text, checked first: LightGBM aborts on some truncated files."""
     if not text.startswith("tree\n") or "\nend of trees\n" not in text:
         raise ValueError("the lightgbm booster in the model file is malformed or truncated "
@@ -203,6 +146,74 @@ def load(text: str):
         raise ValueError(f"the lightgbm booster in the model file is malformed: {_reason(exc)}") from None
 
 
-def shape(booster) -> tuple[int, int]:
-    """``(rounds, features)`` of a booster."""
-    return booster.current_iteration(), booster.num_feature()
+class LightGBMEngine:
+    """LightGBM under qwkboost's objective (see :class:`~qwkboost.engines.base.Engine`).
+
+    LightGBM starts custom objectives at 0 and never adds ``init_score`` back
+    at prediction: :math:`F_0` goes in as ``init_score`` and :meth:`predict`
+    adds it. Every trained round is kept (``keep_training_booster``), as on
+    the other engines.
+    """
+
+    name = "lightgbm"
+
+    @property
+    def thread_params(self) -> tuple[str, ...]:
+        return _thread_names()
+
+    def check_params(self, params: dict, *, n_features: int) -> None:
+        check_params(params, n_features)
+
+    def with_threads(self, params: dict, n_threads: int) -> dict:
+        """``params`` with ``num_threads`` set, unless the user gave a thread count (any alias)."""
+        if any(k in params for k in _thread_names()):
+            return params
+        return {**params, "num_threads": int(n_threads)}
+
+    def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
+            seed: int) -> FitResult:
+        if num_boost_round == 0:
+            return FitResult(None, 0)
+        if len(y) < PROBE_ROWS:
+            check_data(X, params)
+        f0 = objective.init_score_
+        params = {**DEFAULTS, **params, "seed": seed, "metric": "None",
+                  "objective": lambda pred, d: objective.grad_hess(y, pred)}
+        dtrain = lgb.Dataset(X, label=y, init_score=np.full(len(y), f0), free_raw_data=False)
+        valid_sets, names, labels = [dtrain], ["train"], {"train": y}
+        if valid is not None:
+            valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=np.full(len(valid.y), f0),
+                                          reference=dtrain))
+            names.append("valid")
+            labels["valid"] = valid.y
+        order = {id(ds): n for ds, n in zip(valid_sets, names)}
+
+        def feval(pred, d):
+            return objective.metric_name, objective.metric(labels[order.get(id(d), "train")], pred), \
+                objective.higher_is_better
+
+        evals_result: dict = {}
+        rounds = _callbacks(callbacks)
+        try:
+            booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
+                                valid_names=names, feval=feval, keep_training_booster=True,
+                                callbacks=[lgb.record_evaluation(evals_result), rounds])
+        except lgb.basic.LightGBMError as exc:
+            if "num_features()) > (0)" in str(exc):
+                raise ValueError(_no_feature_message(len(y), params)) from None
+            raise
+        booster.free_dataset()
+        return FitResult(booster, booster.current_iteration(), rounds.stopped_at_best, evals_result)
+
+    def predict(self, booster, X, *, n_iter: int, init_score: float) -> np.ndarray:
+        """LightGBM's raw score plus :math:`F_0`."""
+        return booster.predict(X, num_iteration=n_iter, raw_score=True) + init_score
+
+    def dump(self, booster) -> str:
+        return booster.model_to_string(num_iteration=-1)
+
+    def load(self, text: str):
+        return _load(text)
+
+    def shape(self, booster) -> tuple[int, int]:
+        return booster.current_iteration(), booster.num_feature()

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, get as get_objective
 from qwkboost.validation import align_columns, check_int
 
@@ -85,20 +86,17 @@ class Model:
             If ``X`` is malformed, lacks a training column or has the wrong
             number of features, or ``num_iteration`` is out of range.
         """
-        from qwkboost.engines import get_engine
-
         X = align_columns(X, self.feature_names, self.n_features)
         n_iter = self.best_iteration if num_iteration is None else \
             check_int(num_iteration, "num_iteration", 0, self.num_rounds)
         if n_iter == 0 or self.booster is None:
             return np.full(X.shape[0], self.init_score)
-        raw = get_engine(self.engine).predict_raw(self.booster, X, n_iter, self.init_score - self.label_offset)
+        raw = get_engine(self.engine).predict(self.booster, X, n_iter=n_iter,
+                                              init_score=self.init_score - self.label_offset)
         return raw + self.label_offset if self.label_offset else raw
 
     def save(self, path) -> Path:
         """Write the model as one JSON file (no pickle); return the path."""
-        from qwkboost.engines import get_engine
-
         path = Path(path)
         booster = None if self.booster is None else get_engine(self.engine).dump(self.booster)
         payload = {
@@ -158,8 +156,6 @@ def load_model(path) -> Model:
         If the file is not a valid qwkboost model, or its objective is not
         registered in this process (register custom objectives before loading).
     """
-    from qwkboost.engines import ENGINES, get_engine
-
     if not isinstance(path, (str, Path)):
         raise ValueError(f"path must be a file path (str or pathlib.Path); got {path!r}")
     path = Path(path)

@@ -1,53 +1,56 @@
-"""Native adapter: qwkboost's own NumPy GBDT (:mod:`qwkboost.native`).
+"""qwkboost's own NumPy GBDT (:mod:`qwkboost.native`) as an :class:`~qwkboost.engines.base.Engine`.
 
-The booster keeps :math:`F_0` itself, so the contract matches the other
-adapters: :func:`predict_raw` returns label-space scores.
+The booster keeps :math:`F_0` itself, so :meth:`NativeEngine.predict` adds
+``init_score`` to the trees' sum like the other engines.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.native.boosting import NativeBooster, train_booster
+from qwkboost.engines.base import EvalSet, FitResult
+from qwkboost.native.boosting import NativeBooster, boost
 from qwkboost.native.params import ALIASES, resolve_params
-from qwkboost.objectives import Objective
+from qwkboost.parallel import blas_single_thread
 
-name = "native"
+__all__ = ["NativeEngine", "THREAD_PARAMS"]
+
 THREAD_PARAMS = ("n_jobs", *(a for a, c in ALIASES.items() if c == "n_jobs"))
 
 
-def check_params(params: dict, n_features: int) -> None:
-    """Refuse unknown names and bad values (:func:`qwkboost.native.params.resolve_params`)."""
-    resolve_params(params, n_features)
+class NativeEngine:
+    """The native histogram GBDT (see :class:`~qwkboost.engines.base.Engine`)."""
 
+    name = "native"
+    thread_params = THREAD_PARAMS
 
-def set_threads(params: dict, n_threads: int) -> dict:
-    """``params`` with ``n_jobs`` set, unless the user gave a thread count."""
-    if any(params.get(k) is not None for k in THREAD_PARAMS):
-        return params
-    return {**{k: v for k, v in params.items() if k not in THREAD_PARAMS}, "n_jobs": int(n_threads)}
+    def check_params(self, params: dict, *, n_features: int) -> None:
+        """Refuse unknown names and bad values (:func:`qwkboost.native.params.resolve_params`)."""
+        resolve_params(params, n_features)
 
+    def with_threads(self, params: dict, n_threads: int) -> dict:
+        """``params`` with ``n_jobs`` set, unless the user gave a thread count."""
+        if any(params.get(k) is not None for k in THREAD_PARAMS):
+            return params
+        return {**{k: v for k, v in params.items() if k not in THREAD_PARAMS}, "n_jobs": int(n_threads)}
 
-def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set, early_stopping_rounds,
-        callbacks, seed: int):
-    """Train; return ``(booster, num_rounds, best_iteration, evals_result)``."""
-    return train_booster(X, y, objective, params, num_boost_round, eval_set, early_stopping_rounds,
-                         callbacks, seed)
+    def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
+            seed: int) -> FitResult:
+        with blas_single_thread():
+            booster, stopped_at_best, evals_result = boost(
+                X, y, objective, params, num_boost_round, None if valid is None else (valid.X, valid.y),
+                callbacks, seed)
+        return FitResult(booster, booster.num_trees, stopped_at_best, evals_result)
 
+    def predict(self, booster: NativeBooster, X, *, n_iter: int, init_score: float) -> np.ndarray:
+        """``init_score`` plus the first ``n_iter`` trees."""
+        return init_score + booster.predict_margin(X, n_iter)
 
-def predict_raw(booster: NativeBooster, X, n_iter: int, init_score: float) -> np.ndarray:
-    """Label-space scores from the first ``n_iter`` rounds: ``init_score`` plus the trees."""
-    return init_score + booster.predict_margin(X, n_iter)
+    def dump(self, booster: NativeBooster) -> str:
+        return booster.to_json()
 
+    def load(self, text: str) -> NativeBooster:
+        return NativeBooster.from_json(text)
 
-def dump(booster: NativeBooster) -> str:
-    return booster.to_json()
-
-
-def load(text: str) -> NativeBooster:
-    return NativeBooster.from_json(text)
-
-
-def shape(booster: NativeBooster) -> tuple[int, int]:
-    """``(rounds, features)`` of a booster."""
-    return booster.num_trees, booster.n_features
+    def shape(self, booster: NativeBooster) -> tuple[int, int]:
+        return booster.num_trees, booster.n_features

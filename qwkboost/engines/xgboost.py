@@ -1,4 +1,4 @@
-"""XGBoost adapter: our objective as ``obj=``, its metric as ``custom_metric=``.
+"""XGBoost as an :class:`~qwkboost.engines.base.Engine`: our objective as ``obj=``, its metric as ``custom_metric=``.
 
 XGBoost keeps ``base_score=0.5`` under a custom objective; we set it to the
 objective's :math:`F_0`, so the booster itself predicts in label space.
@@ -15,9 +15,10 @@ import warnings
 import numpy as np
 import xgboost as xgb
 
-from qwkboost.objectives import Objective
+from qwkboost.callbacks import EarlyStopException
+from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
 
-name = "xgboost"
+__all__ = ["XGBoostEngine", "check_params", "valid_params"]
 
 DEFAULTS = {"tree_method": "hist", "verbosity": 0}
 #: XGBoost's names for its thread count; qwkboost sets ``nthread`` when none is given.
@@ -33,13 +34,20 @@ _INTERNAL = {"name", "num_trees", "num_feature", "num_target", "updater_seq", "s
              "process_type", "refresh_leaf"}
 
 
-class _RoundCallback(xgb.callback.TrainingCallback):
-    def __init__(self, fns):
-        self.fns = fns
+class _Callbacks(xgb.callback.TrainingCallback):
+    """qwkboost's callbacks after every round; an :class:`EarlyStopException` stops training."""
+
+    def __init__(self, callbacks):
+        self.callbacks = callbacks
+        self.stopped_at_best: int | None = None
 
     def after_iteration(self, model, epoch, evals_log):
-        for fn in self.fns:
-            fn(epoch, {k: {m: v[-1] for m, v in d.items()} for k, d in evals_log.items()})
+        evals = {k: {m: v[-1] for m, v in d.items()} for k, d in evals_log.items()}
+        try:
+            run_callbacks(self.callbacks, epoch, evals)
+        except EarlyStopException as stop:
+            self.stopped_at_best = stop.best_iteration
+            return True
         return False
 
 
@@ -117,64 +125,61 @@ def _first_line(exc: Exception) -> str:
     return re.sub(r"^\[[\d:]+\] [^ ]+:\d+: ", "", first).strip()
 
 
-def set_threads(params: dict, n_threads: int) -> dict:
-    """``params`` with ``nthread`` set, unless the user gave a thread count."""
-    if any(k in params for k in THREAD_PARAMS):
-        return params
-    return {**params, "nthread": int(n_threads)}
+class XGBoostEngine:
+    """XGBoost's ``hist`` trees under qwkboost's objective (see :class:`~qwkboost.engines.base.Engine`)."""
 
+    name = "xgboost"
+    thread_params = THREAD_PARAMS
 
-def fit(X, y, objective: Objective, params: dict, num_boost_round: int, eval_set, early_stopping_rounds,
-        callbacks, seed: int):
-    """Train; return ``(booster, num_rounds, best_iteration, evals_result)``."""
-    params = {**DEFAULTS, **params, "base_score": objective.init_score_, "seed": seed,
-              "disable_default_eval_metric": 1}
-    dtrain = xgb.DMatrix(X, label=y)
-    evals = [(dtrain, "train")]
-    if eval_set is not None:
-        evals.append((xgb.DMatrix(eval_set[0], label=eval_set[1]), "valid"))
+    def check_params(self, params: dict, *, n_features: int) -> None:
+        check_params(params, n_features)
 
-    def obj(pred, d):
-        return objective.grad_hess(y, pred.astype(np.float64))
+    def with_threads(self, params: dict, n_threads: int) -> dict:
+        """``params`` with ``nthread`` set, unless the user gave a thread count."""
+        if any(k in params for k in THREAD_PARAMS):
+            return params
+        return {**params, "nthread": int(n_threads)}
 
-    labels = {id(dtrain): y}
-    if eval_set is not None:
-        labels[id(evals[1][0])] = eval_set[1]
+    def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
+            seed: int) -> FitResult:
+        params = {**DEFAULTS, **params, "base_score": objective.init_score_, "seed": seed,
+                  "disable_default_eval_metric": 1}
+        dtrain = xgb.DMatrix(X, label=y)
+        evals = [(dtrain, "train")]
+        labels = {id(dtrain): y}
+        if valid is not None:
+            dvalid = xgb.DMatrix(valid.X, label=valid.y)
+            evals.append((dvalid, "valid"))
+            labels[id(dvalid)] = valid.y
 
-    def feval(pred, d):
-        return objective.metric_name, objective.metric(labels[id(d)], pred.astype(np.float64))
+        def obj(pred, d):
+            return objective.grad_hess(y, pred.astype(np.float64))
 
-    evals_result: dict = {}
-    booster = xgb.train(
-        params, dtrain, num_boost_round=num_boost_round, evals=evals, obj=obj, custom_metric=feval,
-        maximize=objective.higher_is_better, early_stopping_rounds=early_stopping_rounds,
-        evals_result=evals_result, verbose_eval=False,
-        callbacks=[_RoundCallback(callbacks)] if callbacks else None,
-    )
-    num_rounds = booster.num_boosted_rounds()
-    best = booster.best_iteration + 1 if early_stopping_rounds and num_rounds else num_rounds
-    return booster, num_rounds, best, evals_result
+        def feval(pred, d):
+            return objective.metric_name, objective.metric(labels[id(d)], pred.astype(np.float64))
 
+        evals_result: dict = {}
+        rounds = _Callbacks(callbacks)
+        booster = xgb.train(params, dtrain, num_boost_round=num_boost_round, evals=evals, obj=obj,
+                            custom_metric=feval, maximize=objective.higher_is_better, evals_result=evals_result,
+                            verbose_eval=False, callbacks=[rounds])
+        return FitResult(booster, booster.num_boosted_rounds(), rounds.stopped_at_best, evals_result)
 
-def predict_raw(booster, X, n_iter: int, init_score: float) -> np.ndarray:
-    """Scores from the first ``n_iter`` rounds (``base_score`` is :math:`F_0`)."""
-    out = booster.predict(xgb.DMatrix(X), iteration_range=(0, n_iter), output_margin=True)
-    return out.astype(np.float64)
+    def predict(self, booster, X, *, n_iter: int, init_score: float) -> np.ndarray:
+        """Scores from the first ``n_iter`` rounds (the booster's ``base_score`` is :math:`F_0`)."""
+        out = booster.predict(xgb.DMatrix(X), iteration_range=(0, n_iter), output_margin=True)
+        return out.astype(np.float64)
 
+    def dump(self, booster) -> str:
+        return bytes(booster.save_raw("json")).decode()
 
-def dump(booster) -> str:
-    return bytes(booster.save_raw("json")).decode()
+    def load(self, text: str):
+        b = xgb.Booster()
+        try:
+            b.load_model(bytearray(text.encode()))
+        except xgb.core.XGBoostError as exc:
+            raise ValueError(f"the xgboost booster in the model file is malformed: {_first_line(exc)}") from None
+        return b
 
-
-def load(text: str):
-    b = xgb.Booster()
-    try:
-        b.load_model(bytearray(text.encode()))
-    except xgb.core.XGBoostError as exc:
-        raise ValueError(f"the xgboost booster in the model file is malformed: {_first_line(exc)}") from None
-    return b
-
-
-def shape(booster) -> tuple[int, int]:
-    """``(rounds, features)`` of a booster."""
-    return booster.num_boosted_rounds(), booster.num_features()
+    def shape(self, booster) -> tuple[int, int]:
+        return booster.num_boosted_rounds(), booster.num_features()

@@ -34,12 +34,13 @@ every round it trained and remembers the best.
 from __future__ import annotations
 
 import json
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from threadpoolctl import threadpool_limits
 
+from qwkboost.callbacks import EarlyStopException, EarlyStopping, RoundFunction, run_callbacks
 from qwkboost.native.binning import MAX_BINS, MISSING_BIN, BinMapper
 from qwkboost.native.bundling import make_layout
 from qwkboost.native.grower import GrowerParams, grow_tree
@@ -50,7 +51,7 @@ from qwkboost.native.sampling import column_mask, goss, goss_active, row_subsamp
 from qwkboost.native.splitting import FlatBins, SplitParams
 from qwkboost.validation import check_features
 
-__all__ = ["NativeBooster", "train_booster", "FORMAT"]
+__all__ = ["NativeBooster", "NativeFit", "train_booster", "boost", "FORMAT"]
 
 FORMAT = "qwkboost-native"
 FORMAT_VERSION = 1
@@ -278,8 +279,19 @@ def _metrics(objective, y, score):
     return {objective.metric_name: float(objective.metric(y, score))}
 
 
+class NativeFit(NamedTuple):
+    """What :func:`train_booster` returns (a named tuple: it also unpacks in this order)."""
+
+    booster: "NativeBooster"
+    num_rounds: int
+    best_iteration: int
+    """1-based number of rounds to use."""
+    evals_result: dict
+
+
 def train_booster(X, y, objective, params: dict | None = None, num_boost_round: int = 100, eval_set=None,
-                  early_stopping_rounds: int | None = None, callbacks=(), seed: int = 0, bin_mapper=None):
+                  early_stopping_rounds: int | None = None, callbacks=(), seed: int = 0,
+                  bin_mapper=None) -> NativeFit:
     """Boost ``num_boost_round`` trees on a fitted ``objective``.
 
     Parameters
@@ -294,8 +306,11 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
     num_boost_round : int
     eval_set : (X_val, y_val), optional
     early_stopping_rounds : int, optional
+        Stop when the eval set's metric has not improved for this many rounds
+        (:class:`qwkboost.callbacks.EarlyStopping`).
     callbacks : list of callable
-        ``fn(round, {"train": {metric: value}, "valid": {...}})`` after every round.
+        ``fn(round, {"train": {metric: value}, "valid": {...}})`` after every
+        round; raising :class:`qwkboost.callbacks.EarlyStopException` stops training.
     seed : int
         Seeds binning subsample, row/column sampling and GOSS.
     bin_mapper : BinMapper, optional
@@ -303,21 +318,35 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
 
     Returns
     -------
-    booster : NativeBooster
-    num_rounds : int
-    best_iteration : int
-        1-based number of rounds to use.
-    evals_result : dict
+    NativeFit
+        ``(booster, num_rounds, best_iteration, evals_result)``.
     """
+    stopper = None
+    cbs = [RoundFunction(fn) for fn in callbacks or ()]
+    if early_stopping_rounds:
+        if eval_set is None:
+            raise ValueError("early_stopping_rounds needs an eval_set to score")
+        stopper = EarlyStopping(early_stopping_rounds, objective.metric_name, objective.higher_is_better)
+        cbs.append(stopper)     # after the user's callbacks: they see every round trained
     # BLAS threads only serve the objective's dot products here, and on a busy
     # machine their wake-ups stall every round by milliseconds: use one.
     with threadpool_limits(1, user_api="blas"):
-        return _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_rounds, callbacks,
-                      seed, bin_mapper)
+        booster, stopped_at_best, evals_result = boost(X, y, objective, params, num_boost_round, eval_set, cbs,
+                                                      seed, bin_mapper)
+    best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None else stopped_at_best
+    num_rounds = booster.num_trees
+    best_iteration = num_rounds if best is None or not num_rounds else best + 1
+    booster.best_iteration = best_iteration
+    return NativeFit(booster, num_rounds, best_iteration, evals_result)
 
 
-def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_rounds, callbacks, seed,
-           bin_mapper):
+def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, bin_mapper=None):
+    """The boosting loop: ``(booster, stopped_at_best, evals_result)``.
+
+    ``callbacks`` take a :class:`qwkboost.callbacks.CallbackEnv` after every
+    round; when one raises :class:`~qwkboost.callbacks.EarlyStopException`,
+    training stops and ``stopped_at_best`` is its 0-based best round (else ``None``).
+    """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     n, F = X.shape
@@ -353,8 +382,7 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
     if eval_set is not None:
         evals_result["valid"] = {objective.metric_name: []}
     trees: list[Tree] = []
-    best_it, best_val = 0, None
-    sign = 1.0 if objective.higher_is_better else -1.0
+    stopped_at_best = None
     lr = p["learning_rate"]
     update = np.empty(n)                       # each round's training-score update (every row written)
     for it in range(num_boost_round):
@@ -393,15 +421,10 @@ def _train(X, y, objective, params, num_boost_round, eval_set, early_stopping_ro
         for k, d in evals.items():
             for mname, val in d.items():
                 evals_result[k][mname].append(val)
-        for fn in callbacks or ():
-            fn(it, evals)
-        if eval_set is not None and early_stopping_rounds:
-            val = evals["valid"][objective.metric_name]
-            if best_val is None or sign * val > sign * best_val:
-                best_val, best_it = val, it
-            elif it - best_it >= early_stopping_rounds:
-                break
-    num_rounds = len(trees)
-    best = best_it + 1 if (eval_set is not None and early_stopping_rounds and num_rounds) else num_rounds
-    booster = NativeBooster(bm, trees, p, f0, F, best)
-    return booster, num_rounds, best, evals_result
+        try:
+            run_callbacks(callbacks, it, evals)
+        except EarlyStopException as stop:
+            stopped_at_best = stop.best_iteration
+            break
+    best = len(trees) if stopped_at_best is None else stopped_at_best + 1
+    return NativeBooster(bm, trees, p, f0, F, best), stopped_at_best, evals_result
