@@ -5,7 +5,8 @@
     python experiments/run.py -m hydra/launcher=joblib engine=xgboost,lightgbm
     python experiments/run.py experiment=qwk_table
 
-Returns the out-of-fold QWK with fitted thresholds (for Hydra sweepers).
+A single run returns ``optimized_metric`` (an out-of-fold result, never a test-set
+figure) for Hydra sweepers; the table returns nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
-from qwkboost.config import check_config, config_errors
+from qwkboost.config import check_config, config_errors, optimized_metric
 from qwkboost.experiment import run_experiment
 from qwkboost.interrupt import main_guard, report_config_errors
 from qwkboost.parallel import threads_per_job
@@ -85,9 +86,8 @@ def _main(cfg: DictConfig) -> float | None:
             for rc in rows:
                 check_config(rc)
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
-        table = run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table",
-                          table_cfg=container["table"])
-        return float(table["qwk_thresholds"].max())
+        run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table", table_cfg=container["table"])
+        return None
     with config_errors():
         check_config(container)
     parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
@@ -102,7 +102,7 @@ def _main(cfg: DictConfig) -> float | None:
                                              parent["varying"] if parent else None)
     row = run_experiment(container, experiment_id, parent_run_id=parent and parent["run_id"],
                          output_dir=out_dir, run_name=name)
-    return row.get("qwk_thresholds_oof", -row.get("rmse_oof", 0.0))
+    return float(row[optimized_metric(container)])
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@ from typing import Any, Iterator, Mapping
 from qwkboost.engines import ENGINES
 from qwkboost.objectives import available as available_objectives
 from qwkboost.objectives import get as get_objective
+from qwkboost.thresholds import METHODS
 from qwkboost.validation import SEED_MAX, check_bool, check_int, check_mapping, check_real
 
-__all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "DATA_SOURCES", "THRESHOLD_METHODS",
+__all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "THRESHOLD_METHODS",
            "TUNE_METRICS"]
 
 
@@ -33,8 +34,8 @@ def config_errors() -> Iterator[None]:
         raise ConfigError(str(exc)) from exc
 
 
-DATA_SOURCES = ("quartiles", "chisq", "csv")
-THRESHOLD_METHODS = ("round", "exact", "nelder_mead", "distribution")
+#: the threshold methods (one list, :data:`qwkboost.thresholds.METHODS`)
+THRESHOLD_METHODS = METHODS
 _RATE_KEYS = ("learning_rate", "eta")
 
 #: The settings of each config group; a key outside these (e.g. ``+cv.n_split=3``) is refused, not ignored.
@@ -49,7 +50,7 @@ GROUP_KEYS = {
              "max_retry"),
 }
 TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table",
-            "tune", "hydra")
+            "tune", "optimized_metric", "hydra")
 
 
 def _positive_int(value: Any, key: str, minimum: int = 1) -> None:
@@ -73,7 +74,7 @@ def check_config(cfg: Mapping) -> None:
     must be set and exist; column checks need the file and happen when it is
     read (:func:`qwkboost.data.from_file`), still before any training.
     """
-    from qwkboost.data import SOURCE_KEYS, check_chisq_args, check_quartiles_args
+    from qwkboost.data import SOURCE_KEYS, SOURCES, check_chisq_args, check_quartiles_args
 
     _known_keys(cfg, TOP_KEYS, "the config")
     for group, allowed in GROUP_KEYS.items():
@@ -128,13 +129,13 @@ def check_config(cfg: Mapping) -> None:
     if tracking.get("uri") is not None and not isinstance(tracking["uri"], str):
         raise ValueError(f"tracking.uri must be a URI string or null; got {tracking['uri']!r}")
     data = cfg["data"]
-    if data.get("name") not in DATA_SOURCES:
-        raise ValueError(f"data.name={data.get('name')!r} is unknown; choose one of: {', '.join(DATA_SOURCES)}")
+    if data.get("name") not in SOURCES:
+        raise ValueError(f"data.name={data.get('name')!r} is unknown; choose one of: {', '.join(SOURCES)}")
     _known_keys(data, SOURCE_KEYS[data["name"]], f"data={data['name']}")
     if data["name"] == "quartiles":
-        check_quartiles_args(**{k: v for k, v in data.items() if k != "name"})
+        check_quartiles_args(**{k: v for k, v in data.items() if k not in ("name", "_target_")})
     elif data["name"] == "chisq":
-        check_chisq_args(**{k: v for k, v in data.items() if k != "name"})
+        check_chisq_args(**{k: v for k, v in data.items() if k not in ("name", "_target_")})
     else:
         from pathlib import Path
 
@@ -154,6 +155,13 @@ def check_config(cfg: Mapping) -> None:
     if not is_ordinal(data) and get_objective(objective["name"], **(objective.get("params") or {})).ordinal:
         raise ValueError(f"objective={objective['name']} needs ordinal labels, but data={data['name']} is a "
                          "regression target; use objective=squared_error")
+    metric = cfg.get("optimized_metric")
+    if metric is not None and metric not in TUNE_METRICS:
+        hint = " (a test-set figure would leak into the model choice)" if f"{metric}_oof" in TUNE_METRICS else ""
+        raise ValueError(f"optimized_metric={metric!r} is not an out-of-fold result{hint}; choose one of: "
+                         f"{', '.join(TUNE_METRICS)}")
+    if metric is not None and metric != "rmse_oof" and not is_ordinal(data):
+        raise ValueError(f"optimized_metric={metric!r} needs ordinal labels; use optimized_metric=rmse_oof")
     table = cfg.get("table")
     if table:
         for key, known in (("engines", list(ENGINES)), ("objectives", available_objectives())):
@@ -164,6 +172,17 @@ def check_config(cfg: Mapping) -> None:
             for v in items:
                 if v not in known:
                     raise ValueError(f"table.{key} has unknown {key[:-1]} {v!r}; choose from: {', '.join(known)}")
+
+
+def optimized_metric(cfg: Mapping) -> str:
+    """The out-of-fold result a run returns to a Hydra sweeper (``optimized_metric``).
+
+    Default: ``qwk_thresholds_oof``, or ``rmse_oof`` for a regression target.
+    """
+    metric = cfg.get("optimized_metric")
+    if metric is None:
+        return "qwk_thresholds_oof" if is_ordinal(cfg["data"]) else "rmse_oof"
+    return metric
 
 
 def is_ordinal(data: Mapping) -> bool:

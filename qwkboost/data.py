@@ -6,6 +6,7 @@ the label scale, so later stages never look back at where the data came from.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,12 +16,9 @@ import numpy as np
 from qwkboost.validation import check_bool, check_int, check_real, check_seed
 
 __all__ = ["Dataset", "quartiles", "chisq", "from_file", "class_range", "warn_empty_classes", "check_quartiles_args",
-           "check_chisq_args", "SOURCE_KEYS"]
+           "check_chisq_args", "SOURCES", "SOURCE_KEYS"]
 
-#: The settings of each data source (``data.*`` in a config); any other key is refused.
-SOURCE_KEYS = {"quartiles": ("name", "n_train", "n_test", "seed", "test_seed", "n_features", "n_visible", "n_classes"),
-               "chisq": ("name", "n", "n_features", "test_size", "seed"),
-               "csv": ("name", "path", "target", "test_path", "test_size", "ordinal")}
+
 
 
 @dataclass
@@ -285,3 +283,9 @@ def _check_target_column(df, target: str, src: str) -> None:
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"data.target={target!r} is missing or infinite in {int(bad.sum())} row(s) of {src} "
                          f"(first: data row {col.index[i]}); drop or fill them")
+
+
+#: The data sources a config can name (``data.name``), each a loader above.
+SOURCES = {"quartiles": quartiles, "chisq": chisq, "csv": from_file}
+#: The settings of each data source (``data.*`` in a config): its loader's arguments; any other key is refused.
+SOURCE_KEYS = {name: ("_target_", "name", *inspect.signature(fn).parameters) for name, fn in SOURCES.items()}

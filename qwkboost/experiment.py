@@ -18,7 +18,7 @@ import numpy as np
 from qwkboost import plots, tracking
 from qwkboost.config import config_errors
 from qwkboost.cv import CVResult, cross_validate
-from qwkboost.data import Dataset, chisq, class_range, from_file, quartiles
+from qwkboost.data import SOURCES, Dataset, class_range, from_file
 from qwkboost.metrics import extended_qwk, qwk, rmse
 from qwkboost.thresholds import apply_thresholds, fit_thresholds
 
@@ -28,20 +28,24 @@ log = logging.getLogger(__name__)
 
 
 def load_dataset(data: Mapping[str, Any], seed: int = 0) -> Dataset:
-    """Build the :class:`~qwkboost.data.Dataset` named by ``data.name``."""
-    name = data["name"]
-    if name == "quartiles":
-        return quartiles(n_train=data.get("n_train", 100_000), n_test=data.get("n_test", 100_000),
-                         seed=data.get("seed", 0), test_seed=data.get("test_seed", 1),
-                         n_features=data.get("n_features", 10), n_visible=data.get("n_visible", 5),
-                         n_classes=data.get("n_classes", 4))
-    if name == "chisq":
-        return chisq(n=data.get("n", 2000), n_features=data.get("n_features", 10),
-                     test_size=data.get("test_size", 0.2), seed=data.get("seed", 1))
-    if name == "csv":
-        return from_file(data.get("path"), data.get("target"), test_path=data.get("test_path"),
-                         test_size=data.get("test_size", 0.2), ordinal=data.get("ordinal", True), seed=seed)
-    raise ValueError(f"data.name={name!r} is unknown; choose one of: quartiles, chisq, csv")
+    """Build the :class:`~qwkboost.data.Dataset` a ``data`` config describes.
+
+    The config names its loader with ``_target_`` (Hydra's convention) and
+    holds every argument, so the defaults live in ``conf/data/*.yaml`` only. A
+    config without ``_target_`` is looked up by ``data.name``
+    (:data:`qwkboost.data.SOURCES`); ``seed`` is the train/test split's for a
+    CSV file that does not give one.
+    """
+    from hydra.utils import get_method
+
+    name = data.get("name")
+    if name not in SOURCES:
+        raise ValueError(f"data.name={name!r} is unknown; choose one of: {', '.join(SOURCES)}")
+    loader = get_method(data["_target_"]) if data.get("_target_") else SOURCES[name]
+    kwargs = {k: v for k, v in data.items() if k not in ("name", "_target_")}
+    if loader is from_file:
+        kwargs.setdefault("seed", seed)
+    return loader(**kwargs)
 
 
 @dataclass

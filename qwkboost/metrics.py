@@ -22,7 +22,7 @@ import numpy as np
 
 from qwkboost.validation import check_1d, check_labels, check_real, check_same_length
 
-__all__ = ["qwk", "extended_qwk", "rmse"]
+__all__ = ["qwk", "extended_qwk", "rmse", "extended_qwk_ratio", "rmse_fast"]
 
 
 def _single_class_error(name: str, value) -> ValueError:
@@ -121,9 +121,20 @@ def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None
             raise _single_class_error("y_true", float(yt[0]))
         a = yt.mean() if a is None else a
         b = yt.var() if b is None else b
-    r = ys - yt
-    s = ys - a
-    return 1.0 - float(r @ r) / float(s @ s + b * ys.size)
+    return 1.0 - extended_qwk_ratio(yt, ys, a, b)
+
+
+def extended_qwk_ratio(y: np.ndarray, score: np.ndarray, a: float, b: float) -> float:
+    r""":math:`\sum_k (\hat y_k - y_k)^2 / \sum_k ((\hat y_k - a)^2 + b)`, so that :math:`\tilde\kappa` is one minus it.
+
+    The one definition of the formula: :func:`extended_qwk`, the extended-QWK
+    objective's metric and loss, and the Nelder--Mead thresholds all call it.
+    No input checks (it runs every boosting round): ``y`` and ``score`` are
+    float arrays of one length.
+    """
+    r = score - y
+    s = score - a
+    return float(r @ r) / float(s @ s + b * y.size)
 
 
 def rmse(y_true, y_score) -> float:
@@ -131,5 +142,10 @@ def rmse(y_true, y_score) -> float:
     yt = check_1d(y_true, "y_true")
     ys = check_1d(y_score, "y_score")
     check_same_length(yt, ys, "y_true", "y_score")
-    r = ys - yt
+    return rmse_fast(yt, ys)
+
+
+def rmse_fast(y: np.ndarray, score: np.ndarray) -> float:
+    """:func:`rmse` without input checks, for every boosting round."""
+    r = score - y
     return float(np.sqrt(r @ r / r.size))

@@ -38,6 +38,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
+from qwkboost.metrics import extended_qwk_ratio
 from qwkboost.validation import check_1d, check_labels, check_same_length
 
 __all__ = [
@@ -237,12 +238,11 @@ def fit_nelder_mead(scores, y, n_classes: int | None = None, init=None) -> np.nd
     s, yy, k = _check_fit_inputs(scores, y, n_classes)
     x0 = round_cuts(k) if init is None else _check_cuts(init, "init", k - 1)
     yf = yy.astype(np.float64)
-    a, b, n = yf.mean(), yf.var(), yf.size
+    a, b = yf.mean(), yf.var()
 
     def loss(t):
         c = np.searchsorted(np.sort(t), s, side="right").astype(np.float64)
-        r, d = c - yf, c - a
-        return -(1.0 - (r @ r) / (d @ d + n * b))          # -kappa, eq. (qwk-ratio)
+        return -(1.0 - extended_qwk_ratio(yf, c, a, b))     # -kappa, eq. (qwk-ratio)
 
     res = optimize.minimize(loss, x0, method="nelder-mead")
     return np.sort(np.asarray(res.x, dtype=np.float64))

@@ -26,7 +26,7 @@ def test_defaults_are_the_articles_protocol():
     assert cfg["engine"]["params"]["max_depth"] == 5
     assert cfg["engine"]["early_stopping_rounds"] == 100
     assert cfg["objective"]["name"] == "extended_qwk"
-    assert cfg["data"] == {"name": "quartiles", "n_train": 100000, "n_test": 100000, "seed": 0, "test_seed": 1,
+    assert cfg["data"] == {"_target_": "qwkboost.data.quartiles", "name": "quartiles", "n_train": 100000, "n_test": 100000, "seed": 0, "test_seed": 1,
                            "n_features": 10, "n_visible": 5, "n_classes": 4}
     assert cfg["cv"]["n_splits"] == 5 and cfg["thresholds"]["method"] == "exact"
     check_config(cfg)
@@ -136,3 +136,24 @@ def test_bad_tune_config(overrides, match):
     with pytest.raises(ValueError, match=match):
         check_tune(cfg_for(*overrides, name="tune"))
     check_tune(cfg_for("data=chisq", "tune.metric=rmse_oof", "tune.direction=minimize", name="tune"))
+
+
+def test_data_sources_are_built_from_their_target():
+    from qwkboost.data import SOURCES
+
+    for name in SOURCES:
+        cfg = cfg_for(f"data={name}", *(["objective=squared_error"] if name == "chisq" else []))
+        assert cfg["data"]["_target_"].rsplit(".", 1)[1] == SOURCES[name].__name__
+    ds = load_dataset({**cfg_for("data.n_train=300", "data.n_test=100")["data"]})
+    assert ds.X_train.shape == (300, 5) and ds.name == "quartiles"
+
+
+def test_optimized_metric_is_out_of_fold():
+    from qwkboost.config import optimized_metric
+
+    assert optimized_metric(cfg_for()) == "qwk_thresholds_oof"
+    assert optimized_metric(cfg_for("data=chisq", "objective=squared_error")) == "rmse_oof"
+    assert optimized_metric(cfg_for("optimized_metric=kappa_tilde_oof")) == "kappa_tilde_oof"
+    with pytest.raises(ValueError, match="optimized_metric='qwk_thresholds' is not an out-of-fold result "
+                                         "\\(a test-set figure would leak"):
+        check_config(cfg_for("optimized_metric=qwk_thresholds"))

@@ -12,8 +12,10 @@ XGBoost's second-order criterion (Chen and Guestrin, "XGBoost: A Scalable Tree B
           - \frac{G^2}{H + \lambda}.
 
 A split is kept only if both children have hessian sum >= ``min_child_weight``
-and at least ``min_samples_leaf`` rows; ``gamma`` is applied afterwards, by
-pruning (see :mod:`qwkboost.native.grower`), as XGBoost does.
+and at least ``min_samples_leaf`` rows. ``gamma`` is not applied here but by
+the grower (:mod:`qwkboost.native.grower`): after growth, by pruning
+(``prune="post"``, the default; the XGBoost paper's and its ``prune``
+updater's way), or while growing (``prune="pre"``, as XGBoost's ``hist`` does).
 
 Missing values (the last bin) are tried on both sides, and the better side
 becomes the split's default direction (XGBoost's sparsity-aware split finding).

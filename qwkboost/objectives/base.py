@@ -70,8 +70,9 @@ class Objective:
 
     def metric(self, y: np.ndarray, score: np.ndarray) -> float:
         """Evaluation metric for early stopping. Default: RMSE."""
-        r = np.asarray(score, dtype=np.float64) - y
-        return float(np.sqrt(r @ r / r.size))
+        from qwkboost.metrics import rmse_fast
+
+        return rmse_fast(y, np.asarray(score, dtype=np.float64))
 
     def loss(self, y: np.ndarray, score: np.ndarray) -> float:
         """Scalar minimised by :meth:`grad_hess`. Default: the metric, negated if higher is better."""

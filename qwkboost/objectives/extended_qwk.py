@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from qwkboost.metrics import extended_qwk_ratio
 from qwkboost.objectives.base import Objective
 
 __all__ = ["ExtendedQWK"]
@@ -129,14 +130,9 @@ class ExtendedQWK(Objective):
         :math:`a, b` are the evaluated labels' own mean and variance, so on
         integer predictions this is the QWK of that set.
         """
-        p = self._clipped(score)
-        r = p - y
-        s = p - y.mean()
-        return 1.0 - float(r @ r) / float(s @ s + y.var() * y.size)
+        return 1.0 - extended_qwk_ratio(y, self._clipped(score), y.mean(), y.var())
 
     def loss(self, y, score):
         """:math:`f/g = 1 - \\tilde\\kappa` with the fitted ``a``, ``b``, clipped as in training."""
         p = score if self.clip == "none" else self._clipped(score)
-        r = p - y
-        s = p - self.a_
-        return float(r @ r) / float(s @ s + self.b_ * y.size)
+        return extended_qwk_ratio(y, p, self.a_, self.b_)
