@@ -1,52 +1,103 @@
-"""Parameters of the native engine: names follow XGBoost's where XGBoost has one.
+"""Parameters of the native engine: one table of name, default, check, meaning and aliases.
 
-:func:`resolve_params` fills defaults, maps aliases (``eta``, ``lambda``,
-``alpha``, ``min_split_loss``, ``nthread``), checks every value and rejects
-unknown names with the list of valid ones, so one config can drive every
-engine without silent typos.
+:data:`PARAMS` is the only list. It drives :func:`resolve_params` (defaults,
+aliases such as ``eta`` and ``lambda``, a check of every value, unknown names
+refused with the valid ones) and the scikit-learn estimator
+(:class:`qwkboost.native.NativeGBDTRegressor`), whose every argument is a row
+here. Names follow XGBoost's where XGBoost has one, so one config drives every
+engine.
 """
 
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from qwkboost.native.binning import MAX_BINS
 
-__all__ = ["DEFAULTS", "ALIASES", "resolve_params", "parse_monotone"]
+__all__ = ["Param", "PARAMS", "DEFAULTS", "ALIASES", "CHOICES", "resolve_params", "parse_monotone"]
 
-DEFAULTS: dict = {
-    "learning_rate": 0.3,
-    "max_depth": 6,
-    "max_leaves": 0,
-    "grow_policy": "depthwise",
-    "reg_lambda": 1.0,
-    "reg_alpha": 0.0,
-    "gamma": 0.0,
-    "prune": "post",
-    "min_child_weight": 1.0,
-    "min_samples_leaf": 1,
-    "subsample": 1.0,
-    "colsample_bytree": 1.0,
-    "sampling_method": "uniform",
-    "top_rate": 0.2,
-    "other_rate": 0.1,
-    "monotone_constraints": None,
-    "max_bin": MAX_BINS,
-    "bin_construct_sample_cnt": 200_000,
-    "enable_bundle": True,
-    "max_conflict_rate": 0.0,
-    "refit": "none",
-    "refit_iter": 3,
-    "n_jobs": None,
-}
 
-ALIASES = {"eta": "learning_rate", "lambda": "reg_lambda", "alpha": "reg_alpha",
-           "min_split_loss": "gamma", "nthread": "n_jobs", "num_leaves": "max_leaves"}
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its name, default, a check that returns the value to use, and what it does."""
 
-CHOICES = {"grow_policy": ("depthwise", "lossguide"), "prune": ("post", "pre"),
-           "sampling_method": ("uniform", "goss"), "refit": ("none", "leaves", "step")}
+    name: str
+    default: Any
+    check: Callable[[str, Any], Any]
+    doc: str
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+
+
+def _real(lo=None, hi=None, lo_open=False):
+    return lambda name, v: _number(name, v, lo, hi, lo_open=lo_open)
+
+
+def _int(lo=None, hi=None):
+    return lambda name, v: _number(name, v, lo, hi, integer=True)
+
+
+def _choice(name, v, choices):
+    if v not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {v!r}")
+    return v
+
+
+def _bool(name, v):
+    if not isinstance(v, (bool, np.bool_)):
+        raise ValueError(f"{name} must be true or false; got {v!r}")
+    return bool(v)
+
+
+def _n_jobs(name, v):
+    if v is None:
+        return None
+    v = _number(name, v, integer=True)
+    if v == 0 or v < -1:
+        raise ValueError(f"{name} must be a positive integer, or -1 or None for every core; got {v!r}")
+    return v
+
+
+def _choices(*options):
+    return dict(check=lambda name, v: _choice(name, v, options), choices=options)
+
+
+PARAMS: tuple[Param, ...] = (
+    Param("learning_rate", 0.3, _real(0.0, lo_open=True), "shrinkage of every tree", ("eta",)),
+    Param("max_depth", 6, _int(), "depth limit (<= 0: none, with lossguide or max_leaves)"),
+    Param("max_leaves", 0, _int(0), "leaf limit (0: none)", ("num_leaves",)),
+    Param("grow_policy", "depthwise", doc="level by level, or best leaf first (LightGBM's)",
+          **_choices("depthwise", "lossguide")),
+    Param("reg_lambda", 1.0, _real(0.0), "L2 penalty on leaf weights", ("lambda",)),
+    Param("reg_alpha", 0.0, _real(0.0), "L1 penalty on leaf weights", ("alpha",)),
+    Param("gamma", 0.0, _real(0.0), "least gain a split must have", ("min_split_loss",)),
+    Param("prune", "post", doc="gamma after growth (post) or while growing (pre)", **_choices("post", "pre")),
+    Param("min_child_weight", 1.0, _real(0.0), "least hessian sum per child"),
+    Param("min_samples_leaf", 1, _int(1), "least rows per child"),
+    Param("subsample", 1.0, _real(0.0, 1.0, lo_open=True), "share of rows per tree"),
+    Param("colsample_bytree", 1.0, _real(0.0, 1.0, lo_open=True), "share of features per tree"),
+    Param("sampling_method", "uniform", doc="row sampling: uniform, or GOSS", **_choices("uniform", "goss")),
+    Param("top_rate", 0.2, _real(0.0, 1.0), "GOSS: share of rows with the largest gradients kept"),
+    Param("other_rate", 0.1, _real(0.0, 1.0, lo_open=True), "GOSS: share of the other rows sampled"),
+    Param("monotone_constraints", None, lambda name, v: v, "+1, -1 or 0 per feature (checked against X)"),
+    Param("max_bin", MAX_BINS, _int(2, MAX_BINS), "value bins per feature"),
+    Param("bin_construct_sample_cnt", 200_000, _int(1), "rows the bins are fitted on"),
+    Param("enable_bundle", True, _bool, "exclusive feature bundling of sparse features"),
+    Param("max_conflict_rate", 0.0, _real(0.0, 1.0), "share of rows two bundled features may share"),
+    Param("refit", "none", doc="line search on the true loss after each tree: none, leaves or step",
+          **_choices("none", "leaves", "step")),
+    Param("refit_iter", 3, _int(1), "Newton steps of refit='leaves'"),
+    Param("n_jobs", None, _n_jobs, "threads for large nodes (None or -1: every core)", ("nthread",)),
+)
+
+DEFAULTS: dict = {p.name: p.default for p in PARAMS}
+ALIASES: dict = {a: p.name for p in PARAMS for a in p.aliases}
+CHOICES: dict = {p.name: p.choices for p in PARAMS if p.choices}
+_BY_NAME = {p.name: p for p in PARAMS}
 
 
 def parse_monotone(value, n_features: int) -> np.ndarray | None:
@@ -98,7 +149,7 @@ def _number(name, v, lo=None, hi=None, integer=False, lo_open=False):
 
 
 def resolve_params(params: dict | None, n_features: int | None = None) -> dict:
-    """Defaults plus ``params``, aliases mapped, every value checked.
+    """Defaults plus ``params``, aliases mapped, every value checked (:data:`PARAMS`).
 
     Raises
     ------
@@ -117,37 +168,12 @@ def resolve_params(params: dict | None, n_features: int | None = None) -> dict:
             raise ValueError(f"parameter {key!r} is given twice (through an alias)")
         given.add(key)
         out[key] = v
-    for k, choices in CHOICES.items():
-        if out[k] not in choices:
-            raise ValueError(f"{k} must be one of {choices}; got {out[k]!r}")
-    out["learning_rate"] = _number("learning_rate", out["learning_rate"], 0.0, lo_open=True)
-    out["max_depth"] = _number("max_depth", out["max_depth"], integer=True)
-    out["max_leaves"] = _number("max_leaves", out["max_leaves"], 0, integer=True)
+    for p in PARAMS:
+        out[p.name] = p.check(p.name, out[p.name])
     if out["max_leaves"] == 1:
         raise ValueError("max_leaves must be 0 (no limit) or >= 2")
-    out["reg_lambda"] = _number("reg_lambda", out["reg_lambda"], 0.0)
-    out["reg_alpha"] = _number("reg_alpha", out["reg_alpha"], 0.0)
-    out["gamma"] = _number("gamma", out["gamma"], 0.0)
-    out["min_child_weight"] = _number("min_child_weight", out["min_child_weight"], 0.0)
-    out["min_samples_leaf"] = _number("min_samples_leaf", out["min_samples_leaf"], 1, integer=True)
-    out["subsample"] = _number("subsample", out["subsample"], 0.0, 1.0, lo_open=True)
-    out["colsample_bytree"] = _number("colsample_bytree", out["colsample_bytree"], 0.0, 1.0, lo_open=True)
-    out["top_rate"] = _number("top_rate", out["top_rate"], 0.0, 1.0)
-    out["other_rate"] = _number("other_rate", out["other_rate"], 0.0, 1.0, lo_open=True)
     if out["top_rate"] + out["other_rate"] > 1.0:
         raise ValueError("top_rate + other_rate must be <= 1")
-    out["max_bin"] = _number("max_bin", out["max_bin"], 2, MAX_BINS, integer=True)
-    out["bin_construct_sample_cnt"] = _number("bin_construct_sample_cnt", out["bin_construct_sample_cnt"], 1,
-                                              integer=True)
-    if not isinstance(out["enable_bundle"], (bool, np.bool_)):
-        raise ValueError(f"enable_bundle must be true or false; got {out['enable_bundle']!r}")
-    out["enable_bundle"] = bool(out["enable_bundle"])
-    out["max_conflict_rate"] = _number("max_conflict_rate", out["max_conflict_rate"], 0.0, 1.0)
-    out["refit_iter"] = _number("refit_iter", out["refit_iter"], 1, integer=True)
-    if out["n_jobs"] is not None:
-        out["n_jobs"] = _number("n_jobs", out["n_jobs"], integer=True)
-        if out["n_jobs"] == 0 or out["n_jobs"] < -1:
-            raise ValueError(f"n_jobs must be a positive integer, or -1 or None for every core; got {out['n_jobs']!r}")
     if out["max_depth"] <= 0 and out["grow_policy"] == "depthwise" and out["max_leaves"] == 0:
         raise ValueError("max_depth <= 0 (no depth limit) needs grow_policy='lossguide' or max_leaves > 0")
     if n_features is not None:

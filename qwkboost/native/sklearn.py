@@ -13,7 +13,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from qwkboost.native.boosting import train_booster
-from qwkboost.native.params import DEFAULTS
+from qwkboost.native.params import DEFAULTS as D
+from qwkboost.native.params import PARAMS
 from qwkboost.objectives import get as get_objective
 from qwkboost.validation import check_1d, check_int, check_same_length, check_seed
 
@@ -23,20 +24,19 @@ __all__ = ["NativeGBDTRegressor"]
 class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
     """Histogram gradient-boosted trees (NumPy), scikit-learn style.
 
+    Every engine parameter of :data:`qwkboost.native.params.PARAMS` is an
+    argument here, with the same default (listed below from that table).
+
     Parameters
     ----------
     objective : str, default "squared_error"
         A registered objective name (see :func:`qwkboost.objectives.available`).
     n_estimators : int, default 100
         Boosting rounds.
-    learning_rate, max_depth, max_leaves, grow_policy, reg_lambda, reg_alpha, gamma, min_child_weight,
-    min_samples_leaf, subsample, colsample_bytree, sampling_method, top_rate, other_rate,
-    monotone_constraints, max_bin, refit
-        Engine parameters, see :data:`qwkboost.native.params.DEFAULTS`.
-    n_jobs : int, optional
-        Threads for histograms of large nodes.
     random_state : int, default 0
         Seed of binning subsample and row/column sampling.
+    **engine parameters**
+        See the table below.
 
     Attributes
     ----------
@@ -48,11 +48,16 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         Total split gain per feature, normalised to sum to 1.
     """
 
-    def __init__(self, objective="squared_error", n_estimators=100, learning_rate=0.3, max_depth=6,
-                 max_leaves=0, grow_policy="depthwise", reg_lambda=1.0, reg_alpha=0.0, gamma=0.0,
-                 min_child_weight=1.0, min_samples_leaf=1, subsample=1.0, colsample_bytree=1.0,
-                 sampling_method="uniform", top_rate=0.2, other_rate=0.1, monotone_constraints=None,
-                 max_bin=255, refit="none", n_jobs=None, random_state=0):
+    def __init__(self, objective="squared_error", n_estimators=100, learning_rate=D["learning_rate"],
+                 max_depth=D["max_depth"], max_leaves=D["max_leaves"], grow_policy=D["grow_policy"],
+                 reg_lambda=D["reg_lambda"], reg_alpha=D["reg_alpha"], gamma=D["gamma"], prune=D["prune"],
+                 min_child_weight=D["min_child_weight"], min_samples_leaf=D["min_samples_leaf"],
+                 subsample=D["subsample"], colsample_bytree=D["colsample_bytree"],
+                 sampling_method=D["sampling_method"], top_rate=D["top_rate"], other_rate=D["other_rate"],
+                 monotone_constraints=D["monotone_constraints"], max_bin=D["max_bin"],
+                 bin_construct_sample_cnt=D["bin_construct_sample_cnt"], enable_bundle=D["enable_bundle"],
+                 max_conflict_rate=D["max_conflict_rate"], refit=D["refit"], refit_iter=D["refit_iter"],
+                 n_jobs=D["n_jobs"], random_state=0):
         self.objective = objective
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -62,6 +67,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         self.reg_lambda = reg_lambda
         self.reg_alpha = reg_alpha
         self.gamma = gamma
+        self.prune = prune
         self.min_child_weight = min_child_weight
         self.min_samples_leaf = min_samples_leaf
         self.subsample = subsample
@@ -71,7 +77,11 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         self.other_rate = other_rate
         self.monotone_constraints = monotone_constraints
         self.max_bin = max_bin
+        self.bin_construct_sample_cnt = bin_construct_sample_cnt
+        self.enable_bundle = enable_bundle
+        self.max_conflict_rate = max_conflict_rate
         self.refit = refit
+        self.refit_iter = refit_iter
         self.n_jobs = n_jobs
         self.random_state = random_state
 
@@ -81,7 +91,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         return tags
 
     def _engine_params(self) -> dict:
-        return {k: getattr(self, k) for k in DEFAULTS if hasattr(self, k) and k in self.get_params()}
+        return {p.name: getattr(self, p.name) for p in PARAMS}
 
     def fit(self, X, y, eval_set=None, early_stopping_rounds=None):
         """Fit on ``X`` (n_samples, n_features) and ``y``; return ``self``."""
@@ -137,3 +147,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         imp = self.booster_.feature_importance("gain")
         total = imp.sum()
         return imp / total if total > 0 else imp
+
+
+NativeGBDTRegressor.__doc__ += "\n    Engine parameters (:data:`qwkboost.native.params.PARAMS`)::\n\n" + "\n".join(
+    f"        {p.name:<26}{p.default!r:<12}{p.doc}" for p in PARAMS) + "\n"

@@ -54,3 +54,23 @@ def test_early_stopping_needs_an_eval_set_and_finite_labels(with_missing):
     yv[3] = np.nan
     with pytest.raises(ValueError, match=r"eval_set y contains 1 NaN or inf value\(s\) \(first at index 3"):
         est.fit(X[:900], y[:900], eval_set=(X[900:], yv), early_stopping_rounds=5)
+
+
+def test_the_estimator_exposes_every_engine_parameter_with_its_default():
+    from qwkboost.native.params import PARAMS
+
+    got = NativeGBDTRegressor().get_params()
+    for p in PARAMS:
+        assert p.name in got, p.name
+        assert got[p.name] == p.default or (got[p.name] is None and p.default is None)
+    est = NativeGBDTRegressor(n_estimators=3, prune="pre", enable_bundle=False, refit="step", refit_iter=2)
+    assert est._engine_params()["prune"] == "pre" and est._engine_params()["enable_bundle"] is False
+
+
+def test_every_parameter_has_one_check_and_one_default():
+    from qwkboost.native.params import ALIASES, DEFAULTS, PARAMS, resolve_params
+
+    assert len({p.name for p in PARAMS}) == len(PARAMS) == len(DEFAULTS)
+    assert resolve_params({}) == {**DEFAULTS, "monotone_constraints": None}
+    for alias, name in ALIASES.items():
+        assert resolve_params({alias: DEFAULTS[name]})[name] == DEFAULTS[name]
