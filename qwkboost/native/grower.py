@@ -53,8 +53,8 @@ from qwkboost.native.bundling import Layout
 from qwkboost.native import histogram as _histogram
 from qwkboost.native.histogram import HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
-from qwkboost.native.splitting import (SEARCH_CHUNK_ELEMENTS_EXACT_H, FlatBins, SplitParams, best_splits_exact_h,
-                                       exact_h_applies, find_best_splits)
+from qwkboost.native.splitting import (SEARCH_CHUNK_ELEMENTS_EXACT_H, FlatBins, SplitInfo, SplitParams,
+                                       best_splits_exact_h, exact_h_applies, find_best_splits)
 
 __all__ = ["GrowerParams", "grow_tree", "GrownTree", "partition", "go_left", "split_rows", "PARALLEL_MIN_NODE_ROWS"]
 
@@ -151,6 +151,41 @@ def _weight(G: float, H: float, lam: float, alpha: float, lo: float, hi: float) 
 
 
 class _Node:
+    r"""A node while the tree grows.
+
+    Attributes
+    ----------
+    id, depth : int
+        Position in :attr:`_Grower.nodes` (the growth order) and depth (root 0).
+    totals : list of float
+        ``[G, H, C]``: gradient and hessian sums and row count of the node.
+    n : int
+        Row count (``int(totals[2])``).
+    weight : float
+        The node's leaf weight :math:`-G/(H+\lambda)` (L1- and bound-adjusted, unshrunk).
+    lower, upper : float
+        Monotone bounds on the weights of this subtree.
+    can : bool
+        Whether the node may split at all (depth, ``min_child_weight``, ``min_samples_leaf``).
+    hist : ndarray or None
+        Its gradient histogram, while it may still split.
+    split : SplitInfo or None
+        The best split found, once searched; ``None`` if there is none.
+    left, right : int
+        Children's ids (-1 while a leaf).
+    counted : bool
+        Whether ``split``'s child statistics carry exact row counts.
+    rows, mask, lazy, lazy_leaf
+        Where the node's rows are, in one of four forms: ``rows``, sorted row
+        indices (``None`` with ``mask`` also ``None``: every row); ``mask``, a
+        boolean mask over every row, kept for a large child instead of a list;
+        ``lazy``, ``(rows, go-left mask)`` of a split whose children are both
+        final leaves, whose lists are never built; ``lazy_leaf``, true for such a
+        child, whose rows live in its parent's ``lazy``.
+        :meth:`GrownTree.leaf_values` reads every form; :attr:`GrownTree.leaf_rows`
+        builds the lists.
+    """
+
     __slots__ = ("id", "depth", "rows", "totals", "hist", "lower", "upper", "split", "left", "right",
                  "weight", "lazy", "lazy_leaf", "can", "mask", "n", "counted")
 
@@ -269,7 +304,7 @@ class _Grower:
                 if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
                     n.split = None
                     continue
-                n.split = (gain, f, b, L[1] >= R[1], L, R)
+                n.split = SplitInfo(gain, f, b, L[1] >= R[1], L, R)
                 n.counted = True
             return
         res = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone, missing,
@@ -289,7 +324,7 @@ class _Grower:
             if mp is None or not mp[i][f]:
                 # no missing rows here: unseen missing values follow the heavier child
                 dl = bool(Ls[i][1] >= Rs[i][1])
-            n.split = (gain, f, bins[i], dl, Ls[i], Rs[i])
+            n.split = SplitInfo(gain, f, bins[i], dl, Ls[i], Rs[i])
             n.counted = counted
 
     def _bounds(self, node: _Node, f: int, wl: float, wr: float):
@@ -303,7 +338,8 @@ class _Grower:
 
     def _split(self, node: _Node, parts=None):
         """Partition ``node`` (or use ``parts``, its partition done elsewhere); return its children."""
-        gain, f, b, dl, L, R = node.split
+        s = node.split
+        f, b, dl, L, R = s.feature, s.bin, s.default_left, s.left, s.right
         lam, alpha = self.sp.reg_lambda, self.sp.reg_alpha
         wl = _weight(L[0], L[1], lam, alpha, node.lower, node.upper)
         wr = _weight(R[0], R[1], lam, alpha, node.lower, node.upper)
@@ -404,7 +440,8 @@ class _Grower:
         for n in cands:
             if n.mask is not None:                     # row lists for the pool's partitions
                 n.rows, n.mask = np.flatnonzero(n.mask), None
-        parts = list(ex.map(lambda n: partition(self.layout, n.rows, *n.split[1:4]), cands))
+        parts = list(ex.map(lambda n: partition(self.layout, n.rows, n.split.feature, n.split.bin,
+                                                n.split.default_left), cands))
         kids = [self._split(n, pr) for n, pr in zip(cands, parts)]
         # which child to build for each parent (the smaller one, if either child may split)
         jobs = []
@@ -453,7 +490,7 @@ class _Grower:
             self._search(frontier)
             cands = [n for n in frontier if n.split is not None]
             if self.p.max_leaves > 0:
-                cands.sort(key=lambda n: -n.split[0])
+                cands.sort(key=lambda n: -n.split.gain)
                 cands = cands[: max(0, self._room())]
             for n in frontier:
                 if n not in cands:
@@ -464,7 +501,7 @@ class _Grower:
         self._search([root])
         heap = []
         if root.split is not None:
-            heapq.heappush(heap, (-root.split[0], root.id))
+            heapq.heappush(heap, (-root.split.gain, root.id))
         while heap and self._room() > 0:
             _, nid = heapq.heappop(heap)
             node = self.nodes[nid]
@@ -474,7 +511,7 @@ class _Grower:
                 self._search(want)
                 for c in want:
                     if c.split is not None:
-                        heapq.heappush(heap, (-c.split[0], c.id))
+                        heapq.heappush(heap, (-c.split.gain, c.id))
                     c.hist = None if c.split is None else c.hist
 
     # -- output ----------------------------------------------------------------
@@ -487,7 +524,7 @@ class _Grower:
             if node.left < 0:
                 continue
             l, r = self.nodes[node.left], self.nodes[node.right]
-            if l.left < 0 and r.left < 0 and node.split[0] < gamma:
+            if l.left < 0 and r.left < 0 and node.split.gain < gamma:
                 if node.lazy is not None:
                     node.rows, node.lazy = node.lazy[0], None
                 else:
@@ -531,8 +568,9 @@ class _Grower:
         mask_leaves = []
         for i, n in enumerate(order):
             if n.left >= 0:
-                g, f, b, d, _, _ = n.split
-                feature[i], bins[i], dl[i], gain[i] = f, b, d, g
+                sp = n.split
+                f, b = sp.feature, sp.bin
+                feature[i], bins[i], dl[i], gain[i] = f, b, sp.default_left, sp.gain
                 e = binmapper_edges[f]
                 thr[i] = e[b] if b < e.size else math.inf
                 li, ri = (n.left, n.right) if new_id is None else (new_id[n.left], new_id[n.right])

@@ -41,7 +41,7 @@ import numpy as np
 
 from qwkboost.native.binning import MISSING_BIN, N_CODES
 
-__all__ = ["SplitParams", "FlatBins", "similarity", "leaf_weight", "score_given_weight", "split_gain",
+__all__ = ["SplitInfo", "SplitParams", "FlatBins", "similarity", "leaf_weight", "score_given_weight", "split_gain",
            "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "MIN_GAIN"]
 
 # a split must improve the objective by more than this (XGBoost's kRtEps)
@@ -49,6 +49,33 @@ MIN_GAIN = 1e-6
 # nodes x flat bins searched at once (keeps the search's temporaries in L2 cache)
 SEARCH_CHUNK_ELEMENTS = 12_000
 SEARCH_CHUNK_ELEMENTS_EXACT_H = 24_000
+
+
+@dataclass(slots=True)
+class SplitInfo:
+    """The best split of a node: what the grower keeps on the node and splits by.
+
+    Attributes
+    ----------
+    gain : float
+        XGBoost's gain of the split (:func:`split_gain`), before ``gamma``.
+    feature : int
+        The feature split on (a column of ``X``).
+    bin : int
+        Rows with ``bin(x) <= bin`` go left.
+    default_left : bool
+        Where rows with a missing value go.
+    left, right : list of float
+        The children's ``[G, H, C]``: gradient and hessian sums and row count
+        (the grower fills in exact counts once it has partitioned the rows).
+    """
+
+    gain: float
+    feature: int
+    bin: int
+    default_left: bool
+    left: list
+    right: list
 
 
 @dataclass(frozen=True)
