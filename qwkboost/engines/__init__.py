@@ -161,12 +161,13 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     eval_set : tuple (X_val, y_val), optional
         Scored every round with the objective's metric.
     early_stopping_rounds : int, optional
-        Stop when the eval-set metric has not improved for this many rounds;
-        needs ``eval_set``.
+        Stop when the eval-set metric has not improved for this many rounds
+        (:class:`qwkboost.callbacks.EarlyStopping`); needs ``eval_set``.
     objective_params : dict, optional
         Parameters for a named objective, e.g. ``{"hessian": "gauss_newton"}``.
     callbacks : list of callable, optional
-        Each is called as ``fn(round, {"train": {...}, "valid": {...}})`` after every round.
+        Each is called as ``fn(round, {"train": {...}, "valid": {...}})`` after every round,
+        on every engine; raising :class:`qwkboost.callbacks.EarlyStopException` stops training.
     seed : int, default 0
     n_jobs : int, optional
         Engine threads; default every core this process may use. A thread
