@@ -232,7 +232,8 @@ def _line_search(f: Callable[[float], float], rho_max: float = 1024.0) -> float:
 def _refit(kind: str, grown, objective, y, score, rows, p: dict) -> None:
     """Re-estimate the unshrunk leaf values of ``grown.tree`` on ``objective.loss`` (in place)."""
     tree = grown.tree
-    leaves = np.array(sorted(grown.leaf_rows), dtype=np.int64)
+    leaf_rows = grown.leaf_rows()
+    leaves = np.array(sorted(leaf_rows), dtype=np.int64)
     ys = y if rows is None else y[rows]
     base = score if rows is None else score[rows]
     m = ys.size
@@ -240,13 +241,13 @@ def _refit(kind: str, grown, objective, y, score, rows, p: dict) -> None:
     leaf_of = np.empty(m, dtype=np.int64)
     if rows is None:
         for k, j in enumerate(leaves):
-            r = grown.leaf_rows[j]
+            r = leaf_rows[j]
             leaf_of[slice(None) if r is None else r] = k
     else:
         pos = np.full(y.size, -1, dtype=np.int64)
         pos[rows] = np.arange(m)
         for k, j in enumerate(leaves):
-            r = grown.leaf_rows[j]
+            r = leaf_rows[j]
             leaf_of[pos[r] if r is not None else slice(None)] = k
     v = tree.value[leaves].copy()
     lo, hi = grown.lower[leaves], grown.upper[leaves]

@@ -1,15 +1,17 @@
 r"""Stage 4: grow one tree, depth-wise (XGBoost) or best-first (LightGBM).
 
-Each node keeps the sorted indices of its rows. Splitting a node partitions
+:class:`TreeGrower` grows a tree one step at a time (:meth:`TreeGrower.split_next`);
+:func:`grow_tree` runs it to the end. Each node keeps its rows as a
+:class:`NodeRows`, usually the sorted row indices. Splitting a node partitions
 them with one comparison on the split feature's codes (``np.compress``, no
 sort), builds the histogram of the smaller child only and gets its sibling by
 subtraction (:mod:`qwkboost.native.histogram`). Two shortcuts leave row lists
 unbuilt: when the tree grows on every row, a child holding at least
 :data:`MASK_MIN_SHARE` of them keeps a boolean mask over all rows instead (its
 histogram comes by subtraction, and splitting it needs no gather); and when
-neither child of a split can split again, only the go-left mask is kept, from
-which :meth:`GrownTree.leaf_values` writes the training-score update
-(:attr:`GrownTree.leaf_rows` builds the lists on first access).
+neither child of a split can split again, both keep their parent's rows and
+go-left mask ("deferred"), from which :meth:`GrownTree.leaf_values` writes the
+training-score update. :meth:`NodeRows.indices` builds the list of any form.
 
 **Depth-wise** (``grow_policy="depthwise"``): all nodes of a level are
 searched together (one vectorised split search for the level), then split;
@@ -50,13 +52,12 @@ import numpy as np
 
 from qwkboost.native.binning import MISSING_BIN
 from qwkboost.native.bundling import Layout
-from qwkboost.native import histogram as _histogram
 from qwkboost.native.histogram import HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
-from qwkboost.native.splitting import (SEARCH_CHUNK_ELEMENTS_EXACT_H, FlatBins, SplitInfo, SplitParams,
-                                       best_splits_exact_h, exact_h_applies, find_best_splits)
+from qwkboost.native.splitting import FlatBins, SplitParams, find_best_splits, leaf_weight_scalar
 
-__all__ = ["GrowerParams", "grow_tree", "GrownTree", "partition", "go_left", "split_rows", "PARALLEL_MIN_NODE_ROWS"]
+__all__ = ["GrowerParams", "TreeGrower", "NodeRows", "grow_tree", "GrownTree", "partition", "go_left", "split_rows",
+           "PARALLEL_MIN_NODE_ROWS"]
 
 # a level is split on the thread pool only if its nodes average this many rows
 # (below, task overhead and GIL hand-overs cost more than the second core gives)
@@ -78,6 +79,65 @@ class GrowerParams:
     prune: str = "post"
 
 
+class NodeRows:
+    """The training rows of a node, in the cheapest form the grower knows them.
+
+    Exactly one of four forms:
+
+    * **every row**: ``index``, ``mask`` and ``go_left`` are all ``None``;
+    * **index**: ``index`` holds the sorted row indices;
+    * **mask**: ``mask`` is a boolean mask over every row. A large child of a tree
+      grown on every row keeps this form: splitting it needs no gather, and its
+      histogram comes by subtraction;
+    * **deferred**: the rows of ``index`` (``None``: every row) where ``go_left``
+      equals ``left``. The two children of a split that can neither split again
+      share their parent's rows and go-left mask: building their lists would cost a
+      compress of every row of the level, and the training-score update
+      (:meth:`GrownTree.leaf_values`) is written from the mask directly.
+
+    Immutable; :meth:`indices` builds the index list of any form.
+    """
+
+    __slots__ = ("index", "mask", "go_left", "left")
+
+    def __init__(self, index=None, mask=None, go_left=None, left: bool = True):
+        self.index, self.mask, self.go_left, self.left = index, mask, go_left, left
+
+    @classmethod
+    def every(cls) -> "NodeRows":
+        return cls()
+
+    @classmethod
+    def of_index(cls, index: np.ndarray | None) -> "NodeRows":
+        return cls(index=index)
+
+    @classmethod
+    def of_mask(cls, mask: np.ndarray) -> "NodeRows":
+        return cls(mask=mask)
+
+    @classmethod
+    def deferred(cls, index: np.ndarray | None, go_left: np.ndarray, left: bool) -> "NodeRows":
+        return cls(index=index, go_left=go_left, left=left)
+
+    @property
+    def kind(self) -> str:
+        """``"every"``, ``"index"``, ``"mask"`` or ``"deferred"``."""
+        if self.go_left is not None:
+            return "deferred"
+        if self.mask is not None:
+            return "mask"
+        return "every" if self.index is None else "index"
+
+    def indices(self) -> np.ndarray | None:
+        """Sorted row indices (``None``: every row), built from whichever form the rows are in."""
+        if self.go_left is not None:
+            m = self.go_left if self.left else ~self.go_left
+            return np.flatnonzero(m) if self.index is None else np.compress(m, self.index)
+        if self.mask is not None:
+            return np.flatnonzero(self.mask)
+        return self.index
+
+
 class GrownTree:
     """A grown tree with unshrunk weights, and what leaf refits need.
 
@@ -85,69 +145,60 @@ class GrownTree:
     ----------
     tree : Tree
         Leaf ``value`` holds the unshrunk weight :math:`w^*`.
-    leaf_rows : dict
-        Leaf id -> row indices (training rows that reached it; ``None``: every row).
+    leaves : dict of int to NodeRows
+        Leaf id -> the training rows that reached it, in any :class:`NodeRows` form.
     lower, upper : ndarray
         Monotone bounds per node.
-    pending : list
-        ``(rows, go_left, left_id, right_id)`` of splits whose children are both
-        leaves: their row lists are left unbuilt (``np.compress`` of every row of
-        the deepest level) unless :attr:`leaf_rows` is read; :meth:`leaf_values`
-        writes the leaves' values straight from the go-left mask.
     """
 
-    def __init__(self, tree: Tree, leaf_rows: dict, lower: np.ndarray, upper: np.ndarray, pending=(),
-                 mask_leaves=()):
-        self.tree, self._leaf_rows, self.lower, self.upper = tree, leaf_rows, lower, upper
-        self.pending = list(pending)
-        self.mask_leaves = list(mask_leaves)      # (mask over every row, leaf id)
+    def __init__(self, tree: Tree, leaves: dict, lower: np.ndarray, upper: np.ndarray):
+        self.tree, self.leaves, self.lower, self.upper = tree, leaves, lower, upper
+        # the leaves by form, for leaf_values: masks, index lists, and deferred sibling pairs
+        self._masks, self._lists, pairs = [], [], {}
+        for j, r in leaves.items():
+            if r.go_left is not None:
+                pairs.setdefault(id(r.go_left), [r.index, r.go_left, None, None])[2 + (not r.left)] = j
+            elif r.mask is not None:
+                self._masks.append((r.mask, j))
+            else:
+                self._lists.append((r.index, j))
+        self._pairs = []
+        for rows, go, lid, rid in pairs.values():
+            if lid is None or rid is None:              # one side only: its rows as a list
+                j = rid if lid is None else lid
+                self._lists.append((leaves[j].indices(), j))
+            else:
+                self._pairs.append((rows, go, lid, rid))
 
-    @property
     def leaf_rows(self) -> dict:
-        if self.pending:
-            for rows, mask, lid, rid in self.pending:
-                self._leaf_rows[lid], self._leaf_rows[rid] = split_rows(rows, mask)
-            self.pending = []
-        if self.mask_leaves:
-            for mask, j in self.mask_leaves:
-                self._leaf_rows[j] = mask.nonzero()[0]
-            self.mask_leaves = []
-        return self._leaf_rows
+        """Leaf id -> sorted row indices (``None``: every row); builds the lists, changes nothing."""
+        return {j: r.indices() for j, r in self.leaves.items()}
 
     def leaf_values(self, out: np.ndarray) -> np.ndarray:
         """``out[i]`` = value of the leaf training row ``i`` reached (every row, no sampling)."""
         value = self.tree.value
-        if self.mask_leaves:
-            # the mask leaves are disjoint: out = sum of mask * value, exact (x * 1 = x, x + 0 = x)
-            # and branch-free (masked writes such as np.putmask branch on every row)
-            tmp = None
-            for i, (mask, j) in enumerate(self.mask_leaves):
-                if i == 0:
-                    np.multiply(mask, value[j], out=out)
-                else:
-                    tmp = np.multiply(mask, value[j], out=tmp)
-                    out += tmp
-        for j, r in self._leaf_rows.items():
+        # the mask leaves are disjoint and written first: out = sum of mask * value, exact
+        # (x * 1 = x, x + 0 = x) and branch-free (masked writes such as np.putmask branch on every row)
+        tmp = None
+        for i, (mask, j) in enumerate(self._masks):
+            if i == 0:
+                np.multiply(mask, value[j], out=out)
+            else:
+                tmp = np.multiply(mask, value[j], out=tmp)
+                out += tmp
+        for r, j in self._lists:
             if r is None:
                 out[:] = value[j]
             else:
                 out[r] = value[j]
-        for rows, mask, lid, rid in self.pending:
+        for rows, go, lid, rid in self._pairs:
             # a two-entry table indexed by the mask: branch-free, unlike np.where on a random mask
-            v = np.array([value[rid], value[lid]]).take(mask.view(np.uint8))
+            v = np.array([value[rid], value[lid]]).take(go.view(np.uint8))
             if rows is None:
                 out[:] = v
             else:
                 out[rows] = v
         return out
-
-
-def _weight(G: float, H: float, lam: float, alpha: float, lo: float, hi: float) -> float:
-    """Scalar :func:`~qwkboost.native.splitting.leaf_weight` in plain floats (called per node)."""
-    if alpha:
-        G = math.copysign(max(abs(G) - alpha, 0.0), G)
-    w = -G / (H + lam) if H + lam > 0 else 0.0
-    return min(max(w, lo), hi)
 
 
 class _Node:
@@ -156,7 +207,9 @@ class _Node:
     Attributes
     ----------
     id, depth : int
-        Position in :attr:`_Grower.nodes` (the growth order) and depth (root 0).
+        Position in :attr:`TreeGrower.nodes` (the growth order) and depth (root 0).
+    rows : NodeRows or None
+        The node's training rows; ``None`` once it has split (they live in its children).
     totals : list of float
         ``[G, H, C]``: gradient and hessian sums and row count of the node.
     n : int
@@ -173,21 +226,10 @@ class _Node:
         The best split found, once searched; ``None`` if there is none.
     left, right : int
         Children's ids (-1 while a leaf).
-    counted : bool
-        Whether ``split``'s child statistics carry exact row counts.
-    rows, mask, lazy, lazy_leaf
-        Where the node's rows are, in one of four forms: ``rows``, sorted row
-        indices (``None`` with ``mask`` also ``None``: every row); ``mask``, a
-        boolean mask over every row, kept for a large child instead of a list;
-        ``lazy``, ``(rows, go-left mask)`` of a split whose children are both
-        final leaves, whose lists are never built; ``lazy_leaf``, true for such a
-        child, whose rows live in its parent's ``lazy``.
-        :meth:`GrownTree.leaf_values` reads every form; :attr:`GrownTree.leaf_rows`
-        builds the lists.
     """
 
     __slots__ = ("id", "depth", "rows", "totals", "hist", "lower", "upper", "split", "left", "right",
-                 "weight", "lazy", "lazy_leaf", "can", "mask", "n", "counted")
+                 "weight", "can", "n")
 
     def __init__(self, nid, depth, rows, totals, lower, upper):
         self.id, self.depth, self.rows, self.totals = nid, depth, rows, totals
@@ -196,11 +238,8 @@ class _Node:
         self.split = None
         self.left = self.right = -1
         self.weight = 0.0
-        self.lazy = None          # (rows, go-left mask) when both children are final leaves
-        self.lazy_leaf = False    # a child of such a node: its rows are not built
-        self.mask = None          # rows not built: the node's rows as a mask over every row
-        self.n = 0                # number of rows
-        self.counted = False      # split's child sums carry exact row counts
+        self.n = 0
+        self.can = False
 
 
 def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: bool = True) -> np.ndarray:
@@ -230,10 +269,49 @@ def partition(layout: Layout, rows, f: int, b: int, default_left: bool):
     return split_rows(rows, go_left(layout, rows, f, b, default_left))
 
 
-class _Grower:
-    def __init__(self, layout: Layout, hb: HistogramBuilder, fb: FlatBins, params: GrowerParams,
-                 feature_mask, monotone, has_missing: bool):
-        self.layout, self.hb, self.fb, self.p = layout, hb, fb, params
+class TreeGrower:
+    """Grows one tree on the gradients loaded in a :class:`HistogramBuilder`.
+
+    The constructor makes the root, builds its histogram and searches its best
+    split. Then :meth:`split_next` takes one step: the best leaf (``lossguide``)
+    or the whole current level (``depthwise``: a level is searched and split
+    together); :meth:`can_split_further` says whether another step would split
+    anything, :meth:`grow` steps to the end and :meth:`finish` returns the tree.
+    The grower asks the builder for histograms and sums and the split search for
+    splits (:func:`~qwkboost.native.splitting.find_best_splits`); it owns the
+    rows, the order of growth, the monotone bounds and pruning.
+
+    Parameters
+    ----------
+    layout : Layout
+        Columns (features, or EFB bundles) and their codes.
+    hb : HistogramBuilder
+        Holds this round's gradients.
+    params : GrowerParams
+    rows : ndarray of intp, optional
+        The rows of this round (row sampling); default every row.
+    feature_mask : ndarray of bool, optional
+        Features this tree may split on.
+    monotone : ndarray of int, optional
+        Constraint per feature.
+    has_missing : bool
+        Whether the training data has missing values anywhere.
+    flat_bins : FlatBins
+        The flat bin layout of the features (:class:`~qwkboost.native.splitting.FlatBins`).
+    edges : list of ndarray
+        Bin edges per feature (for the tree's readable thresholds).
+
+    Attributes
+    ----------
+    nodes : list of _Node
+        Every node made so far, in the order made (parents before children).
+    n_leaves : int
+    """
+
+    def __init__(self, layout: Layout, hb: HistogramBuilder, params: GrowerParams, *, flat_bins: FlatBins,
+                 edges, rows=None, feature_mask=None, monotone=None, has_missing: bool = True):
+        self.layout, self.hb, self.fb, self.p = layout, hb, flat_bins, params
+        self.edges = edges
         self.sp = params.split
         self.feature_mask = feature_mask
         self.cols = layout.columns_for(feature_mask)
@@ -242,28 +320,30 @@ class _Grower:
         self.nodes: list[_Node] = []
         self.n_leaves = 1
         self._pruned = False
+        self._tree = None
         sp = self.sp
         self._max_depth = params.max_depth if params.max_depth > 0 else math.inf
         self._min_h = 2 * sp.min_child_weight               # a node needs twice a child's minimum
         self._min_c = 2 * max(1, sp.min_samples_leaf)
+        self._lossguide = params.grow_policy == "lossguide"
+        self._frontier: list[_Node] = []                     # depth-wise: the searched level
+        self._cands = None                                   # ... and its nodes that will split
+        self._heap: list = []                                # best-first: (-gain, id) of split leaves
+        self._start(rows)
 
     # -- helpers ---------------------------------------------------------------
-    def _new(self, depth, rows, totals, lower, upper, weight=None) -> _Node:
-        node = _Node(len(self.nodes), depth, rows, totals, lower, upper)
+    def _new(self, depth, totals, lower, upper, weight=None) -> _Node:
+        node = _Node(len(self.nodes), depth, None, totals, lower, upper)
         G, H, C = totals
-        node.weight = _weight(G, H, self.sp.reg_lambda, self.sp.reg_alpha, lower, upper) if weight is None \
-            else weight
+        node.weight = leaf_weight_scalar(G, H, self.sp.reg_lambda, self.sp.reg_alpha, lower, upper) \
+            if weight is None else weight
         node.n = int(C)
         node.can = depth < self._max_depth and H >= self._min_h and C >= self._min_c
         self.nodes.append(node)
         return node
 
-    @staticmethod
-    def _can_split(node: _Node) -> bool:
-        return node.can
-
     def _search(self, nodes: list[_Node]) -> None:
-        """Best split of each node (vectorised over the nodes)."""
+        """Best split of each node (one vectorised search for all of them)."""
         k = len(nodes)
         if k == 1:
             hist, totals = nodes[0].hist[None], np.array([nodes[0].totals])
@@ -277,55 +357,16 @@ class _Grower:
         if self.monotone is not None:
             lower = np.array([n.lower for n in nodes])
             upper = np.array([n.upper for n in nodes])
-        if self.has_missing:
-            # (k, F): does the node have rows with a missing value of the feature? Any of G, H,
-            # C tells (a row may have zero hessian, and C is zero when counts are not needed)
-            m = flat[:, :, self.fb.miss_pos]
-            present = (m[:, 1] > 0) | (m[:, 0] != 0) | (m[:, 2] > 0)
-            missing = bool(present.any())
-        else:
-            present, missing = None, False
         mask = self.feature_mask
         if not built.all():
             allowed = np.zeros(self.fb.n_bins.size, dtype=bool)
             allowed[self.fb.feat_of[built]] = True
             mask = allowed if mask is None else (mask & allowed)
-        c = self.hb.const_hess
-        scale = c if (c is not None and c > 0 and math.frexp(c)[0] == 0.5
-                      and self.hb.n_samples < 2 ** 53) else None
-        pre = self.p.prune == "pre"
-        fast = None
-        if exact_h_applies(self.sp, self.fb, scale, missing, self.monotone, lower) and \
-                k * self.fb.size <= SEARCH_CHUNK_ELEMENTS_EXACT_H:
-            fast = best_splits_exact_h(flat, totals, self.sp, self.fb, scale, mask)
-        if fast is not None:
-            # plain Python values already, counts exact, no missing values: heavier child default
-            for n, (gain, f, b, L, R) in zip(nodes, fast):
-                if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
-                    n.split = None
-                    continue
-                n.split = SplitInfo(gain, f, b, L[1] >= R[1], L, R)
-                n.counted = True
-            return
-        res = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone, missing,
-                               scale)
-        gains, feats, bins = res["gain"].tolist(), res["feature"].tolist(), res["bin"].tolist()
-        dls = res["default_left"].tolist()
-        Ls, Rs = res["left"].tolist(), res["right"].tolist()     # plain floats per node
-        counted = bool(res["counts"])                            # L[2], R[2] are exact row counts
-        mp = present.tolist() if present is not None else None
-        for i, n in enumerate(nodes):
-            gain = gains[i]
-            if not math.isfinite(gain) or (pre and gain < self.sp.gamma):
-                n.split = None
-                continue
-            f = feats[i]
-            dl = dls[i]
-            if mp is None or not mp[i][f]:
-                # no missing rows here: unseen missing values follow the heavier child
-                dl = bool(Ls[i][1] >= Rs[i][1])
-            n.split = SplitInfo(gain, f, bins[i], dl, Ls[i], Rs[i])
-            n.counted = counted
+        splits = find_best_splits(flat, totals, self.sp, self.fb, mask, lower, upper, self.monotone,
+                                  self.has_missing, self.hb.exact_hess_scale())
+        pre, gamma = self.p.prune == "pre", self.sp.gamma
+        for n, s in zip(nodes, splits):
+            n.split = None if s is None or (pre and s.gain < gamma) else s
 
     def _bounds(self, node: _Node, f: int, wl: float, wr: float):
         lo, hi = node.lower, node.upper
@@ -341,70 +382,68 @@ class _Grower:
         s = node.split
         f, b, dl, L, R = s.feature, s.bin, s.default_left, s.left, s.right
         lam, alpha = self.sp.reg_lambda, self.sp.reg_alpha
-        wl = _weight(L[0], L[1], lam, alpha, node.lower, node.upper)
-        wr = _weight(R[0], R[1], lam, alpha, node.lower, node.upper)
+        wl = leaf_weight_scalar(L[0], L[1], lam, alpha, node.lower, node.upper)
+        wr = leaf_weight_scalar(R[0], R[1], lam, alpha, node.lower, node.upper)
         if self.monotone is None:
             ll = rl = node.lower
             lu = ru = node.upper
         else:
             (ll, lu), (rl, ru) = self._bounds(node, f, wl, wr)
-        # child row counts: exact from the split search when it had counts (node.counted),
-        # else from the partition; L, R are this node's own lists (from _search), updated in place
-        lmask = None
+        # child row counts: exact from the split search when it counted rows, else from
+        # the partition; L, R are this node's own lists (from the search), updated in place
+        nr = node.rows
+        lmask = go = None
         if parts is not None:
             lrows, rrows = parts
             L[2], R[2] = float(lrows.size), float(rrows.size)
-        elif node.rows is None and self.all_rows:
+        elif self.all_rows and nr.index is None:
             # the root, or a node kept as a mask: children as masks over every row
             t = go_left(self.layout, None, f, b, dl, self.has_missing)
-            if node.mask is None:
+            if nr.mask is None:
                 lmask, rmask = t, ~t
             else:
-                lmask, rmask = node.mask & t, np.greater(node.mask, t)     # mask & ~t
-            if not node.counted:
+                lmask, rmask = nr.mask & t, np.greater(nr.mask, t)     # mask & ~t
+            if not s.exact_counts:
                 nl = int(np.count_nonzero(lmask))
                 L[2], R[2] = float(nl), float(node.n - nl)
-            lrows = rrows = None
         else:
-            mask = go_left(self.layout, node.rows, f, b, dl, self.has_missing)
-            if not node.counted:
-                nl = int(np.count_nonzero(mask))
-                L[2], R[2] = float(nl), float(mask.size - nl)
-            lrows = rrows = None
+            go = go_left(self.layout, nr.index, f, b, dl, self.has_missing)
+            if not s.exact_counts:
+                nl = int(np.count_nonzero(go))
+                L[2], R[2] = float(nl), float(go.size - nl)
         # a child whose bounds did not move keeps the weight just computed
         pb = (node.lower, node.upper)
-        left = self._new(node.depth + 1, lrows, L, ll, lu, wl if (ll, lu) == pb else None)
-        right = self._new(node.depth + 1, rrows, R, rl, ru, wr if (rl, ru) == pb else None)
-        if lmask is not None:
+        left = self._new(node.depth + 1, L, ll, lu, wl if (ll, lu) == pb else None)
+        right = self._new(node.depth + 1, R, rl, ru, wr if (rl, ru) == pb else None)
+        if parts is not None:
+            left.rows, right.rows = NodeRows(lrows), NodeRows(rrows)
+        elif lmask is not None:
             if left.can or right.can:
                 small = left if left.n <= right.n else right       # its histogram gets built
                 keep = MASK_MIN_SHARE * self.hb.n_samples
                 for c, m in ((left, lmask), (right, rmask)):
-                    if c is small or c.n < keep:
-                        c.rows = m.nonzero()[0]
-                    else:
-                        c.mask = m
+                    c.rows = NodeRows(m.nonzero()[0]) if (c is small or c.n < keep) \
+                        else NodeRows(None, m)
             else:
-                left.mask, right.mask = lmask, rmask                 # final leaves
-            node.mask = None
-        elif parts is None:
-            if self._can_split(left) or self._can_split(right):
-                left.rows, right.rows = split_rows(node.rows, mask)
-            else:
-                # both children are final leaves: keep the mask, build no row lists
-                node.lazy = (node.rows, mask)
-                left.lazy_leaf = right.lazy_leaf = True
+                left.rows, right.rows = NodeRows(None, lmask), NodeRows(None, rmask)   # final leaves
+        elif left.can or right.can:
+            lrows, rrows = split_rows(nr.index, go)
+            left.rows, right.rows = NodeRows(lrows), NodeRows(rrows)
+        else:
+            # both children are final leaves: keep the mask, build no row lists
+            left.rows = NodeRows(nr.index, None, go, True)
+            right.rows = NodeRows(nr.index, None, go, False)
         node.left, node.right = left.id, right.id
-        node.rows = None if node.id != 0 else node.rows
+        node.rows = None
         self.n_leaves += 1
         return left, right
 
     def _child_hists(self, parent: _Node, left: _Node, right: _Node, built=None) -> list[_Node]:
         """Histograms of the children that may split: build the smaller, subtract for the other."""
-        want = [c for c in (left, right) if self._can_split(c)]
+        want = [c for c in (left, right) if c.can]
         if want:
             small, big = (left, right) if left.n <= right.n else (right, left)
-            small.hist = built if built is not None else self.hb.build(small.rows, self.cols)
+            small.hist = built if built is not None else self.hb.build(small.rows.indices(), self.cols)
             if big in want:
                 big.hist = subtract(parent.hist, small.hist)
         parent.hist = None
@@ -415,95 +454,93 @@ class _Grower:
         return self.hb.n_jobs > 1 and len(nodes) > 1 and rows >= PARALLEL_MIN_NODE_ROWS * len(nodes)
 
     def _split_level(self, cands: list[_Node]) -> list[_Node]:
-        """Split every node of a level; for large nodes, partitions and histograms run on the thread pool."""
-        if not self._threaded(cands):
+        """Split every node of a level; return the children that may split, with their histograms.
+
+        For large nodes the partitions and histogram builds run on the thread pool.
+        """
+        threaded = self._threaded(cands)
+        if threaded:
+            ex = pool(self.hb.n_jobs)
+            for n in cands:
+                if n.rows.mask is not None:                 # row lists for the pool's partitions
+                    n.rows = NodeRows(n.rows.indices())
+            parts = list(ex.map(lambda n: partition(self.layout, n.rows.index, n.split.feature, n.split.bin,
+                                                    n.split.default_left), cands))
+            kids = [self._split(n, pr) for n, pr in zip(cands, parts)]
+        else:
             kids = [self._split(n) for n in cands]
-            # the smaller child of each parent whose children may split; the small ones
-            # are counted together (one bincount per column and statistic for the level)
-            small = [(l if l.n <= r.n else r) for l, r in kids
-                     if self._can_split(l) or self._can_split(r)]
-            few = [c for c in small if c.n < _histogram.PAIR_MIN_ROWS]     # (the builder's own limits)
-            built = {}
-            if len(few) > 1:
-                if sum(c.n for c in few) <= _histogram.MANY_MAX_ROWS:
-                    hists = self.hb.build_many([c.rows for c in few], self.cols)
-                    built = {id(c): hists[i] for i, c in enumerate(few)}
-            nxt = []
-            for n, (l, r) in zip(cands, kids):
-                if n.lazy is not None:
-                    n.hist = None
-                    continue
-                s = l if l.n <= r.n else r
-                nxt.extend(self._child_hists(n, l, r, built.get(id(s))))
-            return nxt
-        ex = pool(self.hb.n_jobs)
-        for n in cands:
-            if n.mask is not None:                     # row lists for the pool's partitions
-                n.rows, n.mask = np.flatnonzero(n.mask), None
-        parts = list(ex.map(lambda n: partition(self.layout, n.rows, n.split.feature, n.split.bin,
-                                                n.split.default_left), cands))
-        kids = [self._split(n, pr) for n, pr in zip(cands, parts)]
-        # which child to build for each parent (the smaller one, if either child may split)
-        jobs = []
+        need = []
         for n, (l, r) in zip(cands, kids):
-            if self._can_split(l) or self._can_split(r):
-                jobs.append(l if l.n <= r.n else r)
-        built = dict(zip((id(c) for c in jobs),
-                         ex.map(lambda c: self.hb.build(c.rows, self.cols, in_pool=True), jobs)))
+            if l.can or r.can:
+                need.append((n, l, r, l if l.n <= r.n else r))
+            else:
+                n.hist = None                               # its children are final leaves
+        # the smaller child of each parent gets built (the builder counts the small ones together)
+        if threaded:
+            hists = list(ex.map(lambda t: self.hb.build(t[3].rows.indices(), self.cols, in_pool=True), need))
+        else:
+            hists = self.hb.build_level([t[3].rows.indices() for t in need], self.cols)
         nxt = []
-        for n, (l, r) in zip(cands, kids):
-            small = l if l.n <= r.n else r
-            nxt.extend(self._child_hists(n, l, r, built.get(id(small))))
+        for (n, l, r, _), h in zip(need, hists):
+            nxt.extend(self._child_hists(n, l, r, h))
         return nxt
 
-    # -- policies --------------------------------------------------------------
-    def grow(self, rows) -> None:
+    # -- growth ----------------------------------------------------------------
+    def _start(self, rows) -> None:
+        """The root: its rows, sums and histogram, and its best split."""
         n = self.hb.n_samples if rows is None else rows.size
         self.all_rows = rows is None
         hist = self.hb.build(rows, self.cols) if n >= 2 else None
         if hist is not None:
             # the totals from the histogram itself keep "parent - left" consistent with the bins
             G, H = float(hist[0, 0].sum()), float(hist[1, 0].sum())
-        elif rows is None:
-            G, H = float(self.hb.g.sum()), float(self.hb.h.sum())
         else:
-            G, H = float(self.hb.g.take(rows).sum()), float(self.hb.h.take(rows).sum())
-        root = self._new(0, rows, [G, H, float(n)], -np.inf, np.inf)
-        if not self._can_split(root):
+            G, H = self.hb.sums(rows)
+        root = self._new(0, [G, H, float(n)], -np.inf, np.inf)
+        root.rows = NodeRows(rows)
+        if not root.can:
             return
         root.hist = hist
-        if self.p.grow_policy == "lossguide":
-            self._grow_lossguide(root)
+        self._search([root])
+        if self._lossguide:
+            if root.split is not None:
+                heapq.heappush(self._heap, (-root.split.gain, root.id))
         else:
-            self._grow_depthwise(root)
-
-    @staticmethod
-    def _rows_of(node: _Node):
-        return np.flatnonzero(node.mask) if node.mask is not None else node.rows
+            self._frontier = [root]
 
     def _room(self) -> int:
         return np.iinfo(np.int64).max if self.p.max_leaves <= 0 else self.p.max_leaves - self.n_leaves
 
-    def _grow_depthwise(self, root: _Node) -> None:
-        frontier = [root]
-        while frontier:
-            self._search(frontier)
-            cands = [n for n in frontier if n.split is not None]
-            if self.p.max_leaves > 0:
-                cands.sort(key=lambda n: -n.split.gain)
-                cands = cands[: max(0, self._room())]
-            for n in frontier:
-                if n not in cands:
-                    n.hist = None
-            frontier = self._split_level(cands)
+    def _level_candidates(self) -> list[_Node]:
+        """The nodes of the searched level that will split (with ``max_leaves``: the best ones)."""
+        cands = [n for n in self._frontier if n.split is not None]
+        if self.p.max_leaves > 0:
+            cands.sort(key=lambda n: -n.split.gain)
+            cands = cands[: max(0, self._room())]
+        return cands
 
-    def _grow_lossguide(self, root: _Node) -> None:
-        self._search([root])
-        heap = []
-        if root.split is not None:
-            heapq.heappush(heap, (-root.split.gain, root.id))
-        while heap and self._room() > 0:
-            _, nid = heapq.heappop(heap)
+    def can_split_further(self) -> bool:
+        """Whether :meth:`split_next` would split a node."""
+        if self._tree is not None:
+            return False
+        if self._lossguide:
+            return bool(self._heap) and self._room() > 0
+        if self._cands is None:
+            self._cands = self._level_candidates()
+        return bool(self._cands)
+
+    def split_next(self) -> list[_Node]:
+        """Take one step of growth and return the nodes it made.
+
+        ``lossguide``: split the leaf with the largest gain into two children and
+        search theirs. ``depthwise``: split every chosen node of the current level
+        and search the next level together.
+        """
+        if not self.can_split_further():
+            raise RuntimeError("split_next: no node can split further (see can_split_further)")
+        first = len(self.nodes)
+        if self._lossguide:
+            _, nid = heapq.heappop(self._heap)
             node = self.nodes[nid]
             left, right = self._split(node)
             want = self._child_hists(node, left, right)
@@ -511,8 +548,36 @@ class _Grower:
                 self._search(want)
                 for c in want:
                     if c.split is not None:
-                        heapq.heappush(heap, (-c.split.gain, c.id))
-                    c.hist = None if c.split is None else c.hist
+                        heapq.heappush(self._heap, (-c.split.gain, c.id))
+                    else:
+                        c.hist = None
+        else:
+            cands, self._cands = self._cands, None
+            for n in self._frontier:
+                if n not in cands:
+                    n.hist = None
+            self._frontier = self._split_level(cands)
+            if self._frontier:
+                self._search(self._frontier)
+        return self.nodes[first:]
+
+    def grow(self) -> GrownTree:
+        """Split until no node can split further, then :meth:`finish`."""
+        while self.can_split_further():
+            self.split_next()
+        return self.finish()
+
+    def leaves(self) -> list[_Node]:
+        """The current leaves (nodes without children, pruned ones excluded)."""
+        reach, queue = [], [0]
+        while queue:
+            j = queue.pop()
+            n = self.nodes[j]
+            if n.left >= 0:
+                queue += [n.left, n.right]
+            else:
+                reach.append(n)
+        return sorted(reach, key=lambda n: n.id)
 
     # -- output ----------------------------------------------------------------
     def _post_prune(self) -> None:
@@ -525,21 +590,24 @@ class _Grower:
                 continue
             l, r = self.nodes[node.left], self.nodes[node.right]
             if l.left < 0 and r.left < 0 and node.split.gain < gamma:
-                if node.lazy is not None:
-                    node.rows, node.lazy = node.lazy[0], None
+                lr, rr = l.rows, r.rows
+                if lr.go_left is not None and lr.go_left is rr.go_left:
+                    node.rows = NodeRows(lr.index)          # the rows both shared
+                elif lr.mask is not None and rr.mask is not None:
+                    node.rows = NodeRows(None, lr.mask | rr.mask)
                 else:
-                    if l.mask is not None and r.mask is not None:
-                        node.mask = l.mask | r.mask
-                    else:
-                        node.rows = np.concatenate([self._rows_of(l), self._rows_of(r)])
+                    node.rows = NodeRows(np.concatenate([lr.indices(), rr.indices()]))
                 node.left = node.right = -1
                 l.id = r.id = -1  # detached
                 self._pruned = True
 
-    def result(self, binmapper_edges) -> GrownTree:
+    def finish(self) -> GrownTree:
+        """Prune (``prune="post"``) and return the tree; the grower is then done."""
+        if self._tree is not None:
+            return self._tree
         self._post_prune()
         nodes = self.nodes
-        if self.p.grow_policy != "lossguide" and self.p.max_leaves <= 0 and not self._pruned:
+        if not self._lossguide and self.p.max_leaves <= 0 and not self._pruned:
             # depth-wise nodes are created level by level, in frontier order: already breadth-first
             # (with max_leaves a level is split in order of gain, so it is renumbered below)
             order = nodes
@@ -555,6 +623,7 @@ class _Grower:
             new_id = {old: i for i, old in enumerate(ids)}
             order = [nodes[j] for j in ids]
         m = len(order)
+        edges = self.edges
         # plain lists first (per-element writes into NumPy arrays cost ~10x more), same values
         feature, bins, thr, dl = [-1] * m, [0] * m, [math.inf] * m, [False] * m
         left, right, gain = [-1] * m, [-1] * m, [0.0] * m
@@ -563,24 +632,18 @@ class _Grower:
         count = [n.totals[2] for n in order]
         lower = [n.lower for n in order]
         upper = [n.upper for n in order]
-        leaf_rows = {}
-        pending = []
-        mask_leaves = []
+        leaves = {}
         for i, n in enumerate(order):
             if n.left >= 0:
                 sp = n.split
                 f, b = sp.feature, sp.bin
                 feature[i], bins[i], dl[i], gain[i] = f, b, sp.default_left, sp.gain
-                e = binmapper_edges[f]
+                e = edges[f]
                 thr[i] = e[b] if b < e.size else math.inf
                 li, ri = (n.left, n.right) if new_id is None else (new_id[n.left], new_id[n.right])
                 left[i], right[i] = li, ri
-                if n.lazy is not None:
-                    pending.append((n.lazy[0], n.lazy[1], li, ri))
-            elif n.mask is not None:
-                mask_leaves.append((n.mask, i))
-            elif not n.lazy_leaf:
-                leaf_rows[i] = n.rows
+            else:
+                leaves[i] = n.rows
         i64 = np.int64
         feature, bins, left, right = (np.array(v, dtype=i64) for v in (feature, bins, left, right))
         count = np.array(count, dtype=np.float64).astype(i64)
@@ -588,35 +651,17 @@ class _Grower:
         dl = np.array(dl, dtype=bool)
         lower, upper = np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64)
         tree = Tree(feature, bins, thr, dl, left, right, value, gain, hess, count)
-        return GrownTree(tree, leaf_rows, lower, upper, pending, mask_leaves)
+        self._tree = GrownTree(tree, leaves, lower, upper)
+        return self._tree
 
 
 def grow_tree(layout: Layout, hb: HistogramBuilder, n_bins: np.ndarray, edges, params: GrowerParams,
               rows=None, feature_mask=None, monotone=None, has_missing: bool = True,
               flat_bins: FlatBins | None = None) -> GrownTree:
-    """Grow one tree on the gradients loaded in ``hb``.
+    """Grow one tree on the gradients loaded in ``hb``: a :class:`TreeGrower` run to the end.
 
-    Parameters
-    ----------
-    layout : Layout
-        Columns (features or EFB bundles) and their codes.
-    hb : HistogramBuilder
-        Holds this round's gradients.
-    n_bins : ndarray of int
-        Value bins per feature.
-    edges : list of ndarray
-        Bin edges per feature (for readable thresholds).
-    params : GrowerParams
-    rows : ndarray of intp, optional
-        The rows of this round (row sampling); default all.
-    feature_mask : ndarray of bool, optional
-        Features this tree may split on.
-    monotone : ndarray of int, optional
-        Constraint per feature.
-    has_missing : bool
-        Whether the training data has missing values anywhere.
-    flat_bins : FlatBins, optional
-        The flat bin layout of ``n_bins`` and ``layout`` (built if not given; reuse it across rounds).
+    The arguments are :class:`TreeGrower`'s, except ``n_bins`` (value bins per feature), from which
+    ``flat_bins`` is built when not given (reuse one across rounds).
 
     Returns
     -------
@@ -624,8 +669,6 @@ def grow_tree(layout: Layout, hb: HistogramBuilder, n_bins: np.ndarray, edges, p
         Leaf values unshrunk (:math:`w^*`), with each leaf's rows.
     """
     fb = flat_bins if flat_bins is not None else FlatBins(n_bins, layout)
-    g = _Grower(layout, hb, fb, params, feature_mask, monotone, has_missing)
-    g.grow(rows)
-    if len(g.nodes) == 1:
-        g.nodes[0].rows = g.nodes[0].rows
-    return g.result(edges)
+    g = TreeGrower(layout, hb, params, flat_bins=fb, edges=edges, rows=rows, feature_mask=feature_mask,
+                   monotone=monotone, has_missing=has_missing)
+    return g.grow()

@@ -47,6 +47,7 @@ the histograms, and the trees, never depend on ``n_jobs``.
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -179,6 +180,25 @@ class HistogramBuilder:
         # counts are needed for min_samples_leaf, or to recover H = c * C
         self.need_counts = need_counts or self.const_hess is not None
         self._packed = None
+
+    def exact_hess_scale(self) -> float | None:
+        """``c`` when every H bin is exactly ``c`` times its count bin, else ``None``.
+
+        That holds when every row's hessian is the same power of two ``c > 0`` (scaling
+        by a power of two is exact) and there are fewer than :math:`2^{53}` rows (counts
+        are exact integers): the precondition of the counts-based split search
+        (:func:`qwkboost.native.splitting.best_splits_exact_h`).
+        """
+        c = self.const_hess
+        if c is not None and c > 0 and math.frexp(c)[0] == 0.5 and self.n_samples < 2 ** 53:
+            return c
+        return None
+
+    def sums(self, rows: np.ndarray | None) -> tuple[float, float]:
+        """Gradient and hessian sums :math:`(G, H)` of ``rows`` (``None``: every row)."""
+        if rows is None:
+            return float(self.g.sum()), float(self.h.sum())
+        return float(self.g.take(rows).sum()), float(self.h.take(rows).sum())
 
     def _stat_groups(self, cached: bool) -> list:
         """Statistics counted together: ``[(0,)]``, ``[(0, 1)]``, ``[(0, 2)]`` or ``[(0, 1), (2,)]``."""
@@ -436,6 +456,25 @@ class HistogramBuilder:
         out = np.ascontiguousarray(acc.reshape(3, len(cols), k, N_CODES).transpose(2, 0, 1, 3))
         if self.const_hess is not None:
             np.multiply(out[:, 2], self.const_hess, out=out[:, 1])
+        return out
+
+    def build_level(self, rows_list: list, cols=None) -> list:
+        """Histograms of several nodes (row index arrays), counting the small ones together.
+
+        Nodes below :data:`PAIR_MIN_ROWS` rows are counted in one :meth:`build_many`
+        pass when there are several of them and they hold at most
+        :data:`MANY_MAX_ROWS` rows together; the others one by one with
+        :meth:`build`. Either way each histogram is the one :meth:`build` gives.
+        """
+        out = [None] * len(rows_list)
+        few = [i for i, r in enumerate(rows_list) if r.size < PAIR_MIN_ROWS]
+        if len(few) > 1 and sum(rows_list[i].size for i in few) <= MANY_MAX_ROWS:
+            hists = self.build_many([rows_list[i] for i in few], cols)
+            for j, i in enumerate(few):
+                out[i] = hists[j]
+        for i, r in enumerate(rows_list):
+            if out[i] is None:
+                out[i] = self.build(r, cols)
         return out
 
     def _finish(self, out, cols, cached):

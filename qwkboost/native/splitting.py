@@ -41,8 +41,10 @@ import numpy as np
 
 from qwkboost.native.binning import MISSING_BIN, N_CODES
 
-__all__ = ["SplitInfo", "SplitParams", "FlatBins", "similarity", "leaf_weight", "score_given_weight", "split_gain",
-           "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "MIN_GAIN"]
+__all__ = ["SplitInfo", "SplitParams", "FlatBins", "similarity", "leaf_weight", "leaf_weight_scalar",
+           "score_given_weight", "split_gain",
+           "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "missing_present",
+           "MIN_GAIN"]
 
 # a split must improve the objective by more than this (XGBoost's kRtEps)
 MIN_GAIN = 1e-6
@@ -66,8 +68,11 @@ class SplitInfo:
     default_left : bool
         Where rows with a missing value go.
     left, right : list of float
-        The children's ``[G, H, C]``: gradient and hessian sums and row count
-        (the grower fills in exact counts once it has partitioned the rows).
+        The children's ``[G, H, C]``: gradient and hessian sums and row count.
+    exact_counts : bool
+        Whether ``C`` holds the children's exact row counts. The search counts rows
+        only when it needs them (``min_samples_leaf`` > 1, or a constant hessian);
+        otherwise ``C`` is 0 and the grower fills it in when it partitions the rows.
     """
 
     gain: float
@@ -76,6 +81,7 @@ class SplitInfo:
     default_left: bool
     left: list
     right: list
+    exact_counts: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,16 +101,35 @@ def _soft(G, alpha):
     return np.sign(G) * np.maximum(np.abs(G) - alpha, 0.0)
 
 
-def similarity(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
-    r"""Similarity score :math:`T_\alpha(G)^2 / (H + \lambda)` (Chen and Guestrin 2016, eq. 6)."""
+def similarity(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0, out=None):
+    r"""Similarity score :math:`T_\alpha(G)^2 / (H + \lambda)` (Chen and Guestrin 2016, eq. 6).
+
+    ``out`` receives the result (an array of the broadcast shape), as in NumPy's ufuncs.
+    """
     t = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
-    return t * t / (np.asarray(H, dtype=np.float64) + reg_lambda)
+    out = np.multiply(t, t, out=out)
+    out /= np.add(H, reg_lambda)
+    return out
 
 
 def leaf_weight(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0, lower=-np.inf, upper=np.inf):
-    r"""Optimal leaf weight :math:`w^* = -T_\alpha(G)/(H + \lambda)`, clipped to ``[lower, upper]``."""
-    w = -_soft(np.asarray(G, dtype=np.float64), reg_alpha) / (np.asarray(H, dtype=np.float64) + reg_lambda)
+    r"""Optimal leaf weight :math:`w^* = -T_\alpha(G)/(H + \lambda)` (Chen and Guestrin 2016, eq. 5),
+    clipped to ``[lower, upper]``; 0 where :math:`H + \lambda \le 0` (no curvature to step on)."""
+    G = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
+    d = np.add(H, reg_lambda, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.where(d > 0, -G / d, 0.0)
     return np.clip(w, lower, upper)
+
+
+def leaf_weight_scalar(G: float, H: float, reg_lambda: float, reg_alpha: float, lower: float,
+                       upper: float) -> float:
+    """:func:`leaf_weight` of one node in plain Python floats (the grower calls it per node, where a
+    NumPy call would cost more than the arithmetic); the same IEEE operations, the same value."""
+    if reg_alpha:
+        G = math.copysign(max(abs(G) - reg_alpha, 0.0), G)
+    w = -G / (H + reg_lambda) if H + reg_lambda > 0 else 0.0
+    return min(max(w, lower), upper)
 
 
 def score_given_weight(G, H, w, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
@@ -113,10 +138,19 @@ def score_given_weight(G, H, w, reg_lambda: float = 1.0, reg_alpha: float = 0.0)
     return -(2.0 * t * w + (H + reg_lambda) * w * w)
 
 
-def split_gain(GL, HL, GR, HR, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
-    r"""Gain of one split: similarity(L) + similarity(R) - similarity(L + R)."""
-    return (similarity(GL, HL, reg_lambda, reg_alpha) + similarity(GR, HR, reg_lambda, reg_alpha)
-            - similarity(np.add(GL, GR), np.add(HL, HR), reg_lambda, reg_alpha))
+def split_gain(GL, HL, GR, HR, reg_lambda: float = 1.0, reg_alpha: float = 0.0, G=None, H=None):
+    r"""Gain of splits: similarity(L) + similarity(R) - similarity(parent) (Chen and Guestrin 2016, eq. 7).
+
+    The parent's sums ``G``, ``H`` default to ``GL + GR`` and ``HL + HR``. Every search
+    path computes its gains with this function, or is tested to equal it bit for bit
+    (the counts-based :func:`best_splits_exact_h`).
+    """
+    G = np.add(GL, GR) if G is None else G
+    H = np.add(HL, HR) if H is None else H
+    gain = similarity(GL, HL, reg_lambda, reg_alpha)
+    gain += similarity(GR, HR, reg_lambda, reg_alpha)
+    gain -= similarity(G, H, reg_lambda, reg_alpha)
+    return gain
 
 
 class FlatBins:
@@ -294,16 +328,7 @@ def gain_table(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: Fl
     ok &= fb.valid[None] if missing else fb.valid[None, :1]
     with np.errstate(invalid="ignore", divide="ignore"):
         if not constrained and lower is None:
-            if alpha == 0.0:
-                gain = GL * GL
-                gain /= HL + lam
-                t = GR * GR
-                t /= HR + lam
-                gain += t
-                gain -= (Gt * Gt) / (Ht + lam)
-            else:
-                gain = (similarity(GL, HL, lam, alpha) + similarity(GR, HR, lam, alpha)
-                        - similarity(Gt, Ht, lam, alpha))
+            gain = split_gain(GL, HL, GR, HR, lam, alpha, G=Gt, H=Ht)
         else:
             lo = np.full(k, -np.inf) if lower is None else np.asarray(lower, dtype=np.float64)
             hi = np.full(k, np.inf) if upper is None else np.asarray(upper, dtype=np.float64)
@@ -355,10 +380,10 @@ def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: floa
 
     Returns
     -------
-    list of tuple or None
-        Per node ``(gain, feature, bin, left, right)`` with ``left``/``right`` the
-        children's ``[G, H, C]`` (exact row counts); ``gain`` is ``-inf`` without a
-        valid split. ``None`` if a node's :math:`H/c` is not an integer.
+    list of SplitInfo or None, or None
+        Per node its best split (children's counts exact; missing values, none
+        here, follow the heavier child), or ``None`` without a valid split.
+        ``None`` instead of the list if a node's :math:`H/c` is not an integer.
     """
     k = flat.shape[0]
     T = fb.size
@@ -418,62 +443,73 @@ def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: floa
         G, H, _ = tot[i]
         ct = cts[i]
         gain = sv[i] / c - (G * G) / (H + lam)
-        if ct - 2 * cmin < 0 or not gain > MIN_GAIN:
-            gain = -math.inf
+        if ct - 2 * cmin < 0 or not MIN_GAIN < gain < math.inf:
+            out.append(None)
+            continue
         lc = cl[i]
-        out.append((gain, feat[i], bins[i], [gl[i], lc * c, lc], [G - gl[i], H - lc * c, ct - lc]))
+        L, R = [gl[i], lc * c, lc], [G - gl[i], H - lc * c, ct - lc]
+        out.append(SplitInfo(gain, feat[i], bins[i], L[1] >= R[1], L, R, True))
     return out
 
 
-def _best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: float, feature_mask):
-    """:func:`best_splits_exact_h` as :func:`find_best_splits`'s dict of arrays."""
-    res = best_splits_exact_h(flat, totals, params, fb, c, feature_mask)
-    if res is None:
-        return None
-    k = len(res)
-    return {"gain": np.array([r[0] for r in res], dtype=np.float64),
-            "feature": np.array([r[1] for r in res], dtype=np.int64),
-            "bin": np.array([r[2] for r in res], dtype=np.int64),
-            "default_left": np.zeros(k, dtype=bool),
-            "left": np.array([r[3] for r in res], dtype=np.float64).reshape(k, 3),
-            "right": np.array([r[4] for r in res], dtype=np.float64).reshape(k, 3), "counts": True}
+def missing_present(flat: np.ndarray, fb: FlatBins) -> np.ndarray:
+    """``(k, n_features)``: whether each node has rows with a missing value of each feature.
+
+    Any of :math:`G, H, C` in the missing slot tells: a row may have zero hessian,
+    and :math:`C` is 0 when counts were not needed.
+    """
+    m = flat[:, :, fb.miss_pos]
+    return (m[:, 1] > 0) | (m[:, 0] != 0) | (m[:, 2] > 0)
 
 
 def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
                      feature_mask=None, lower=None, upper=None, monotone=None, missing: bool = True,
-                     hess_scale=None) -> dict:
-    """Best split per node (see :func:`gain_table` for the arguments).
+                     hess_scale=None) -> list:
+    """Best split of each node: the one entry point of the split search.
 
     Parameters
     ----------
+    flat, totals, params, fb, lower, upper, monotone, hess_scale
+        As in :func:`gain_table`.
     feature_mask : ndarray of bool, shape (n_features,), optional
         Features allowed to split (column subsampling).
+    missing : bool, default True
+        Whether the data may have missing values. The search looks at which nodes
+        actually have missing rows of which feature, tries them on both sides only
+        if some node has, and sends the missing values of a feature a node never
+        saw missing to its heavier child (by hessian).
 
     Returns
     -------
-    dict of arrays of length k
-        ``gain`` (-inf if the node has no valid split), ``feature``, ``bin``,
-        ``default_left``, ``left`` and ``right`` (k, 3) child sums; and
-        ``counts``, True when the third column holds the children's exact row
-        counts (else it is 0: counts were not needed).
+    list of SplitInfo or None
+        One per node; ``None`` where no split has a finite gain above :data:`MIN_GAIN`.
+        Among equal gains the first position wins (missing values right before left).
+        With a constant power-of-two hessian (``hess_scale``) and no missing values,
+        the counts-based :func:`best_splits_exact_h` serves the search.
     """
-    k = flat.shape[0]
+    present = missing_present(flat, fb) if missing else None
+    missing = bool(present.any()) if missing else False
     exact_h = exact_h_applies(params, fb, hess_scale, missing, monotone, lower)
     chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h else SEARCH_CHUNK_ELEMENTS) // fb.size)
-    if k > chunk:
-        # a few nodes at a time: the temporaries stay in cache (several times faster at k = 16)
-        parts = [find_best_splits(flat[i:i + chunk], totals[i:i + chunk], params, fb, feature_mask,
-                                  None if lower is None else lower[i:i + chunk],
-                                  None if upper is None else upper[i:i + chunk], monotone, missing,
-                                  hess_scale)
-                 for i in range(0, k, chunk)]
-        out = {key: np.concatenate([p[key] for p in parts]) for key in parts[0] if key != "counts"}
-        out["counts"] = all(p["counts"] for p in parts)
-        return out
-    if exact_h:
-        out = _best_splits_exact_h(flat, totals, params, fb, hess_scale, feature_mask)
-        if out is not None:
-            return out
+    out = []
+    # a few nodes at a time: the temporaries stay in cache (several times faster at k = 16)
+    for i in range(0, flat.shape[0], chunk):
+        j = i + chunk
+        res = None
+        if exact_h:
+            res = best_splits_exact_h(flat[i:j], totals[i:j], params, fb, hess_scale, feature_mask)
+        if res is None:
+            res = _best_splits_general(flat[i:j], totals[i:j], params, fb, feature_mask,
+                                       None if lower is None else lower[i:j],
+                                       None if upper is None else upper[i:j], monotone, missing, hess_scale,
+                                       None if present is None else present[i:j])
+        out.extend(res)
+    return out
+
+
+def _best_splits_general(flat, totals, params: SplitParams, fb: FlatBins, feature_mask, lower, upper, monotone,
+                         missing: bool, hess_scale, present) -> list:
+    """:func:`find_best_splits` on one chunk of nodes, by the argmax of :func:`gain_table`."""
     gain, GL, HL, CL = gain_table(flat, totals, params, fb, lower, upper, monotone, missing, hess_scale)
     k, d, T = gain.shape
     if feature_mask is not None:
@@ -481,14 +517,30 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
     flatg = gain.reshape(k, -1)
     best = flatg.argmax(axis=1)
     rows = np.arange(k)
-    g = flatg[rows, best]
     L = np.zeros((k, 3))
     L[:, 0] = GL.reshape(k, -1)[rows, best]
     L[:, 1] = HL.reshape(k, -1)[rows, best]
-    if CL is not None:
+    counted = CL is not None
+    if counted:
         L[:, 2] = CL.reshape(k, -1)[rows, best]
     R = totals - L
     direction, p = np.divmod(best, T)
-    g = np.where(g > MIN_GAIN, g, -np.inf)
-    return {"gain": g, "feature": fb.feat_of[p], "bin": fb.bin_of[p],
-            "default_left": direction.astype(bool), "left": L, "right": R, "counts": CL is not None}
+    # plain Python values per node
+    gains = flatg[rows, best].tolist()
+    feats, bins = fb.feat_of[p].tolist(), fb.bin_of[p].tolist()
+    dls = direction.astype(bool).tolist()
+    Ls, Rs = L.tolist(), R.tolist()
+    mp = present.tolist() if present is not None else None
+    out = []
+    for i in range(k):
+        gain = gains[i]
+        if not MIN_GAIN < gain < math.inf:
+            out.append(None)
+            continue
+        f = feats[i]
+        dl = dls[i]
+        if mp is None or not mp[i][f]:
+            # no missing rows here: unseen missing values follow the heavier child
+            dl = Ls[i][1] >= Rs[i][1]
+        out.append(SplitInfo(gain, f, bins[i], dl, Ls[i], Rs[i], counted))
+    return out

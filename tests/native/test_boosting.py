@@ -195,7 +195,6 @@ def test_fast_paths_grow_the_same_trees_as_the_general_code(monkeypatch, case):
     fit = lambda: train_booster(X, y, obj("squared_error", y), p, 15, seed=3)[0]
     fast = fit()
     from qwkboost.native import splitting
-    monkeypatch.setattr(grower, "exact_h_applies", lambda *a, **k: False)
     monkeypatch.setattr(splitting, "exact_h_applies", lambda *a, **k: False)
     general = fit()
     for a, b in zip(fast.trees, general.trees):

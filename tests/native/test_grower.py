@@ -5,9 +5,9 @@ import pytest
 
 from qwkboost.native.binning import BinMapper
 from qwkboost.native.bundling import Layout
-from qwkboost.native.grower import GrowerParams, grow_tree
+from qwkboost.native.grower import GrowerParams, NodeRows, TreeGrower, grow_tree
 from qwkboost.native.histogram import HistogramBuilder
-from qwkboost.native.splitting import SplitParams
+from qwkboost.native.splitting import FlatBins, SplitParams
 
 
 def setup(X, g, h=None, **gp):
@@ -66,10 +66,10 @@ def test_leaves_partition_rows_and_hold_newton_weights(problem, hess):
     bm, codes, hb, p = setup(X, g, h, max_depth=4)
     grown = grow_tree(Layout(codes), hb, bm.n_bins_, bm.edges_, p)
     t = grown.tree
-    rows = np.concatenate(list(grown.leaf_rows.values()))
+    rows = np.concatenate(list(grown.leaf_rows().values()))
     np.testing.assert_array_equal(np.sort(rows), np.arange(g.size))
     leaf = t.apply(codes)
-    for j, r in grown.leaf_rows.items():
+    for j, r in grown.leaf_rows().items():
         assert np.all(leaf[r] == j)
         assert t.value[j] == pytest.approx(-g[r].sum() / (h[r].sum() + 1.0), rel=1e-9)
         assert t.count[j] == r.size and t.hess[j] == pytest.approx(h[r].sum())
@@ -109,7 +109,7 @@ def test_row_subset_and_feature_mask(problem):
     t = grown.tree
     assert set(t.feature[t.feature >= 0]) <= {1, 2}
     assert t.count[0] == 1000
-    np.testing.assert_array_equal(np.sort(np.concatenate(list(grown.leaf_rows.values()))), rows)
+    np.testing.assert_array_equal(np.sort(np.concatenate(list(grown.leaf_rows().values()))), rows)
 
 
 def test_nodes_that_cannot_split_stay_leaves():
@@ -140,8 +140,10 @@ def test_unbuilt_leaf_rows_give_the_same_scores_and_rows(gp):
     fast = grown.leaf_values(np.full(g.size, np.nan))
     leaf = grown.tree.apply(codes)
     np.testing.assert_array_equal(fast, grown.tree.value[leaf])
-    rows = grown.leaf_rows                           # materialises the lazy leaves
-    assert not grown.pending and not grown.mask_leaves
+    kinds = {r.kind for r in grown.leaves.values()}
+    if "split" not in gp and gp.get("grow_policy") != "lossguide":
+        assert kinds & {"mask", "deferred"}           # the unbuilt forms are what is being tested
+    rows = grown.leaf_rows()                         # builds the lists of every form
     for j, r in rows.items():
         r = np.arange(g.size) if r is None else r
         np.testing.assert_array_equal(np.sort(r), np.flatnonzero(leaf == j))
@@ -195,3 +197,64 @@ def test_nodes_are_numbered_breadth_first(problem, gp):
         if t.feature[j] >= 0:
             queue += [int(t.left[j]), int(t.right[j])]
     assert order == list(range(t.n_nodes)) and t.n_nodes > 15
+
+
+def _trees_equal(a, b):
+    for key in ("feature", "bin", "threshold", "default_left", "left", "right", "value", "gain", "hess", "count"):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+
+
+@pytest.mark.parametrize("gp", [{"grow_policy": "lossguide", "max_leaves": 9, "max_depth": 0},
+                                {"grow_policy": "lossguide", "max_leaves": 6, "max_depth": 3,
+                                 "split": SplitParams(min_child_weight=40.0)},
+                                {"max_depth": 3}, {"max_depth": 4, "max_leaves": 11}])
+def test_a_tree_grown_one_step_at_a_time(problem, gp):
+    """TreeGrower.split_next: one split (best-first) or one level (depth-wise) per step. After every
+    step the leaves partition the rows, each holds its Newton weight, best-first splits the largest
+    gain first, and the finished tree is the one grow_tree grows."""
+    X, g = problem
+    bm, codes, hb, p = setup(X, g, **gp)
+    layout = Layout(codes)
+    grower = TreeGrower(layout, hb, p, flat_bins=FlatBins(bm.n_bins_, layout), edges=bm.edges_)
+    lossguide = p.grow_policy == "lossguide"
+    steps = 0
+    while grower.can_split_further():
+        before = grower.n_leaves
+        if lossguide:
+            best = max((n for n in grower.leaves() if n.split is not None), key=lambda n: n.split.gain)
+        made = grower.split_next()
+        steps += 1
+        if lossguide:
+            assert len(made) == 2 and grower.n_leaves == before + 1
+            assert best.left == made[0].id and best.right == made[1].id
+        else:
+            assert len(made) == 2 * (grower.n_leaves - before) and {n.depth for n in made} == {steps}
+        leaves = grower.leaves()
+        assert len(leaves) == grower.n_leaves
+        rows = [n.rows.indices() for n in leaves]
+        np.testing.assert_array_equal(np.sort(np.concatenate(rows)), np.arange(g.size))
+        for n, r in zip(leaves, rows):
+            assert n.n == r.size
+            assert n.weight == pytest.approx(-g[r].sum() / (r.size + 1.0), rel=1e-9)
+    with pytest.raises(RuntimeError, match="no node can split further"):
+        grower.split_next()
+    assert steps >= 3
+    stepped = grower.finish()
+    assert grower.finish() is stepped                       # finishing twice gives the same tree
+    _trees_equal(stepped.tree, grow_tree(layout, hb, bm.n_bins_, bm.edges_, p).tree)
+
+
+def test_node_rows_forms_give_their_indices():
+    go = np.array([True, False, True, True, False])
+    idx = np.array([1, 4, 6, 7, 9])
+    mask = np.zeros(10, dtype=bool)
+    mask[idx] = True
+    assert NodeRows.every().kind == "every" and NodeRows.every().indices() is None
+    np.testing.assert_array_equal(NodeRows.of_index(idx).indices(), idx)
+    assert NodeRows.of_mask(mask).kind == "mask"
+    np.testing.assert_array_equal(NodeRows.of_mask(mask).indices(), idx)
+    left, right = NodeRows.deferred(idx, go, True), NodeRows.deferred(idx, go, False)
+    assert left.kind == right.kind == "deferred"
+    np.testing.assert_array_equal(left.indices(), [1, 6, 7])
+    np.testing.assert_array_equal(right.indices(), [4, 9])
+    np.testing.assert_array_equal(NodeRows.deferred(None, go, False).indices(), [1, 4])

@@ -8,6 +8,7 @@ from qwkboost.native.bundling import Layout
 from qwkboost.native.grower import GrowerParams, grow_tree
 from qwkboost.native.histogram import HistogramBuilder
 from qwkboost.native.splitting import (FlatBins, SplitParams, find_best_splits, gain_table, leaf_weight,
+                                       leaf_weight_scalar,
                                        score_given_weight, similarity, split_gain)
 
 # StatQuest's XGBoost regression example: four rows, residuals from the mean 0.5, one unit of hessian per row
@@ -32,8 +33,10 @@ def flat(hist, n_bins, tot):
 
 
 def best(hist, tot, params, n_bins, **kw):
+    """The one node's SplitInfo, or None."""
     f, fb = flat(hist, n_bins, tot)
-    return find_best_splits(f, tot, params, fb, **kw)
+    (split,) = find_best_splits(f, tot, params, fb, **kw)
+    return split
 
 
 def worked_example_gains(rows, lam=0.0):
@@ -126,13 +129,13 @@ def test_missing_values_learn_their_direction():
     hist = hist_of(codes[0].astype(int), g, np.ones(400))
     tot = np.array([[g.sum(), 400.0, 400.0]])
     res = best(hist, tot, SplitParams(), bm.n_bins_, missing=True)
-    assert res["default_left"][0]
-    assert bm.edges_[0][res["bin"][0]] == pytest.approx(0.5, abs=0.01)
+    assert res.default_left
+    assert bm.edges_[0][res.bin] == pytest.approx(0.5, abs=0.01)
     # the other way round
     g[:60] = 1.0
     hist = hist_of(codes[0].astype(int), g, np.ones(400))
     tot = np.array([[g.sum(), 400.0, 400.0]])
-    assert not best(hist, tot, SplitParams(), bm.n_bins_, missing=True)["default_left"][0]
+    assert not best(hist, tot, SplitParams(), bm.n_bins_, missing=True).default_left
 
 
 def test_missing_only_split_is_found():
@@ -144,9 +147,9 @@ def test_missing_only_split_is_found():
     codes = bm.transform(x[:, None])[0].astype(int)
     hist = hist_of(codes, g, np.ones(100))
     res = best(hist, np.array([[50.0, 100.0, 100.0]]), SplitParams(), bm.n_bins_, missing=True)
-    assert np.isfinite(res["gain"][0])
-    assert res["bin"][0] == bm.n_bins_[0] - 1 and not res["default_left"][0]
-    assert res["left"][0, 1] == 50 and res["right"][0, 1] == 50
+    assert res is not None and np.isfinite(res.gain)
+    assert res.bin == bm.n_bins_[0] - 1 and not res.default_left
+    assert res.left[1] == 50 and res.right[1] == 50
 
 
 @pytest.mark.parametrize("limit", ["min_child_weight", "min_samples_leaf"])
@@ -158,12 +161,12 @@ def test_child_size_limits(limit):
     hist = hist_of(codes, g, h)
     tot = np.array([[g.sum(), 20.0, 20.0]])
     free = best(hist, tot, SplitParams(min_child_weight=0.0), [20], missing=False)
-    assert free["bin"][0] == 1
+    assert free.bin == 1
     p = SplitParams(min_child_weight=5.0) if limit == "min_child_weight" else \
         SplitParams(min_child_weight=0.0, min_samples_leaf=5)
     res = best(hist, tot, p, [20], missing=False)
-    assert res["left"][0, 1] >= 5 and res["right"][0, 1] >= 5
-    assert res["bin"][0] == 4
+    assert res.left[1] >= 5 and res.right[1] >= 5
+    assert res.bin == 4
 
 
 def test_monotone_constraint_rejects_a_decreasing_split():
@@ -173,11 +176,11 @@ def test_monotone_constraint_rejects_a_decreasing_split():
     hist = hist_of(codes, g, np.ones(10))
     tot = np.array([[0.0, 10.0, 10.0]])
     p = SplitParams(min_child_weight=0.0)
-    assert np.isfinite(best(hist, tot, p, [10], missing=False)["gain"][0])
+    assert best(hist, tot, p, [10], missing=False) is not None
     up = best(hist, tot, p, [10], monotone=np.array([1]), missing=False)
-    assert not np.isfinite(up["gain"][0])
+    assert up is None
     down = best(hist, tot, p, [10], monotone=np.array([-1]), missing=False)
-    assert np.isfinite(down["gain"][0])
+    assert down is not None and np.isfinite(down.gain)
 
 
 def test_feature_mask_and_invalid_thresholds():
@@ -190,9 +193,9 @@ def test_feature_mask_and_invalid_thresholds():
     hb.set_gradients(g, np.ones(300))
     hist = hb.build(None)[None]
     tot = np.array([[g.sum(), 300.0, 300.0]])
-    assert best(hist, tot, SplitParams(), bm.n_bins_, missing=False)["feature"][0] == 0
+    assert best(hist, tot, SplitParams(), bm.n_bins_, missing=False).feature == 0
     mask = np.array([False, True, True])
-    assert best(hist, tot, SplitParams(), bm.n_bins_, feature_mask=mask, missing=False)["feature"][0] == 2
+    assert best(hist, tot, SplitParams(), bm.n_bins_, feature_mask=mask, missing=False).feature == 2
     f, fb = flat(hist, bm.n_bins_, tot)
     gain, *_ = gain_table(f, tot, SplitParams(), fb, missing=True)
     # a threshold at a feature's last bin only splits off missing rows: none here, so never valid;
@@ -234,10 +237,48 @@ def test_hess_scale_gives_the_same_splits(params, feature_mask):
         tot = flat[:, :, :256].sum(axis=2)
         a = find_best_splits(flat, tot, params, fb, feature_mask, missing=False)
         b = find_best_splits(flat, tot, params, fb, feature_mask, missing=False, hess_scale=c)
-        assert np.isfinite(a["gain"]).sum() >= 5           # real splits are compared, not only "none"
-        assert not a["counts"] and b["counts"]
-        for key in ("gain", "feature", "bin", "default_left"):
-            assert np.array_equal(a[key], b[key]), key
-        for key in ("left", "right"):
-            assert np.array_equal(a[key][:, :2], b[key][:, :2]), key
-            assert np.array_equal(b[key][:, 2] * c, b[key][:, 1])      # exact counts: H = c C
+        assert sum(s is not None for s in a) >= 5           # real splits are compared, not only "none"
+        assert not any(s.exact_counts for s in a if s) and all(s.exact_counts for s in b if s)
+        assert [s is None for s in a] == [s is None for s in b]
+        for i, (sa, sb) in enumerate(zip(a, b)):
+            if sa is None:
+                continue
+            for key in ("gain", "feature", "bin", "default_left"):
+                assert getattr(sa, key) == getattr(sb, key), key
+            for key in ("left", "right"):
+                assert getattr(sa, key)[:2] == getattr(sb, key)[:2], key
+                assert getattr(sb, key)[2] * c == getattr(sb, key)[1]      # exact counts: H = c C
+            # the counts-based gain is split_gain's, bit for bit
+            L, R = sb.left, sb.right
+            assert sb.gain == float(split_gain(L[0], L[1], R[0], R[1], params.reg_lambda,
+                                               G=tot[i, 0], H=tot[i, 1]))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.7])
+def test_every_gain_path_is_split_gain(alpha):
+    """gain_table's vectorised gains (and so find_best_splits') are split_gain's bit for bit, and the
+    grower's scalar leaf weight is leaf_weight's."""
+    rng = np.random.default_rng(2)
+    k, F, nb = 4, 3, 9
+    fb = FlatBins(np.full(F, nb))
+    flat = np.zeros((k, 3, fb.size))
+    C = rng.integers(0, 30, size=(k, F, nb + 1)).astype(float)
+    C[:, :, -1] = 0                                           # no missing values
+    C[:, 1:] = C[:, :1]                                       # every feature sees the node's rows
+    G = rng.normal(size=(k, F, nb + 1)) * C
+    H = rng.uniform(0.5, 2.0, size=(k, F, nb + 1)) * C
+    H[:, 1:] = H[:, :1]
+    G[:, 1:] = G[:, :1]
+    flat[:, 0], flat[:, 1], flat[:, 2] = G.reshape(k, -1), H.reshape(k, -1), C.reshape(k, -1)
+    tot = flat[:, :, : nb + 1].sum(axis=2)
+    p = SplitParams(reg_lambda=1.3, reg_alpha=alpha, min_child_weight=0.0)
+    gain, GL, HL, _ = gain_table(flat, tot, p, fb, missing=False)
+    ok = np.isfinite(gain)
+    assert ok.sum() > 20
+    ref = split_gain(GL, HL, tot[:, None, None, 0] - GL, tot[:, None, None, 1] - HL, 1.3, alpha,
+                     G=tot[:, None, None, 0], H=tot[:, None, None, 1])
+    assert np.array_equal(gain[ok], ref[ok])
+    # the scalar weight the grower uses, against the array one
+    for Gs, Hs, lo, hi in zip(rng.normal(scale=5, size=200), rng.uniform(-3.0, 9, size=200),
+                              rng.choice([-np.inf, -0.5], size=200), rng.choice([np.inf, 0.4], size=200)):
+        assert leaf_weight_scalar(Gs, Hs, 1.3, alpha, lo, hi) == float(leaf_weight(Gs, Hs, 1.3, alpha, lo, hi))
