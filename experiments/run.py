@@ -35,11 +35,15 @@ from qwkboost.table import run_table
 log = logging.getLogger("qwkboost")
 
 
-_ABSENT = object()
-
-
 def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
+
+
+def _has(cfg: DictConfig, key: str) -> bool:
+    """Whether ``cfg`` has ``key``, also when its value is still missing (``???``)."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    return isinstance(node, DictConfig) and leaf in node.keys()
 
 
 def row_configs(cfg: DictConfig) -> list[dict]:
@@ -60,7 +64,7 @@ def row_configs(cfg: DictConfig) -> list[dict]:
             base = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *choice])
             fits = []
             for o in grouped:
-                if o.startswith("+") or OmegaConf.select(base, _key(o), default=_ABSENT) is not _ABSENT:
+                if o.startswith("+") or _has(base, _key(o)):
                     fits.append(o)
                 else:
                     log.info("row %s/%s: %s does not apply (no such key), skipped", engine, objective, o)

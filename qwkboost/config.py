@@ -12,6 +12,7 @@ from typing import Any, Iterator, Mapping
 from qwkboost.engines import ENGINES
 from qwkboost.objectives import available as available_objectives
 from qwkboost.objectives import get as get_objective
+from qwkboost.objectives import import_objective
 from qwkboost.thresholds import METHODS
 from qwkboost.validation import SEED_MAX, check_bool, check_int, check_mapping, check_real
 
@@ -42,9 +43,9 @@ _RATE_KEYS = ("learning_rate", "eta")
 GROUP_KEYS = {
     "cv": ("n_splits", "stratified", "shuffle"),
     "thresholds": ("method",),
-    "tracking": ("uri", "experiment_name", "log_models"),
+    "tracking": ("uri", "experiment_name", "log_models", "log_pyfunc"),
     "engine": ("name", "num_boost_round", "early_stopping_rounds", "params", "search_space"),
-    "objective": ("name", "params"),
+    "objective": ("name", "params", "_target_"),
     "table": ("engines", "objectives"),
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
              "max_retry"),
@@ -61,6 +62,11 @@ def _known_keys(group: Mapping, allowed, where: str) -> None:
     unknown = sorted(set(group) - set(allowed))
     if unknown:
         raise ValueError(f"{where} has no setting(s) {unknown}; its settings are: {', '.join(allowed)}")
+
+
+def objective_ref(objective) -> str:
+    """What names an objective config's class: its ``_target_`` import path, else its registry ``name``."""
+    return objective.get("_target_") or objective["name"]
 
 
 def check_config(cfg: Mapping) -> None:
@@ -106,11 +112,17 @@ def check_config(cfg: Mapping) -> None:
     if engine.get("early_stopping_rounds") is not None:
         _positive_int(engine["early_stopping_rounds"], "engine.early_stopping_rounds")
     objective = cfg["objective"]
-    if objective.get("name") not in available_objectives():
+    target = objective.get("_target_")
+    if target is not None:
+        if not isinstance(target, str) or not target.strip() or target == "???":
+            raise ValueError("objective._target_ must be the import path of your Objective class, e.g. "
+                             "objective._target_=mypkg.losses.PseudoHuber")
+        import_objective(target)             # imports the user's module now, naming it if it fails
+    elif objective.get("name") not in available_objectives():
         raise ValueError(f"objective.name={objective.get('name')!r} is unknown; choose one of: "
-                         f"{', '.join(available_objectives())}")
+                         f"{', '.join(available_objectives())}, or objective=custom objective._target_=pkg.module.Class")
     try:
-        get_objective(objective["name"], **check_mapping(objective.get("params"), "objective.params"))
+        get_objective(objective_ref(objective), **check_mapping(objective.get("params"), "objective.params"))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"objective.params: {exc}") from None
     for key in ("stratified", "shuffle"):
@@ -124,8 +136,9 @@ def check_config(cfg: Mapping) -> None:
         name = tracking["experiment_name"]
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"tracking.experiment_name must be a non-empty name; got {name!r}")
-    if "log_models" in tracking:
-        check_bool(tracking["log_models"], "tracking.log_models")
+    for key in ("log_models", "log_pyfunc"):
+        if key in tracking:
+            check_bool(tracking[key], f"tracking.{key}")
     if tracking.get("uri") is not None and not isinstance(tracking["uri"], str):
         raise ValueError(f"tracking.uri must be a URI string or null; got {tracking['uri']!r}")
     data = cfg["data"]
@@ -152,7 +165,7 @@ def check_config(cfg: Mapping) -> None:
             check_bool(data["ordinal"], "data.ordinal")
         if not data.get("test_path"):
             check_real(data.get("test_size", 0.2), "data.test_size", 0.0, 1.0, lo_open=True, hi_open=True)
-    if not is_ordinal(data) and get_objective(objective["name"], **(objective.get("params") or {})).ordinal:
+    if not is_ordinal(data) and get_objective(objective_ref(objective), **(objective.get("params") or {})).ordinal:
         raise ValueError(f"objective={objective['name']} needs ordinal labels, but data={data['name']} is a "
                          "regression target; use objective=squared_error")
     metric = cfg.get("optimized_metric")
@@ -164,7 +177,11 @@ def check_config(cfg: Mapping) -> None:
         raise ValueError(f"optimized_metric={metric!r} needs ordinal labels; use optimized_metric=rmse_oof")
     table = cfg.get("table")
     if table:
-        for key, known in (("engines", list(ENGINES)), ("objectives", available_objectives())):
+        # table rows are config choices (objective=<file in conf/objective>), not registry names
+        from pathlib import Path as _P
+
+        choices = sorted(p.stem for p in (_P(__file__).resolve().parents[1] / "conf" / "objective").glob("*.yaml"))
+        for key, known in (("engines", list(ENGINES)), ("objectives", choices or available_objectives())):
             items = table.get(key)
             if not isinstance(items, (list, tuple)) or not items:
                 raise ValueError(f"table.{key} must be a non-empty list, e.g. table.{key}=[{known[0]},{known[1]}]; "

@@ -17,7 +17,9 @@ import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold
 
 from qwkboost.engines import Model, train
-from qwkboost.validation import SEED_MAX, check_1d, check_bool, check_features, check_int, check_same_length
+from qwkboost.features import EncodedFeatures, FeatureSchema
+from qwkboost.validation import (SEED_MAX, check_1d, check_bool, check_features, check_int, check_same_length,
+                                 check_weight)
 
 __all__ = ["CVResult", "cross_validate", "progress_enabled"]
 
@@ -37,6 +39,8 @@ class CVResult:
     folds : list of (train_idx, valid_idx)
     fit_seconds : float
         Wall time of all fold fits.
+    schema : FeatureSchema
+        The feature columns the fold models were trained on.
     """
 
     oof: np.ndarray
@@ -45,6 +49,7 @@ class CVResult:
     folds: list[tuple[np.ndarray, np.ndarray]]
     fit_seconds: float
     fold_seconds: list[float] = field(default_factory=list)
+    schema: FeatureSchema | None = None
 
     @property
     def best_iterations(self) -> list[int]:
@@ -75,14 +80,16 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                    objective_params: dict | None = None, num_boost_round: int = 10_000,
                    early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
                    shuffle: bool = True, seed: int = 0, progress: bool | None = None,
-                   description: str = "", n_jobs: int | None = None) -> CVResult:
+                   description: str = "", n_jobs: int | None = None, categorical=None,
+                   schema: FeatureSchema | None = None, sample_weight=None) -> CVResult:
     """Cross-validate one configuration.
 
     Parameters
     ----------
-    X, y : arrays
-        Training data; ``y`` on its own scale.
-    X_test : array, optional
+    X, y : arrays or DataFrame
+        Training data; ``y`` on its own scale. String and ``category`` columns
+        are categorical, as in :func:`qwkboost.train`.
+    X_test : array or DataFrame, optional
         Predicted by every fold model; the mean is returned.
     engine, objective, params, objective_params, num_boost_round, early_stopping_rounds, n_jobs
         Passed to :func:`qwkboost.train`; the validation fold is the eval set.
@@ -92,6 +99,12 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     shuffle : bool, default True
     seed : int
         Fold assignment and engine seed.
+    categorical : list of str or int, optional
+        Further categorical columns (see :func:`qwkboost.train`).
+    schema : FeatureSchema, optional
+        ``X`` and ``X_test`` are already encoded by it (a :class:`~qwkboost.data.Dataset`'s).
+    sample_weight : array-like, optional
+        Row weights: each fold trains and early-stops with its rows' weights.
     progress : bool, optional
         A bar over the folds showing the current round and validation metric
         (default: on a terminal, not under CI). Without it, one log line per fold.
@@ -103,13 +116,18 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     """
     from tqdm.auto import tqdm
 
-    X = check_features(X, "X")
+    if schema is None:
+        schema = FeatureSchema.fit(X, categorical, "X")
+        X = schema.encode(X, "X")
+        if X_test is not None:
+            X_test = schema.encode(X_test, "X_test", reference="X has")
+    else:
+        X = EncodedFeatures(check_features(X, "X"), schema).X
+        if X_test is not None:
+            X_test = EncodedFeatures(check_features(X_test, "X_test"), schema).X
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
-    if X_test is not None:
-        X_test = check_features(X_test, "X_test")
-        if X_test.shape[1] != X.shape[1]:
-            raise ValueError(f"X_test has {X_test.shape[1]} features but X has {X.shape[1]}")
+    w = check_weight(sample_weight, y.size)
     n_splits = check_int(n_splits, "cv.n_splits", 2)
     stratified = check_bool(stratified, "cv.stratified")
     shuffle = check_bool(shuffle, "cv.shuffle")
@@ -142,14 +160,15 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                         f"{m}={v:.4f}" for m, v in last.items()))
 
             t0 = time.perf_counter()
-            model = train(X[tr], y[tr], engine=engine, objective=objective, params=params,
+            model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective, params=params,
                           objective_params=objective_params, num_boost_round=num_boost_round,
-                          eval_set=(X[va], y[va]), early_stopping_rounds=early_stopping_rounds,
-                          callbacks=[tick] if progress else None, seed=seed + k, n_jobs=n_jobs)
+                          eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
+                          early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
+                          seed=seed + k, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
             times.append(time.perf_counter() - t0)
-            oof[va] = model.predict(X[va])
+            oof[va] = model.predict(EncodedFeatures(X[va], schema))
             if test is not None:
-                test += model.predict(X_test) / n_splits
+                test += model.predict(EncodedFeatures(X_test, schema)) / n_splits
             models.append(model)
             bar.update(1)
             if not progress:
@@ -159,4 +178,4 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                          model.best_iteration, "".join(f"valid {m}={v:.4f}, " for m, v in valid.items()), times[-1])
     finally:
         bar.close()
-    return CVResult(oof, test, models, folds, float(sum(times)), times)
+    return CVResult(oof, test, models, folds, float(sum(times)), times, schema)

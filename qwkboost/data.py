@@ -13,38 +13,66 @@ from pathlib import Path
 
 import numpy as np
 
+from qwkboost.features import FeatureSchema
 from qwkboost.validation import check_bool, check_int, check_real, check_seed
 
 __all__ = ["Dataset", "quartiles", "chisq", "from_file", "class_range", "warn_empty_classes", "check_quartiles_args",
-           "check_chisq_args", "SOURCES", "SOURCE_KEYS"]
+           "check_chisq_args", "read_table", "SOURCES", "SOURCE_KEYS"]
 
 
 
 
 @dataclass
 class Dataset:
-    """Train and test arrays plus the ordinal label set.
+    """Train and test features and labels, the feature schema and the ordinal label set.
 
     Attributes
     ----------
-    X_train, y_train, X_test, y_test : ndarray
+    X_train, X_test : ndarray
+        Features encoded by ``schema`` (category columns hold codes).
+    y_train : ndarray
+    y_test : ndarray or None
+        ``None`` for a test file without labels (a competition's test set).
     feature_names : list of str
     classes : ndarray or None
         Sorted distinct labels on their own scale (``None`` for regression).
     name : str
+    schema : FeatureSchema
+        Names and types of the feature columns; encodes new tables the same way.
+    ids_train, ids_test : ndarray or None
+        The id column's values (``id_name``), carried to the predictions.
+    w_train, w_test : ndarray or None
+        Row weights (``data.weight``); ``w_test`` only if the test file has the column.
+    target : str or None
+        The label column's name (for the submission file).
     """
 
     X_train: np.ndarray
     y_train: np.ndarray
     X_test: np.ndarray
-    y_test: np.ndarray
+    y_test: np.ndarray | None
     feature_names: list[str] = field(default_factory=list)
     classes: np.ndarray | None = None
     name: str = "data"
+    schema: FeatureSchema | None = None
+    ids_train: np.ndarray | None = None
+    ids_test: np.ndarray | None = None
+    id_name: str | None = None
+    target: str | None = None
+    w_train: np.ndarray | None = None
+    w_test: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.schema is None:
+            self.schema = FeatureSchema.numeric(self.X_train.shape[1], self.feature_names or None)
 
     @property
     def is_ordinal(self) -> bool:
         return self.classes is not None
+
+    @property
+    def has_test_labels(self) -> bool:
+        return self.y_test is not None
 
 
 #: Ordinal labels may span at most this many whole numbers (every one is a class).
@@ -144,23 +172,32 @@ def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int
 
 
 def from_file(path: str, target: str, test_path: str | None = None, test_size: float | None = 0.2,
-              ordinal: bool = True, seed: int = 0) -> Dataset:
+              ordinal: bool = True, seed: int = 0, id: str | None = None, drop=(), categorical=(),
+              weight: str | None = None) -> Dataset:
     """Load a CSV or Parquet file; the label column is ``target``.
 
     Ordinal labels keep their own scale (1..9, 3..8, ...); their classes are
     the whole numbers from the lowest to the highest (:func:`class_range`).
     Without ``test_path``, ``test_size`` of the rows are held out as the test
-    set. Errors name the config key (``data.path``, ``data.target``, ...) and,
-    for a bad value, the file's data row.
+    set. A test file without the ``target`` column is a competition's test set:
+    it is predicted, not scored. ``id`` names a column carried to the
+    predictions and never used as a feature; ``drop`` lists columns to ignore;
+    ``weight`` names a column of row weights (in training, thresholds and
+    metrics; never a feature).
+    String and pandas ``category`` columns are categorical features, and so are
+    the columns listed in ``categorical`` (:class:`~qwkboost.features.FeatureSchema`).
+    Errors name the config key (``data.path``, ``data.target``, ...) and, for a
+    bad value, the file's data row.
 
     Raises
     ------
     ValueError
         For a missing, empty or unreadable file; duplicate column names; a
         missing or non-numeric target, or one with NaN, a single class or (when
-        ``ordinal``) fractional values; no feature columns, non-numeric or
-        infinite features, features that are all constant; a test share that
-        leaves no rows.
+        ``ordinal``) fractional values; an unknown ``id``, ``drop`` or
+        ``categorical`` column, or duplicate ids; no feature columns, a numeric
+        column with text in the test file, infinite features, features that are
+        all constant; a test share that leaves no rows.
     """
     import pandas as pd
 
@@ -168,50 +205,38 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         raise ValueError(f"data.target must be a column name; got {target!r}")
     ordinal = check_bool(ordinal, "data.ordinal")
     seed = check_seed(seed, "seed")
+    for key, v in (("data.id", id), ("data.weight", weight)):
+        if v is not None and (not isinstance(v, str) or not v):
+            raise ValueError(f"{key} must be a column name or null; got {v!r}")
+    drop, categorical = _names(drop, "data.drop"), _names(categorical, "data.categorical")
 
-    def read(p: str, arg: str) -> "pd.DataFrame":
-        if not p:
-            raise ValueError(f"data.{arg} is not set; give the path of a CSV or Parquet file")
-        fp = Path(p)
-        if not fp.exists():
-            raise ValueError(f"data.{arg}={str(p)!r} does not exist")
-        if fp.is_dir():
-            raise ValueError(f"data.{arg}={str(p)!r} is a directory; give a CSV or Parquet file")
-        parquet = fp.suffix.lower() in (".parquet", ".pq")
-        try:
-            if parquet:
-                df = pd.read_parquet(fp)
-                header = [str(c) for c in df.columns]
-            else:
-                header = [str(c) for c in pd.read_csv(fp, nrows=1, header=None).iloc[0]] \
-                    if fp.stat().st_size else []
-                df = pd.read_csv(fp)
-        except pd.errors.EmptyDataError:
-            raise ValueError(f"data.{arg}={str(p)!r} is empty") from None
-        except (UnicodeDecodeError, pd.errors.ParserError, OSError, ValueError, IndexError) as exc:
-            kind = "a Parquet" if parquet else "a CSV"
-            raise ValueError(f"data.{arg}={str(p)!r} cannot be read as {kind} file "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
-        dup = sorted({c for c in header if header.count(c) > 1})
-        if dup:
-            raise ValueError(f"data.{arg}={str(p)!r} has duplicate column names {dup}; a repeated target would "
-                             "leak into the features")
-        if len(df) == 0:
-            raise ValueError(f"data.{arg}={str(p)!r} has a header but no rows")
-        return df
-
-    df = read(path, "path")
+    df = read_table(path, "data.path")
     if target not in df.columns:
         raise ValueError(f"data.target={target!r} is not a column of {path}; columns: {list(df.columns)}")
-    features = [c for c in df.columns if c != target]
+    for key, cols in (("data.id", [id] if id else []), ("data.weight", [weight] if weight else []),
+                      ("data.drop", drop), ("data.categorical", categorical)):
+        unknown = [c for c in cols if c not in df.columns]
+        if unknown:
+            raise ValueError(f"{key}: {unknown} not a column of data.path={path!r}; columns: {list(df.columns)}")
+    named = [c for c in (target, id, weight) if c]
+    if len(set(named)) < len(named) or set(named) & set(drop):
+        raise ValueError(f"data.target={target!r}, data.id={id!r}, data.weight={weight!r} and data.drop={drop} must "
+                         "name different columns")
+    features = [c for c in df.columns if c not in named and c not in drop]
     if not features:
-        raise ValueError(f"data.path={path!r} has no feature columns besides data.target={target!r}")
+        raise ValueError(f"data.path={path!r} has no feature columns besides data.target={target!r}"
+                         + (f", data.id={id!r}" if id else "") + (f" and data.drop={drop}" if drop else ""))
+    not_features = [c for c in categorical if c not in features]
+    if not_features:
+        raise ValueError(f"data.categorical: {not_features} are not feature columns (the target, the id or dropped)")
     _check_target_column(df, target, "data.path")
     if test_path:
-        dft = read(test_path, "test_path")
-        if target not in dft.columns:
-            raise ValueError(f"data.target={target!r} is not a column of data.test_path={test_path}")
-        _check_target_column(dft, target, "data.test_path")
+        dft = read_table(test_path, "data.test_path")
+        labelled = target in dft.columns
+        if labelled:
+            _check_target_column(dft, target, "data.test_path")
+        if id and id not in dft.columns:
+            raise ValueError(f"data.id={id!r} is not a column of data.test_path={test_path}")
         src_train, src_test = "data.path", "data.test_path"
     else:
         test_size = check_real(test_size, "data.test_size", 0.0, 1.0, lo_open=True, hi_open=True)
@@ -223,30 +248,30 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         idx = rs.permutation(len(df))
         dft, df = df.iloc[idx[:n_test]], df.iloc[idx[n_test:]]
         src_train = src_test = "data.path"
-    bad = [c for c in features if not pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])]
-    if bad:
-        raise ValueError(f"feature columns must be numeric; encode these first: {bad}")
+        labelled = True
+    if id:
+        for frame, src in ((df, src_train), (dft, src_test)):
+            dup = frame[id][frame[id].duplicated()]
+            if len(dup):
+                raise ValueError(f"data.id={id!r} repeats the value {dup.iloc[0]!r} in {src}; ids must be unique")
     missing = [c for c in features if c not in dft.columns]
     if missing:
-        raise ValueError(f"test data lacks feature columns {missing}")
-    X = df[features].to_numpy(dtype=float, na_value=np.nan)
-    Xt = dft[features].to_numpy(dtype=float, na_value=np.nan)
-    for arr, frame, src in ((X, df, src_train), (Xt, dft, src_test)):
-        inf = np.isinf(arr)
-        if inf.any():
-            r, c = np.argwhere(inf)[0]
-            raise ValueError(f"feature {features[c]!r} is infinite in data row {frame.index[r]} of {src}; use an "
-                             "empty cell (NaN) for a missing value")
+        raise ValueError(f"data.test_path lacks feature columns {missing}")
+    schema = FeatureSchema.fit(df[features], categorical, "data.path")
+    X = _encode(schema, df[features], src_train)
+    Xt = _encode(schema, dft[features], src_test)
     nan = np.isnan(X)
     spread = np.fmax.reduce(X, axis=0) > np.fmin.reduce(X, axis=0)
     if not (spread | (nan.any(axis=0) & ~nan.all(axis=0))).any():
         raise ValueError(f"every feature column of data.path={path!r} is constant (or empty); there is nothing to "
                          "learn from")
     y = df[target].to_numpy(dtype=float)
-    yt = dft[target].to_numpy(dtype=float)
+    yt = dft[target].to_numpy(dtype=float) if labelled else None
     classes = None
     if ordinal:
         for frame, arr, src in ((df, y, src_train), (dft, yt, src_test)):
+            if arr is None:
+                continue
             frac = arr != np.round(arr)
             if frac.any():
                 i = int(np.flatnonzero(frac)[0])
@@ -256,7 +281,7 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         if np.unique(y).size < 2:
             raise ValueError(f"data.target={target!r} has a single class ({y[0]:g}) in the training rows; QWK "
                              "needs labels that vary")
-        classes = np.unique(np.concatenate([y, yt]))
+        classes = np.unique(y if yt is None else np.concatenate([y, yt]))
         span = class_range(classes).size
         if span > MAX_CLASSES:
             raise ValueError(f"data.target={target!r} spans {span:,} whole numbers ({classes.min():g}.."
@@ -264,7 +289,94 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
                              f"by label differences (at most {MAX_CLASSES:,}). Recode the labels (e.g. to ranks), "
                              "or set data.ordinal=false for a numeric target")
         warn_empty_classes(y, "data.path" if test_path else "the training rows")
-    return Dataset(X, y, Xt, yt, [str(c) for c in features], classes, Path(path).stem)
+    ids = (df[id].to_numpy(), dft[id].to_numpy()) if id else (None, None)
+    w = wt = None
+    if weight:
+        w = _weights(df, weight, src_train)
+        wt = _weights(dft, weight, src_test) if weight in dft.columns else None
+    return Dataset(X, y, Xt, yt, list(features), classes, Path(path).stem, schema=schema, ids_train=ids[0],
+                   ids_test=ids[1], id_name=id, target=target, w_train=w, w_test=wt)
+
+
+def _weights(frame, column: str, src: str) -> np.ndarray:
+    """The weight column, checked: numbers >= 0, finite, not all zero (errors name the data row)."""
+    import pandas as pd
+
+    v = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(v) | (v < 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"data.weight={column!r} must hold finite numbers >= 0; data row {frame.index[i]} of {src} "
+                         f"is {frame[column].iloc[i]!r}")
+    if not v.sum() > 0:
+        raise ValueError(f"data.weight={column!r} is 0 in every row of {src}")
+    return v
+
+
+def read_table(p: str, arg: str = "data.path") -> "pd.DataFrame":
+    """A CSV or Parquet file as a DataFrame; errors name the config key ``arg``."""
+    import pandas as pd
+
+    if not p:
+        raise ValueError(f"{arg} is not set; give the path of a CSV or Parquet file")
+    fp = Path(p)
+    if not fp.exists():
+        raise ValueError(f"{arg}={str(p)!r} does not exist")
+    if fp.is_dir():
+        raise ValueError(f"{arg}={str(p)!r} is a directory; give a CSV or Parquet file")
+    parquet = fp.suffix.lower() in (".parquet", ".pq")
+    try:
+        if parquet:
+            df = pd.read_parquet(fp)
+            header = [str(c) for c in df.columns]
+        else:
+            header = [str(c) for c in pd.read_csv(fp, nrows=1, header=None).iloc[0]] \
+                if fp.stat().st_size else []
+            df = pd.read_csv(fp)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{arg}={str(p)!r} is empty") from None
+    except (UnicodeDecodeError, pd.errors.ParserError, OSError, ValueError, IndexError) as exc:
+        kind = "a Parquet" if parquet else "a CSV"
+        raise ValueError(f"{arg}={str(p)!r} cannot be read as {kind} file "
+                         f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+    dup = sorted({c for c in header if header.count(c) > 1})
+    if dup:
+        raise ValueError(f"{arg}={str(p)!r} has duplicate column names {dup}; a repeated target would "
+                         "leak into the features")
+    if len(df) == 0:
+        raise ValueError(f"{arg}={str(p)!r} has a header but no rows")
+    df.columns = [str(c) for c in df.columns]
+    return df
+
+
+
+def _names(value, key: str) -> list[str]:
+    """A list of column names from a config value (null, one name, or a list)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    try:
+        out = [str(v) for v in value]
+    except TypeError:
+        raise ValueError(f"{key} must be a column name or a list of them; got {value!r}") from None
+    return out
+
+
+def _encode(schema: FeatureSchema, frame, src: str) -> np.ndarray:
+    """``frame``'s features encoded by ``schema``; errors name the file and its data row."""
+    try:
+        return schema.encode(frame, src)
+    except ValueError as exc:
+        msg = str(exc)
+        # the schema names positions in the frame; the file's data rows are its index
+        import re
+
+        m = re.search(r"\brow (\d+) of ", msg)
+        if m:
+            r = int(m.group(1))
+            msg = msg.replace(m.group(0), f"data row {frame.index[r]} of ", 1)
+        raise ValueError(msg) from None
 
 
 def _check_target_column(df, target: str, src: str) -> None:

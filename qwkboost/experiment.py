@@ -16,13 +16,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from qwkboost import plots, tracking
-from qwkboost.config import config_errors
+from qwkboost.config import config_errors, objective_ref
 from qwkboost.cv import CVResult, cross_validate
 from qwkboost.data import SOURCES, Dataset, class_range, from_file
 from qwkboost.metrics import extended_qwk, qwk, rmse
+from qwkboost.pipeline import FittedPipeline
 from qwkboost.thresholds import apply_thresholds, fit_thresholds
 
-__all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data"]
+__all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",
+           "write_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +77,11 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
     """
     m: dict[str, float] = {"fit_seconds": cv.fit_seconds,
                            "best_iteration_mean": float(np.mean(cv.best_iterations))}
-    if cv.test is not None:
-        m["rmse"] = rmse(ds.y_test, cv.test)
-    m["rmse_oof"] = rmse(ds.y_train, cv.oof)
+    labelled = cv.test is not None and ds.has_test_labels
+    w, wt = ds.w_train, ds.w_test
+    if labelled:
+        m["rmse"] = rmse(ds.y_test, cv.test, wt)
+    m["rmse_oof"] = rmse(ds.y_train, cv.oof, w)
     if not ds.is_ordinal:
         return Evaluation(m, None, None, None)
     classes = class_range(ds.classes)
@@ -86,18 +90,20 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
     y_idx = (ds.y_train - lo).astype(np.int64)
     round_cuts = classes[:-1] + 0.5
     # fit on the index scale (0..K-1), where every method's starting point lives, then shift back
-    cuts = round_cuts if method == "round" else fit_thresholds(method, cv.oof - lo, y_idx, n_classes=k) + lo
-    m["qwk_round_oof"] = qwk(y_idx, apply_thresholds(cv.oof, round_cuts), n_classes=k)
-    m["qwk_thresholds_oof"] = qwk(y_idx, apply_thresholds(cv.oof, cuts), n_classes=k)
-    m["kappa_tilde_oof"] = extended_qwk(ds.y_train, np.clip(cv.oof, lo, hi))
+    cuts = round_cuts if method == "round" else \
+        fit_thresholds(method, cv.oof - lo, y_idx, n_classes=k, sample_weight=w) + lo
+    m["qwk_round_oof"] = qwk(y_idx, apply_thresholds(cv.oof, round_cuts), n_classes=k, sample_weight=w)
+    m["qwk_thresholds_oof"] = qwk(y_idx, apply_thresholds(cv.oof, cuts), n_classes=k, sample_weight=w)
+    m["kappa_tilde_oof"] = extended_qwk(ds.y_train, np.clip(cv.oof, lo, hi), sample_weight=w)
     test_classes = None
     if cv.test is not None:
-        yt = (ds.y_test - lo).astype(np.int64)
-        m["qwk_round"] = qwk(yt, apply_thresholds(cv.test, round_cuts), n_classes=k)
         test_idx = apply_thresholds(cv.test, cuts)
-        m["qwk_thresholds"] = qwk(yt, test_idx, n_classes=k)
-        m["kappa_tilde"] = extended_qwk(ds.y_test, np.clip(cv.test, lo, hi))
         test_classes = classes[test_idx]
+    if labelled:
+        yt = (ds.y_test - lo).astype(np.int64)
+        m["qwk_round"] = qwk(yt, apply_thresholds(cv.test, round_cuts), n_classes=k, sample_weight=wt)
+        m["qwk_thresholds"] = qwk(yt, test_idx, n_classes=k, sample_weight=wt)
+        m["kappa_tilde"] = extended_qwk(ds.y_test, np.clip(cv.test, lo, hi), sample_weight=wt)
     return Evaluation(m, np.asarray(cuts, dtype=float), classes, test_classes)
 
 
@@ -141,24 +147,36 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                 on_start(active.info.run_id)
             tracking.log_params(_loggable(cfg))
             tracking.set_tags({"engine": engine["name"], "objective": objective["name"],
+                               **({"objective.class": objective["_target_"]} if objective.get("_target_") else {}),
                                "data": cfg["data"]["name"], "command": tracking.command_line(),
                                **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
         cv = cross_validate(
-            ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective["name"],
+            ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
             params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
             num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
             n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
-            shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"))
+            shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
+            schema=ds.schema, sample_weight=ds.w_train)
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
+        pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
+                              info={"engine": engine["name"], "objective": objective["name"],
+                                    "thresholds": cfg["thresholds"]["method"], "data": cfg["data"]["name"],
+                                    "run_id": None if active is None else active.info.run_id})
+        out = Path(output_dir) if output_dir is not None else None
         if active is not None:
             row["run_id"] = active.info.run_id
-            _log_run(cfg, ds, cv, ev)
+            _log_run(cfg, ds, cv, ev, pipe)
+        elif out is not None:
+            write_outputs(out, ds, cv, ev, pipe)
         log.info("%s: %s", run_name, ", ".join(f"{k}={v:.4f}" for k, v in ev.metrics.items()
                                                if k.startswith(("qwk", "rmse"))))
-        if output_dir is not None:
-            Path(output_dir).mkdir(parents=True, exist_ok=True)
-            (Path(output_dir) / "result.json").write_text(json.dumps(row, indent=2))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            if active is not None:
+                write_outputs(out, ds, cv, ev, pipe)
+            (out / "result.json").write_text(json.dumps(row, indent=2))
+            log.info("predictions: %s", out / "submission.csv")
         return row
 
     if experiment_id is None:
@@ -193,7 +211,7 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     except ValueError as exc:
         raise ValueError(f"engine.params ({engine}): {exc}") from None
     k = int(cfg["cv"]["n_splits"])
-    if ds.is_ordinal and np.unique(ds.y_test).size < 2:
+    if ds.is_ordinal and ds.has_test_labels and np.unique(ds.y_test).size < 2:
         raise ValueError(f"the {len(ds.y_test)} test row(s) hold a single class ({ds.y_test[0]:g}); QWK on the test "
                          "set is undefined: give more test rows (data.n_test, data.test_size or data.test_path)")
     if ds.is_ordinal and cfg["cv"].get("stratified", True):
@@ -203,7 +221,7 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
                              f"{counts.min()} training rows); lower cv.n_splits or set cv.stratified=false")
     elif k > len(ds.y_train):
         raise ValueError(f"cv.n_splits={k} exceeds the number of training rows ({len(ds.y_train)})")
-    obj = get_objective(cfg["objective"]["name"], **(cfg["objective"].get("params") or {}))
+    obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
                          "regression target; use objective=squared_error")
@@ -221,7 +239,50 @@ def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation) -> None:
+def _class_column(values: np.ndarray):
+    """Classes as integers when they are whole numbers (the labels' own form), else as they are."""
+    v = np.asarray(values, dtype=np.float64)
+    return v.astype(np.int64) if np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 53) else v
+
+
+def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation):
+    """``(oof, predictions, submission)`` DataFrames of a run.
+
+    ``oof``: id, label, out-of-fold score and class; ``predictions``: id, the
+    fold models' mean test score, the class (and the label where the test set
+    has them); ``submission``: id and class on the labels' own scale (the score
+    for a regression target), columns named as in the training file.
+    """
+    import pandas as pd
+
+    id_name = ds.id_name or "row"
+    target = ds.target or "label"
+    ids_train = ds.ids_train if ds.ids_train is not None else np.arange(len(ds.y_train))
+    ids_test = ds.ids_test if ds.ids_test is not None else np.arange(len(ds.X_test))
+    oof = pd.DataFrame({id_name: ids_train, target: _class_column(ds.y_train), "score": cv.oof})
+    pred = pd.DataFrame({id_name: ids_test, "score": cv.test})
+    if ev.cuts is not None:
+        oof["class"] = _class_column(apply_thresholds(cv.oof, ev.cuts, classes=ev.classes))
+        pred["class"] = _class_column(ev.test_classes)
+    if ds.has_test_labels:
+        pred[target] = _class_column(ds.y_test) if ds.is_ordinal else ds.y_test
+    sub = pd.DataFrame({id_name: ids_test, target: pred["class"] if ev.cuts is not None else cv.test})
+    return oof, pred, sub
+
+
+def write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> list[Path]:
+    """Write ``oof.parquet``, ``predictions.parquet``, ``submission.csv`` and ``pipeline/`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    oof, pred, sub = prediction_tables(ds, cv, ev)
+    files = [out / "oof.parquet", out / "predictions.parquet", out / "submission.csv"]
+    oof.to_parquet(files[0], index=False)
+    pred.to_parquet(files[1], index=False)
+    sub.to_csv(files[2], index=False)
+    pipe.save(out / "pipeline")
+    return files
+
+
+def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> None:
     """Curves, metrics and artifacts of one run (the active MLflow run)."""
     import yaml
 
@@ -237,10 +298,17 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation) -> None:
     if ev.classes is not None:
         tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts),
                             "plots/oof_histograms.png")
-        if ev.test_classes is not None:
+        if ev.test_classes is not None and ds.has_test_labels:
             tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes),
                                 "plots/confusion_matrix.png")
-    if cfg.get("tracking", {}).get("log_models", True):
-        with tracking.tmpdir() as d:
-            for k, m in enumerate(cv.models):
-                tracking.log_file(m.save(Path(d) / f"fold_{k}.json"), "models")
+    tracking.log_dict(ds.schema.to_dict(), "features.json")
+    with tracking.tmpdir() as d:
+        for f in write_outputs(Path(d), ds, cv, ev, pipe):
+            tracking.log_file(f, "predictions")
+        if cfg.get("tracking", {}).get("log_models", True):
+            # the fold models, averaged, with the cut points: load_run's artifact and a servable model
+            from qwkboost.serving import log_pyfunc
+
+            tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
+            if cfg.get("tracking", {}).get("log_pyfunc", True):
+                log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))

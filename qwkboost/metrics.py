@@ -14,15 +14,20 @@ population variance of the labels. That identity is why the *extended* QWK
 .. math:: \tilde\kappa = 1 - \frac{\sum_k (\hat y_k - y_k)^2}{\sum_k \left((\hat y_k - a)^2 + b\right)}
 
 equals QWK exactly on integer predictions (rsakata, "[Kaggle] DSB2019: QWKをGBDTで直接最適化する", 2020).
+
+**Sample weights** :math:`w_k` weigh every row in every sum: the confusion
+matrix and the histograms of QWK, the two sums of :math:`\tilde\kappa` (with
+:math:`a, b` the weighted mean and variance) and RMSE. With integer weights
+each equals the metric of the data with every row repeated :math:`w_k` times.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.validation import check_1d, check_labels, check_real, check_same_length
+from qwkboost.validation import check_1d, check_labels, check_real, check_same_length, check_weight
 
-__all__ = ["qwk", "extended_qwk", "rmse", "extended_qwk_ratio", "rmse_fast"]
+__all__ = ["qwk", "extended_qwk", "rmse", "extended_qwk_ratio", "rmse_fast", "weighted_mean_var"]
 
 
 def _single_class_error(name: str, value) -> ValueError:
@@ -32,7 +37,7 @@ def _single_class_error(name: str, value) -> ValueError:
     )
 
 
-def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
+def qwk(y_true, y_pred, n_classes: int | None = None, sample_weight=None) -> float:
     r"""Exact quadratic weighted kappa of integer labels.
 
     Implements :math:`\kappa = 1 - \sum w O / \sum w E` (module docstring) in
@@ -53,6 +58,8 @@ def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
         Number of classes K, checked against the labels; the value never
         depends on it. Equals scikit-learn's ``cohen_kappa_score(...,
         weights="quadratic", labels=range(K))``.
+    sample_weight : array-like, optional
+        Weight of each row (floating point then, not exact integers).
 
     Returns
     -------
@@ -75,7 +82,15 @@ def qwk(y_true, y_pred, n_classes: int | None = None) -> float:
             raise ValueError(f"n_classes={int(n_classes)} is smaller than the largest label + 1 ({top + 1})")
     if yt.min() == yt.max():
         raise _single_class_error("y_true", int(yt[0]))
+    w = check_weight(sample_weight, yt.size)
     base = min(int(yt.min()), int(yp.min()))
+    if w is not None:
+        # the same expansion with weighted sums: sum w(t-p)^2 over sum w t^2 + sum w p^2 - 2 (sum w t)(sum w p)/W
+        t, p = (yt - base).astype(np.float64), (yp - base).astype(np.float64)
+        W, d = float(w.sum()), t - p
+        st, sp = float(w @ t), float(w @ p)
+        expected = float(w @ (t * t)) + float(w @ (p * p)) - 2.0 * st * sp / W
+        return 1.0 - float(w @ (d * d)) / expected
     t, p = yt - base, yp - base
     n, r = t.size, int(max(t.max(), p.max()))
     if n * r * r >= 2 ** 62:            # sums of squares could overflow int64: Python integers
@@ -91,7 +106,7 @@ def _whole(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and bool(np.isfinite(v)) and float(v) == int(v)
 
 
-def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None) -> float:
+def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None, sample_weight=None) -> float:
     r"""Extended QWK :math:`\tilde\kappa` of continuous scores.
 
     .. math:: \tilde\kappa = 1 - \frac{\sum_k (\hat y_k - y_k)^2}{\sum_k ((\hat y_k - a)^2 + b)}
@@ -106,6 +121,8 @@ def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None
         Mean and population variance of the target label distribution.
         Default: those of ``y_true``, which makes :math:`\tilde\kappa` equal
         :func:`qwk` on integer predictions.
+    sample_weight : array-like, optional
+        Weight of each row (also in the default ``a``, ``b``).
 
     Returns
     -------
@@ -116,15 +133,27 @@ def extended_qwk(y_true, y_score, a: float | None = None, b: float | None = None
     check_same_length(yt, ys, "y_true", "y_score")
     a = check_real(a, "a", allow_none=True)
     b = check_real(b, "b (a variance)", 0.0, lo_open=True, allow_none=True)
+    w = check_weight(sample_weight, yt.size)
     if a is None or b is None:
         if yt.min() == yt.max():
             raise _single_class_error("y_true", float(yt[0]))
-        a = yt.mean() if a is None else a
-        b = yt.var() if b is None else b
-    return 1.0 - extended_qwk_ratio(yt, ys, a, b)
+        ma, vb = weighted_mean_var(yt, w)
+        a = ma if a is None else a
+        b = vb if b is None else b
+    return 1.0 - extended_qwk_ratio(yt, ys, a, b, w)
 
 
-def extended_qwk_ratio(y: np.ndarray, score: np.ndarray, a: float, b: float) -> float:
+def weighted_mean_var(y: np.ndarray, weight: np.ndarray | None = None) -> tuple[float, float]:
+    """Mean and population variance of ``y``, weighted by ``weight`` if given."""
+    if weight is None:
+        return float(y.mean()), float(y.var())
+    W = float(weight.sum())
+    m = float(weight @ y) / W
+    d = y - m
+    return m, float(weight @ (d * d)) / W
+
+
+def extended_qwk_ratio(y: np.ndarray, score: np.ndarray, a: float, b: float, weight: np.ndarray | None = None) -> float:
     r""":math:`\sum_k (\hat y_k - y_k)^2 / \sum_k ((\hat y_k - a)^2 + b)`, so that :math:`\tilde\kappa` is one minus it.
 
     The one definition of the formula: :func:`extended_qwk`, the extended-QWK
@@ -134,18 +163,22 @@ def extended_qwk_ratio(y: np.ndarray, score: np.ndarray, a: float, b: float) -> 
     """
     r = score - y
     s = score - a
+    if weight is not None:
+        return float(weight @ (r * r)) / float(weight @ (s * s) + b * weight.sum())
     return float(r @ r) / float(s @ s + b * y.size)
 
 
-def rmse(y_true, y_score) -> float:
-    r"""Root mean squared error :math:`\sqrt{\frac1n \sum_k (\hat y_k - y_k)^2}`."""
+def rmse(y_true, y_score, sample_weight=None) -> float:
+    r"""Root mean squared error :math:`\sqrt{\sum_k w_k (\hat y_k - y_k)^2 / \sum_k w_k}` (unit weights by default)."""
     yt = check_1d(y_true, "y_true")
     ys = check_1d(y_score, "y_score")
     check_same_length(yt, ys, "y_true", "y_score")
-    return rmse_fast(yt, ys)
+    return rmse_fast(yt, ys, check_weight(sample_weight, yt.size))
 
 
-def rmse_fast(y: np.ndarray, score: np.ndarray) -> float:
+def rmse_fast(y: np.ndarray, score: np.ndarray, weight: np.ndarray | None = None) -> float:
     """:func:`rmse` without input checks, for every boosting round."""
     r = score - y
+    if weight is not None:
+        return float(np.sqrt(weight @ (r * r) / weight.sum()))
     return float(np.sqrt(r @ r / r.size))

@@ -38,8 +38,8 @@ from fractions import Fraction
 import numpy as np
 from scipy import optimize
 
-from qwkboost.metrics import extended_qwk_ratio
-from qwkboost.validation import check_1d, check_labels, check_same_length
+from qwkboost.metrics import extended_qwk_ratio, weighted_mean_var
+from qwkboost.validation import check_1d, check_labels, check_same_length, check_weight
 
 __all__ = [
     "METHODS",
@@ -85,16 +85,20 @@ def _check_n_classes(n_classes, y: np.ndarray | None = None) -> int:
 MAX_DP_BYTES = 2 ** 30
 
 
-def _check_fit_inputs(scores, y, n_classes):
-    """Common checks of the ``fit_*`` functions; return ``(scores, y, K)``."""
+def _check_fit_inputs(scores, y, n_classes, sample_weight=None):
+    """Common checks of the ``fit_*`` functions; return ``(scores, y, K, weight)``."""
     s = check_1d(scores, "scores")
     yy = check_labels(y, "y")
     check_same_length(s, yy, "scores", "y")
+    w = check_weight(sample_weight, yy.size)
+    if w is not None:
+        keep = w > 0                     # rows of weight 0 do not count
+        s, yy, w = s[keep], yy[keep], w[keep]
     if yy.min() == yy.max():
         raise ValueError(
             f"y contains a single class ({int(yy[0])}); QWK is undefined when the labels do not vary, "
             "so there is nothing to fit thresholds against")
-    return s, yy, _check_n_classes(n_classes, yy)
+    return s, yy, _check_n_classes(n_classes, yy), w
 
 
 def _check_cuts(cuts, name: str = "cuts", n: int | None = None) -> np.ndarray:
@@ -175,7 +179,7 @@ def round_cuts(n_classes: int) -> np.ndarray:
     return np.arange(1, k, dtype=np.float64) - 0.5
 
 
-def fit_distribution(scores, y, n_classes: int | None = None) -> np.ndarray:
+def fit_distribution(scores, y, n_classes: int | None = None, sample_weight=None) -> np.ndarray:
     r"""Cut the scores at the label proportions of ``y`` (distribution matching).
 
     With :math:`m_k = \#\{i : y_i \le k\}` the cut :math:`t_{k+1}` is put between
@@ -193,16 +197,20 @@ def fit_distribution(scores, y, n_classes: int | None = None) -> np.ndarray:
         Labels ``0..K-1`` with at least two classes.
     n_classes : int, optional
         K; default ``max(y) + 1``.
+    sample_weight : array-like, optional
+        Row weights: proportions and counts are weighted sums.
 
     Returns
     -------
     ndarray of float, shape (K-1,)
         Strictly increasing cuts (see :func:`fit_exact` for the rare exception).
     """
-    s, yy, k = _check_fit_inputs(scores, y, n_classes)
-    u, counts = np.unique(s, return_counts=True)
+    s, yy, k, w = _check_fit_inputs(scores, y, n_classes, sample_weight)
+    u, inv, counts = np.unique(s, return_inverse=True, return_counts=True)
+    if w is not None:
+        counts = np.bincount(inv, weights=w, minlength=u.size)    # weighted counts
     cc = np.concatenate([[0], np.cumsum(counts)])          # samples below boundary t, t = 0..G
-    m = np.cumsum(np.bincount(yy, minlength=k))[:-1]       # target counts below each cut
+    m = np.cumsum(np.bincount(yy, weights=w, minlength=k))[:-1]   # target counts below each cut
     # nearest group boundary to each m_k (lower on a draw); monotone in m_k
     hi = np.searchsorted(cc, m, side="left")
     lo = np.maximum(hi - 1, 0)
@@ -211,7 +219,7 @@ def fit_distribution(scores, y, n_classes: int | None = None) -> np.ndarray:
     return _cuts_from_positions(u, pos, k)
 
 
-def fit_nelder_mead(scores, y, n_classes: int | None = None, init=None) -> np.ndarray:
+def fit_nelder_mead(scores, y, n_classes: int | None = None, init=None, sample_weight=None) -> np.ndarray:
     r"""Kaggle's "OptimizedRounder": Nelder--Mead on :math:`-\kappa` over the cuts.
 
     Minimises :math:`-\kappa(c(\cdot\,; \mathrm{sort}(t)))` with
@@ -229,20 +237,22 @@ def fit_nelder_mead(scores, y, n_classes: int | None = None, init=None) -> np.nd
     n_classes : int, optional
     init : array-like of float, shape (K-1,), optional
         Starting cuts; default ``round_cuts(K)``.
+    sample_weight : array-like, optional
+        Row weights of the (weighted) QWK.
 
     Returns
     -------
     ndarray of float, shape (K-1,)
         Sorted cuts.
     """
-    s, yy, k = _check_fit_inputs(scores, y, n_classes)
+    s, yy, k, w = _check_fit_inputs(scores, y, n_classes, sample_weight)
     x0 = round_cuts(k) if init is None else _check_cuts(init, "init", k - 1)
     yf = yy.astype(np.float64)
-    a, b = yf.mean(), yf.var()
+    a, b = weighted_mean_var(yf, w)
 
     def loss(t):
         c = np.searchsorted(np.sort(t), s, side="right").astype(np.float64)
-        return -(1.0 - extended_qwk_ratio(yf, c, a, b))     # -kappa, eq. (qwk-ratio)
+        return -(1.0 - extended_qwk_ratio(yf, c, a, b, w))     # -kappa, eq. (qwk-ratio)
 
     res = optimize.minimize(loss, x0, method="nelder-mead")
     return np.sort(np.asarray(res.x, dtype=np.float64))
@@ -250,13 +260,21 @@ def fit_nelder_mead(scores, y, n_classes: int | None = None, init=None) -> np.nd
 
 # --------------------------------------------------------------------------- exact method
 
-def _group(s: np.ndarray, y: np.ndarray):
-    """Distinct sorted scores ``u`` and per-group count, sum and sum of squares of ``y``."""
+def _group(s: np.ndarray, y: np.ndarray, w: np.ndarray | None = None):
+    """Distinct sorted scores ``u`` and per-group (weighted) count, sum and sum of squares of ``y``.
+
+    Integers (exact) without weights or with whole-numbered weights; floats otherwise.
+    """
     u, inv, cnt = np.unique(s, return_inverse=True, return_counts=True)
     g = u.size
-    s1 = np.bincount(inv, weights=y, minlength=g)
-    s2 = np.bincount(inv, weights=y * y, minlength=g)
-    return u, cnt.astype(np.int64), np.rint(s1).astype(np.int64), np.rint(s2).astype(np.int64)
+    yw = y if w is None else y * w
+    if w is not None:
+        cnt = np.bincount(inv, weights=w, minlength=g)
+    s1 = np.bincount(inv, weights=yw, minlength=g)
+    s2 = np.bincount(inv, weights=yw * y, minlength=g)
+    if w is None or np.all(w == np.round(w)) and float(w.sum()) * float(np.max(y)) ** 2 < 2 ** 53:
+        return u, np.rint(cnt).astype(np.int64), np.rint(s1).astype(np.int64), np.rint(s2).astype(np.int64)
+    return u, cnt, s1, s2
 
 
 def _ratio(pos, cnt, s1, s2, n, sy, sy2) -> Fraction:
@@ -267,12 +285,14 @@ def _ratio(pos, cnt, s1, s2, n, sy, sy2) -> Fraction:
     (since :math:`n(a^2 + b) = \sum y^2`).
     """
     c = np.searchsorted(pos, np.arange(cnt.size), side="right").astype(np.int64)  # class of each group
-    sc = int(cnt @ c)
-    sc2 = int(cnt @ (c * c))
-    scy = int(s1 @ c)
+    exact = Fraction if cnt.dtype.kind == "i" else (lambda v: Fraction(float(v)))   # float sums with real weights
+    sc = exact(int(cnt @ c) if cnt.dtype.kind == "i" else cnt @ c)
+    sc2 = exact(int(cnt @ (c * c)) if cnt.dtype.kind == "i" else cnt @ (c * c))
+    scy = exact(int(s1 @ c) if cnt.dtype.kind == "i" else s1 @ c)
+    n, sy, sy2 = exact(n), exact(sy), exact(sy2)
     num = sc2 - 2 * scy + sy2
     den = n * sc2 - 2 * sy * sc + n * sy2
-    return Fraction(n * num, den)
+    return n * num / den
 
 
 def _dp(lam: float, cum_n: np.ndarray, cum_s1: np.ndarray, a: float, k: int) -> np.ndarray:
@@ -308,10 +328,11 @@ def _dp(lam: float, cum_n: np.ndarray, cum_s1: np.ndarray, a: float, k: int) -> 
     return pos
 
 
-def _fit_exact_positions(s: np.ndarray, y: np.ndarray, k: int):
+def _fit_exact_positions(s: np.ndarray, y: np.ndarray, k: int, w: np.ndarray | None = None):
     """Dinkelbach loop; return ``(u, positions, kappa as Fraction, iterations)``."""
-    u, cnt, s1, s2 = _group(s, y)
-    n, sy, sy2 = int(cnt.sum()), int(s1.sum()), int(s2.sum())
+    u, cnt, s1, s2 = _group(s, y, w)
+    total = int if cnt.dtype.kind == "i" else float
+    n, sy, sy2 = total(cnt.sum()), total(s1.sum()), total(s2.sum())
     a = sy / n
     cum_n = np.concatenate([[0.0], np.cumsum(cnt, dtype=np.float64)])
     cum_s1 = np.concatenate([[0.0], np.cumsum(s1, dtype=np.float64)])
@@ -358,7 +379,7 @@ def _cuts_from_positions(u: np.ndarray, pos: np.ndarray, k: int) -> np.ndarray:
     return cuts
 
 
-def fit_exact(scores, y, n_classes: int | None = None) -> np.ndarray:
+def fit_exact(scores, y, n_classes: int | None = None, sample_weight=None) -> np.ndarray:
     r"""Globally optimal monotone cut points for QWK.
 
     Maximises :math:`\kappa = 1 - N(c)/D(c)` (eq. :eq:`qwk-ratio`) over every
@@ -400,6 +421,10 @@ def fit_exact(scores, y, n_classes: int | None = None) -> np.ndarray:
         Labels ``0..K-1`` with at least two classes.
     n_classes : int, optional
         K; default ``max(y) + 1``.
+    sample_weight : array-like, optional
+        Row weights: the counts and sums of the ratio become weighted sums, so the
+        cuts maximise the weighted QWK. Whole-numbered weights keep the
+        comparisons exact; other weights compare float sums.
 
     Returns
     -------
@@ -416,7 +441,7 @@ def fit_exact(scores, y, n_classes: int | None = None) -> np.ndarray:
     ----------
     W. Dinkelbach, "On nonlinear fractional programming", Management Science 13(7), 1967.
     """
-    s, yy, k = _check_fit_inputs(scores, y, n_classes)
+    s, yy, k, w = _check_fit_inputs(scores, y, n_classes, sample_weight)
     groups = np.unique(s).size
     if 8 * (groups + 1) * k > MAX_DP_BYTES:
         low = int(yy.min())
@@ -425,13 +450,13 @@ def fit_exact(scores, y, n_classes: int | None = None) -> np.ndarray:
                 if low > 0 else "")
         raise ValueError(f"the exact method would need {8 * (groups + 1) * k / 2**30:.1f} GiB for {k} classes and "
                          f"{groups} distinct scores; {hint}round the scores (e.g. to 4 decimals)")
-    u, pos, _, _ = _fit_exact_positions(s, yy, k)
+    u, pos, _, _ = _fit_exact_positions(s, yy, k, w)
     return _cuts_from_positions(u, pos, k)
 
 
 # --------------------------------------------------------------------------- dispatcher
 
-def fit_thresholds(method: str, scores, y, n_classes: int | None = None) -> np.ndarray:
+def fit_thresholds(method: str, scores, y, n_classes: int | None = None, sample_weight=None) -> np.ndarray:
     """Fit cuts by ``method``, one of ``"round"``, ``"exact"``, ``"nelder_mead"``, ``"distribution"``.
 
     ``"round"`` ignores the scores but still validates the inputs and infers
@@ -445,10 +470,10 @@ def fit_thresholds(method: str, scores, y, n_classes: int | None = None) -> np.n
     if method not in METHODS:
         raise ValueError(f"unknown thresholds method {method!r}; choose one of: {', '.join(METHODS)}")
     if method == "round":
-        _, _, k = _check_fit_inputs(scores, y, n_classes)
+        _, _, k, _ = _check_fit_inputs(scores, y, n_classes, sample_weight)
         return round_cuts(k)
     if method == "exact":
-        return fit_exact(scores, y, n_classes)
+        return fit_exact(scores, y, n_classes, sample_weight)
     if method == "nelder_mead":
-        return fit_nelder_mead(scores, y, n_classes)
-    return fit_distribution(scores, y, n_classes)
+        return fit_nelder_mead(scores, y, n_classes, sample_weight=sample_weight)
+    return fit_distribution(scores, y, n_classes, sample_weight)

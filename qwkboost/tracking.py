@@ -318,6 +318,32 @@ def reap_dead_runs(experiment_id: str, client=None) -> list[str]:
     return ended
 
 
+def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str | os.PathLike) -> Path:
+    """Download ``artifact_path`` of run ``run_id`` from the store at ``uri`` into ``dst``.
+
+    Raises
+    ------
+    ValueError
+        If the store does not know the run, or the run has no such artifact.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    check_reachable(uri)
+    client = mlflow.MlflowClient(uri)
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        raise ValueError(f"run={run_id!r} is neither a directory nor a run in the MLflow store {uri.split('?')[0]} "
+                         "(give a run's output directory, or its run id with the store's tracking.uri)") from None
+    try:
+        out = client.download_artifacts(run_id, artifact_path, str(dst))
+    except (MlflowException, OSError) as exc:
+        raise ValueError(f"run {run_id} has no {artifact_path!r} artifact ({type(exc).__name__}); runs made before "
+                         "qwkboost logged pipelines cannot be loaded this way") from None
+    return Path(out)
+
+
 def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists become JSON strings."""
     out: dict[str, Any] = {}
@@ -394,6 +420,12 @@ def log_file(path: str | os.PathLike, artifact_path: str | None = None) -> None:
     import mlflow
 
     _retry(mlflow.log_artifact, str(path), artifact_path)
+
+
+def log_artifacts(local_dir: str | os.PathLike, artifact_path: str | None = None) -> None:
+    import mlflow
+
+    _retry(mlflow.log_artifacts, str(local_dir), artifact_path)
 
 
 def log_text(text: str, artifact_file: str) -> None:

@@ -140,6 +140,27 @@ def check_1d(values, name: str, *, allow_nan: bool = False) -> np.ndarray:
     return arr
 
 
+def check_weight(weight, n: int, name: str = "sample_weight") -> np.ndarray | None:
+    """``None``, or ``weight`` as ``n`` finite non-negative floats with a positive sum.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the problem (length, a negative or non-finite value, all zero).
+    """
+    if weight is None:
+        return None
+    w = check_1d(weight, name)
+    if w.size != n:
+        raise ValueError(f"{name} has {w.size} values for {n} rows; give one weight per row")
+    if np.any(w < 0):
+        i = int(np.flatnonzero(w < 0)[0])
+        raise ValueError(f"{name} must be >= 0; {name}[{i}] is {float(w[i])!r}")
+    if not w.sum() > 0:
+        raise ValueError(f"{name} sums to 0 (every weight is zero); at least one row needs a positive weight")
+    return w
+
+
 def check_labels(values, name: str) -> np.ndarray:
     """Return ``values`` as non-negative integer class labels (int64).
 

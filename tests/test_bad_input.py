@@ -129,7 +129,7 @@ def cv(**kw):
 
 @pytest.mark.parametrize("kw, match", [
     (dict(X=X.astype(str).astype(object) + "x"), "X must be numeric"),
-    (dict(X=XDF.assign(s="u")), "X has non-numeric columns \\['s'\\]"),
+    (dict(X=XDF, X_test=XDF.iloc[:, :2]), "X_test lacks the feature column\\(s\\) \\['c'\\]"),
     (dict(y=Y[:-5]), "X and y have different lengths: 300 != 295"),
     (dict(y=None), "y is None"),
     (dict(y=np.r_[np.nan, Y[1:]]), "y contains 1 NaN or inf value"),

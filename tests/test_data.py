@@ -34,12 +34,17 @@ def test_parquet_and_separate_test_file(tmp_path):
     assert ds.classes.min() == 1 and ds.classes.max() == 9
 
 
-def test_non_numeric_feature_is_named(tmp_path):
+def test_string_feature_is_categorical_and_text_in_a_numeric_test_column_is_named(tmp_path):
     import pandas as pd
 
-    pd.DataFrame({"city": ["a", "b"] * 5, "y": [0, 1] * 5}).to_csv(tmp_path / "d.csv", index=False)
-    with pytest.raises(ValueError, match=r"encode these first: \['city'\]"):
-        from_file(str(tmp_path / "d.csv"), "y")
+    pd.DataFrame({"city": ["a", "b"] * 5, "n": range(10), "y": [0, 1] * 5}).to_csv(tmp_path / "d.csv", index=False)
+    ds = from_file(str(tmp_path / "d.csv"), "y", test_size=0.3)
+    assert ds.schema.categorical == [0] and ds.schema.categories[0] == ["a", "b"]
+    assert set(np.unique(ds.X_train[:, 0])) == {0.0, 1.0}
+    pd.DataFrame({"city": ["a", "c"], "n": [1, "x"], "y": [0, 1]}).to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match=r"feature 'n' was numeric in training, but data row 1 of data.test_path "
+                                         r"holds 'x'"):
+        from_file(str(tmp_path / "d.csv"), "y", test_path=str(tmp_path / "t.csv"))
 
 
 def test_fractional_test_label_is_named_with_its_file_row(tmp_path):

@@ -33,10 +33,11 @@ def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
     assert len(curve) > 5 and [c.step for c in curve] == list(range(len(curve)))
     assert len(client.get_metric_history(row["run_id"], "train_kappa")) == len(curve)
     arts = {a.path for a in client.list_artifacts(row["run_id"])}
-    assert {"config.yaml", "thresholds.json", "metrics.json", "models", "plots"} <= arts
+    assert {"config.yaml", "thresholds.json", "metrics.json", "pipeline", "predictions", "plots"} <= arts
     plots = {a.path for a in client.list_artifacts(row["run_id"], "plots")}
     assert plots == {"plots/learning_curves.png", "plots/oof_histograms.png", "plots/confusion_matrix.png"}
-    assert len(client.list_artifacts(row["run_id"], "models")) == 3
+    assert {a.path for a in client.list_artifacts(row["run_id"], "pipeline")} == {
+        "pipeline/pipeline.json", "pipeline/fold_0.json", "pipeline/fold_1.json", "pipeline/fold_2.json"}
     cuts = json.loads(open(client.download_artifacts(row["run_id"], "thresholds.json")).read())["cuts"]
     assert cuts == row["thresholds"] and len(cuts) == 3 and cuts == sorted(cuts)
     assert json.loads((tmp_path / "result.json").read_text())["run_id"] == row["run_id"]
@@ -48,7 +49,7 @@ def test_logged_fold_model_reloads_and_predicts(tiny_cfg, mlflow_store):
     exp_id = tracking.setup(mlflow_store, tiny_cfg["tracking"]["experiment_name"])
     row = run_experiment(tiny_cfg, exp_id)
     client = mlflow.MlflowClient(mlflow_store)
-    path = client.download_artifacts(row["run_id"], "models/fold_0.json")
+    path = client.download_artifacts(row["run_id"], "pipeline/fold_0.json")
     model = qb.load_model(path)
     X = quartiles(n_train=10, n_test=10).X_test
     pred = model.predict(X)

@@ -20,10 +20,11 @@ from qwkboost.callbacks import EarlyStopping, RoundFunction
 from qwkboost.engines.base import Engine, EvalSet, FitResult
 from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
+from qwkboost.features import EncodedFeatures, FeatureSchema
 from qwkboost.objectives import Objective, resolve
+from qwkboost.objectives.base import takes_weight
 from qwkboost.parallel import available_cores, blas_single_thread
-from qwkboost.validation import (align_columns, check_1d, check_features, check_int, check_mapping,
-                                 check_same_length, check_seed, feature_names)
+from qwkboost.validation import check_1d, check_int, check_mapping, check_same_length, check_seed, check_weight
 
 __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset",
            "EngineObjective", "Engine", "EvalSet", "FitResult"]
@@ -82,10 +83,13 @@ class EngineObjective:
     constant model on NaN.
     """
 
-    def __init__(self, objective: Objective, offset: float = 0.0, check_finite: bool = True):
+    def __init__(self, objective: Objective, offset: float = 0.0, check_finite: bool = True,
+                 sample_weight: np.ndarray | None = None):
         self.objective = objective
         self.offset = float(offset)
         self.check_finite = check_finite
+        self.sample_weight = sample_weight
+        self._weighted = {m: takes_weight(getattr(objective, m)) for m in ("grad_hess", "metric", "loss")}
         self.name = objective.name
         self.metric_name = objective.metric_name
         self.higher_is_better = objective.higher_is_better
@@ -96,9 +100,16 @@ class EngineObjective:
         return (y, score) if not self.offset else (y + self.offset, score + self.offset)
 
     def grad_hess(self, y, score):
-        g, h = self.objective.grad_hess(*self._shift(y, score))
+        """Gradients and hessians of the training rows (weighted by ``sample_weight``)."""
+        w = self.sample_weight
+        if w is not None and self._weighted["grad_hess"]:
+            g, h = self.objective.grad_hess(*self._shift(y, score), sample_weight=w)
+        else:
+            g, h = self.objective.grad_hess(*self._shift(y, score))
         g = np.asarray(g, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)
+        if w is not None and not self._weighted["grad_hess"] and g.shape == y.shape and h.shape == y.shape:
+            g, h = g * w, h * w             # a loss summed over rows: each row's terms scale with its weight
         if g.shape != y.shape or h.shape != y.shape:
             raise ValueError(f"objective {self.name!r}: grad_hess returned gradients of shape {g.shape} and "
                              f"hessians of shape {h.shape} for {y.size} rows; it must return one of each per row")
@@ -108,10 +119,14 @@ class EngineObjective:
         self._round += 1
         return g, h
 
-    def metric(self, y, score):
+    def metric(self, y, score, sample_weight=None):
+        if sample_weight is not None and self._weighted["metric"]:
+            return self.objective.metric(*self._shift(y, score), sample_weight=sample_weight)
         return self.objective.metric(*self._shift(y, score))
 
-    def loss(self, y, score):
+    def loss(self, y, score, sample_weight=None):
+        if sample_weight is not None and self._weighted["loss"]:
+            return self.objective.loss(*self._shift(y, score), sample_weight=sample_weight)
         return self.objective.loss(*self._shift(y, score))
 
 
@@ -136,7 +151,7 @@ def _check_callbacks(callbacks) -> list:
 def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_qwk", params: dict | None = None,
           num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
           objective_params: dict | None = None, callbacks: list[Callable[[int, dict], None]] | None = None,
-          seed: int = 0, n_jobs: int | None = None) -> Model:
+          seed: int = 0, n_jobs: int | None = None, categorical=None, sample_weight=None) -> Model:
     r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective``.
 
     The objective is fitted on ``y`` first (its statistics and :math:`F_0`),
@@ -145,9 +160,11 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
 
     Parameters
     ----------
-    X : array-like or DataFrame of shape (n_samples, n_features)
+    X : array-like, DataFrame or EncodedFeatures, of shape (n_samples, n_features)
         Features; NaN is missing. A DataFrame's column names are kept, and
-        :meth:`Model.predict` matches columns by them.
+        :meth:`Model.predict` matches columns by them. String and ``category``
+        columns are categorical (:class:`qwkboost.features.FeatureSchema`): every
+        engine splits them by category sets.
     y : array-like of shape (n_samples,)
         Labels on their own scale.
     engine : {"xgboost", "lightgbm", "native"}
@@ -158,8 +175,8 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         Unknown names are refused. ``base_score`` (XGBoost's name), on any
         engine, replaces the objective's initial score :math:`F_0`; ``None`` keeps it.
     num_boost_round : int, default 100
-    eval_set : tuple (X_val, y_val), optional
-        Scored every round with the objective's metric.
+    eval_set : tuple (X_val, y_val) or (X_val, y_val, weight_val), optional
+        Scored every round with the objective's metric (weighted by ``weight_val``).
     early_stopping_rounds : int, optional
         Stop when the eval-set metric has not improved for this many rounds
         (:class:`qwkboost.callbacks.EarlyStopping`); needs ``eval_set``.
@@ -172,6 +189,12 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     n_jobs : int, optional
         Engine threads; default every core this process may use. A thread
         count in ``params`` (``nthread``, ``num_threads``, ...) wins.
+    categorical : list of str or int, optional
+        Further categorical columns (names, or positions for an array), e.g.
+        integer-coded ones; strings and pandas categories are categorical anyway.
+    sample_weight : array-like of shape (n_samples,), optional
+        Weight of each row, in the objective's gradients and sums, its initial
+        score and its metric (see :mod:`qwkboost.objectives.base`).
 
     Returns
     -------
@@ -185,22 +208,30 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     adapter = get_engine(engine)
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
     params = check_mapping(params, "params")
-    names = feature_names(X)
-    X = check_features(X, "X")
+    if isinstance(X, EncodedFeatures):
+        if categorical is not None:
+            raise ValueError("categorical: the columns of EncodedFeatures are set by its schema")
+        schema, X = X.schema, X.X
+    else:
+        schema = FeatureSchema.fit(X, categorical, "X")
+        X = schema.encode(X, "X")
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
+    weight = check_weight(sample_weight, y.size, "sample_weight")
     if obj.ordinal:
         _check_whole(y, "y", obj)
     _check_span(y, "y")
     if eval_set is not None:
-        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) == 2):
-            raise ValueError("eval_set must be a pair (X_val, y_val)")
-        Xv = align_columns(eval_set[0], names, X.shape[1], "eval_set X", reference="X has")
+        if not (isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3)):
+            raise ValueError("eval_set must be a pair (X_val, y_val) or a triple (X_val, y_val, weight_val)")
+        Xv = eval_set[0].X if isinstance(eval_set[0], EncodedFeatures) else \
+            schema.encode(eval_set[0], "eval_set X", reference="X has")
         yv = check_1d(eval_set[1], "eval_set y")
         check_same_length(Xv, yv, "eval_set X", "eval_set y")
+        wv = check_weight(eval_set[2], yv.size, "eval_set weight") if len(eval_set) == 3 else None
         if obj.ordinal:
             _check_whole(yv, "eval_set y", obj)
-        eval_set = (Xv, yv)
+        eval_set = (Xv, yv, wv)
     num_boost_round = check_int(num_boost_round, "num_boost_round", 0)
     if early_stopping_rounds is not None:
         early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -217,23 +248,27 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
                          "there is nothing to split on")
     threads = available_cores() if n_jobs is None or n_jobs < 0 else int(n_jobs)
     params = adapter.with_threads(params, threads)
-    obj.fit(y)
+    if weight is not None and takes_weight(obj.fit):
+        obj.fit(y, sample_weight=weight)
+    else:
+        obj.fit(y)
     if base_score is not None:
         obj.init_score_ = float(base_score)
     offset = label_offset(y)
-    seen = EngineObjective(obj, offset, check_finite=engine != "native")
-    valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset)
+    seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)
+    valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset, eval_set[2])
     stopper = None if early_stopping_rounds is None else \
         EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better)
     rounds = [RoundFunction(fn) for fn in callbacks] + ([stopper] if stopper else [])   # users see every round
     with blas_single_thread():
         fit = adapter.fit(X, y - offset, objective=seen, params=params, num_boost_round=num_boost_round,
-                          valid=valid, callbacks=rounds, seed=seed)
+                          valid=valid, callbacks=rounds, seed=seed, categorical=schema.categorical,
+                          sample_weight=weight)
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None \
         else fit.stopped_at_best
     best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
     return Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
-                 X.shape[1], feature_names=names, label_offset=offset)
+                 label_offset=offset, schema=schema)
 
 
 def _splittable(X: np.ndarray) -> np.ndarray:

@@ -26,10 +26,11 @@ __all__ = ["EvalSet", "FitResult", "Engine", "run_callbacks"]
 
 @dataclass(frozen=True)
 class EvalSet:
-    """Validation rows, scored with the objective's metric after every round."""
+    """Validation rows, scored with the objective's metric after every round (weighted by ``weight``)."""
 
     X: np.ndarray
     y: np.ndarray
+    weight: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,16 @@ class Engine(Protocol):
         """``params`` with the thread count set, unless it names one already."""
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, objective, params: dict, num_boost_round: int,
-            valid: EvalSet | None, callbacks: Sequence[Callable], seed: int) -> FitResult:
-        """Boost ``num_boost_round`` rounds from ``objective.init_score_``."""
+            valid: EvalSet | None, callbacks: Sequence[Callable], seed: int,
+            categorical: Sequence[int] = (), sample_weight: np.ndarray | None = None) -> FitResult:
+        """Boost ``num_boost_round`` rounds from ``objective.init_score_``.
+
+        ``categorical`` lists the columns of ``X`` that hold category codes
+        (0, 1, ...; NaN missing), see :class:`qwkboost.features.FeatureSchema`.
+        ``sample_weight`` weighs the training rows in the metric; the objective
+        already weighs its gradients. Engines get no weights of their own, so that
+        nothing is weighted twice.
+        """
 
     def predict(self, booster, X: np.ndarray, *, n_iter: int, init_score: float) -> np.ndarray:
         """Scores of the first ``n_iter`` rounds plus ``init_score`` (the engine's own labels' scale)."""

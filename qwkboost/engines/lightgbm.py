@@ -99,7 +99,7 @@ def _no_feature_message(n: int, params: dict) -> str:
             "or +engine.params.min_data_in_leaf=5 in a config) or give more rows")
 
 
-def check_data(X, params: dict) -> None:
+def check_data(X, params: dict, categorical="auto") -> None:
     """Refuse training rows on which LightGBM would find no usable feature (its fatal
     ``num_features() > 0`` check): bins them as LightGBM would, without training.
 
@@ -109,7 +109,7 @@ def check_data(X, params: dict) -> None:
         Naming ``min_data_in_leaf`` and ``min_data_in_bin`` and what to do.
     """
     probe = {k: v for k, v in params.items() if not callable(v)}
-    ds = lgb.Dataset(X, params={**probe, "verbose": -1}).construct()
+    ds = lgb.Dataset(X, params={**probe, "verbose": -1}, categorical_feature=categorical).construct()
     if all(ds.feature_num_bin(j) == 0 for j in range(X.shape[1])):
         raise ValueError(_no_feature_message(X.shape[0], params))
 
@@ -171,26 +171,28 @@ class LightGBMEngine:
         return {**params, "num_threads": int(n_threads)}
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
-            seed: int) -> FitResult:
+            seed: int, categorical=(), sample_weight=None) -> FitResult:
         if num_boost_round == 0:
             return FitResult(None, 0)
+        categorical = sorted(int(j) for j in categorical) or "auto"
         if len(y) < PROBE_ROWS:
-            check_data(X, params)
+            check_data(X, params, categorical)
         f0 = objective.init_score_
         params = {**DEFAULTS, **params, "seed": seed, "metric": "None",
                   "objective": lambda pred, d: objective.grad_hess(y, pred)}
-        dtrain = lgb.Dataset(X, label=y, init_score=np.full(len(y), f0), free_raw_data=False)
-        valid_sets, names, labels = [dtrain], ["train"], {"train": y}
+        dtrain = lgb.Dataset(X, label=y, init_score=np.full(len(y), f0), free_raw_data=False,
+                             categorical_feature=categorical)
+        valid_sets, names, labels = [dtrain], ["train"], {"train": (y, sample_weight)}
         if valid is not None:
             valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=np.full(len(valid.y), f0),
                                           reference=dtrain))
             names.append("valid")
-            labels["valid"] = valid.y
+            labels["valid"] = (valid.y, valid.weight)
         order = {id(ds): n for ds, n in zip(valid_sets, names)}
 
         def feval(pred, d):
-            return objective.metric_name, objective.metric(labels[order.get(id(d), "train")], pred), \
-                objective.higher_is_better
+            yl, wl = labels[order.get(id(d), "train")]
+            return objective.metric_name, objective.metric(yl, pred, wl), objective.higher_is_better
 
         evals_result: dict = {}
         rounds = _callbacks(callbacks)

@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.objectives import Objective, get as get_objective
-from qwkboost.validation import align_columns, check_int
+from qwkboost.objectives import Objective, available as available_objectives, get as get_objective, import_objective
+from qwkboost.features import EncodedFeatures, FeatureSchema
+from qwkboost.validation import check_features, check_int
 
 __all__ = ["Model", "load_model", "FORMAT_VERSION"]
 
-#: 2 added feature names, the label offset and a checksum of the booster text.
-FORMAT_VERSION = 2
+#: 2 added feature names, the label offset and a checksum of the booster text;
+#: 3 the feature schema (names, categorical columns and their categories).
+FORMAT_VERSION = 3
 
 
 class Model:
@@ -47,9 +49,11 @@ class Model:
         LightGBM): the best round under early stopping, else ``num_rounds``.
     evals_result : dict
         Learning curves, ``{"train": {metric: [...]}, "valid": {metric: [...]}}``.
+    schema : FeatureSchema
+        The feature columns: names (when trained on a DataFrame; :meth:`predict`
+        matches by them), and the categorical ones with their categories.
     n_features : int
     feature_names : list of str or None
-        Column names when trained on a DataFrame; :meth:`predict` matches by them.
     label_offset : float
         What the engine's labels were shifted by (see :func:`qwkboost.engines.label_offset`).
     """
@@ -57,7 +61,7 @@ class Model:
     def __init__(self, engine: str, objective: Objective, init_score: float, booster: Any,
                  num_rounds: int, best_iteration: int, evals_result: dict | None = None,
                  n_features: int | None = None, feature_names: list[str] | None = None,
-                 label_offset: float = 0.0):
+                 label_offset: float = 0.0, schema: FeatureSchema | None = None):
         self.engine = engine
         self.objective = objective
         self.init_score = float(init_score)
@@ -65,9 +69,18 @@ class Model:
         self.num_rounds = int(num_rounds)
         self.best_iteration = int(best_iteration)
         self.evals_result = evals_result or {}
-        self.n_features = n_features
-        self.feature_names = None if feature_names is None else list(feature_names)
+        if schema is None:
+            schema = None if n_features is None else FeatureSchema.numeric(n_features, feature_names)
+        self.schema = schema
         self.label_offset = float(label_offset)
+
+    @property
+    def n_features(self) -> int | None:
+        return None if self.schema is None else self.schema.n_features
+
+    @property
+    def feature_names(self) -> list[str] | None:
+        return None if self.schema is None else self.schema.names
 
     @property
     def learning_curve(self) -> dict[str, list[float]]:
@@ -86,7 +99,13 @@ class Model:
             If ``X`` is malformed, lacks a training column or has the wrong
             number of features, or ``num_iteration`` is out of range.
         """
-        X = align_columns(X, self.feature_names, self.n_features)
+        if isinstance(X, EncodedFeatures):
+            if self.schema is not None and X.schema.n_features != self.schema.n_features:
+                raise ValueError(f"X has {X.schema.n_features} features but the model was trained on "
+                                 f"{self.schema.n_features}")
+            X = X.X
+        else:
+            X = check_features(X, "X") if self.schema is None else self.schema.encode(X, "X")
         n_iter = self.best_iteration if num_iteration is None else \
             check_int(num_iteration, "num_iteration", 0, self.num_rounds)
         if n_iter == 0 or self.booster is None:
@@ -105,6 +124,7 @@ class Model:
             "engine": self.engine,
             "objective": {
                 "name": self.objective.name,
+                "class": f"{type(self.objective).__module__}:{type(self.objective).__qualname__}",
                 "params": self.objective.get_params(),
                 "state": self.objective.get_state(),
             },
@@ -114,6 +134,7 @@ class Model:
             "best_iteration": self.best_iteration,
             "n_features": self.n_features,
             "feature_names": self.feature_names,
+            "features": None if self.schema is None else self.schema.to_dict(),
             "evals_result": self.evals_result,
             "booster": booster,
             "booster_sha256": None if booster is None else hashlib.sha256(booster.encode()).hexdigest(),
@@ -171,8 +192,8 @@ def load_model(path) -> Model:
     if not isinstance(payload, dict) or payload.get("format") != "qwkboost-model":
         raise ValueError(f"{where} is not a qwkboost model file")
     version = payload.get("format_version")
-    if version not in (1, FORMAT_VERSION):
-        raise ValueError(f"{where} has model format version {version!r}; this qwkboost reads 1 and {FORMAT_VERSION}")
+    if version not in (1, 2, FORMAT_VERSION):
+        raise ValueError(f"{where} has model format version {version!r}; this qwkboost reads 1 to {FORMAT_VERSION}")
     engine = _field(payload, "engine", "str", where)
     if engine not in ENGINES:
         raise ValueError(f"{where} names an unknown engine {engine!r}")
@@ -193,7 +214,16 @@ def load_model(path) -> Model:
     if not isinstance(spec.get("name"), str) or not isinstance(spec.get("params", {}), dict) \
             or not isinstance(spec.get("state", {}), dict):
         raise ValueError(f"{where}: 'objective' must hold a name, params and state")
-    objective = get_objective(spec["name"], **spec.get("params", {})).set_state(spec.get("state", {}))
+    ref = spec["name"]
+    if ref not in available_objectives() and isinstance(spec.get("class"), str):
+        try:
+            import_objective(spec["class"])           # the user's module, imported by its path
+        except ValueError as exc:
+            raise ValueError(f"{where}: its objective {spec['name']!r} is not registered in this process; {exc}, "
+                             "or import the module that registers it before loading") from None
+        if ref not in available_objectives():
+            ref = spec["class"]                       # a class that was never registered: by its path
+    objective = get_objective(ref, **spec.get("params", {})).set_state(spec.get("state", {}))
     lacking = [k for k in objective.state if not hasattr(objective, k)]
     if lacking:
         raise ValueError(f"{where}: the objective's state lacks {lacking}")
@@ -213,6 +243,13 @@ def load_model(path) -> Model:
             raise ValueError(f"{where}: num_rounds is {num_rounds}, but the booster holds {rounds} rounds")
         if n_features is not None and width != n_features:
             raise ValueError(f"{where}: n_features is {n_features}, but the booster was trained on {width}")
+    schema = None
+    if payload.get("features") is not None:
+        schema = FeatureSchema.from_dict(payload["features"], f"{where}: 'features'")
+        if n_features is not None and schema.n_features != n_features:
+            raise ValueError(f"{where}: 'features' describes {schema.n_features} columns, n_features is {n_features}")
+    elif n_features is not None:
+        schema = FeatureSchema.numeric(n_features, names)
     evals = payload.get("evals_result")
     return Model(engine, objective, init_score, booster, num_rounds, best, evals if isinstance(evals, dict) else {},
-                 n_features, names, offset)
+                 label_offset=offset, schema=schema)

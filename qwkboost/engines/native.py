@@ -35,11 +35,11 @@ class NativeEngine:
         return {**{k: v for k, v in params.items() if k not in THREAD_PARAMS}, "n_jobs": int(n_threads)}
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
-            seed: int) -> FitResult:
+            seed: int, categorical=(), sample_weight=None) -> FitResult:
         with blas_single_thread():
             booster, stopped_at_best, evals_result = boost(
-                X, y, objective, params, num_boost_round, None if valid is None else (valid.X, valid.y),
-                callbacks, seed)
+                X, y, objective, params, num_boost_round, None if valid is None else (valid.X, valid.y, valid.weight),
+                callbacks, seed, categorical=tuple(categorical), sample_weight=sample_weight)
         return FitResult(booster, booster.num_trees, stopped_at_best, evals_result)
 
     def predict(self, booster: NativeBooster, X, *, n_iter: int, init_score: float) -> np.ndarray:

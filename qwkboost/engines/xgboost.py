@@ -125,6 +125,19 @@ def _first_line(exc: Exception) -> str:
     return re.sub(r"^\[[\d:]+\] [^ ]+:\d+: ", "", first).strip()
 
 
+def _types(n: int, categorical) -> list[str] | None:
+    """XGBoost's feature types: ``"c"`` for the category-code columns; ``None`` if all are numeric."""
+    cat = set(categorical)
+    return ["c" if j in cat else "q" for j in range(n)] if cat else None
+
+
+def _dmatrix(X, types, **kw) -> "xgb.DMatrix":
+    """A DMatrix; with category columns, typed so that XGBoost makes categorical splits on them."""
+    if types is not None and "c" in types:
+        return xgb.DMatrix(X, feature_types=types, enable_categorical=True, **kw)
+    return xgb.DMatrix(X, **kw)
+
+
 class XGBoostEngine:
     """XGBoost's ``hist`` trees under qwkboost's objective (see :class:`~qwkboost.engines.base.Engine`)."""
 
@@ -141,22 +154,24 @@ class XGBoostEngine:
         return {**params, "nthread": int(n_threads)}
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
-            seed: int) -> FitResult:
+            seed: int, categorical=(), sample_weight=None) -> FitResult:
         params = {**DEFAULTS, **params, "base_score": objective.init_score_, "seed": seed,
                   "disable_default_eval_metric": 1}
-        dtrain = xgb.DMatrix(X, label=y)
+        types = _types(X.shape[1], categorical)
+        dtrain = _dmatrix(X, types, label=y)
         evals = [(dtrain, "train")]
-        labels = {id(dtrain): y}
+        labels = {id(dtrain): (y, sample_weight)}
         if valid is not None:
-            dvalid = xgb.DMatrix(valid.X, label=valid.y)
+            dvalid = _dmatrix(valid.X, types, label=valid.y)
             evals.append((dvalid, "valid"))
-            labels[id(dvalid)] = valid.y
+            labels[id(dvalid)] = (valid.y, valid.weight)
 
         def obj(pred, d):
             return objective.grad_hess(y, pred.astype(np.float64))
 
         def feval(pred, d):
-            return objective.metric_name, objective.metric(labels[id(d)], pred.astype(np.float64))
+            yl, wl = labels[id(d)]
+            return objective.metric_name, objective.metric(yl, pred.astype(np.float64), wl)
 
         evals_result: dict = {}
         rounds = _Callbacks(callbacks)
@@ -167,7 +182,7 @@ class XGBoostEngine:
 
     def predict(self, booster, X, *, n_iter: int, init_score: float) -> np.ndarray:
         """Scores from the first ``n_iter`` rounds (the booster's ``base_score`` is :math:`F_0`)."""
-        out = booster.predict(xgb.DMatrix(X), iteration_range=(0, n_iter), output_margin=True)
+        out = booster.predict(_dmatrix(X, booster.feature_types), iteration_range=(0, n_iter), output_margin=True)
         return out.astype(np.float64)
 
     def dump(self, booster) -> str:

@@ -18,6 +18,13 @@ where :math:`c_0, c_1` count the rows at the minimum and at the maximum: the
 weighted quantile summary (XGBoost's sketch, on small data) picks, computed on a random subsample of at most
 ``subsample`` rows.
 
+**Categorical features** (columns of category codes 0, 1, ..., see
+:class:`qwkboost.features.FeatureSchema`) are not cut: each category is a bin
+of its own. With more than ``max_bin`` categories, the ``max_bin - 1`` most
+frequent keep their own bins and the rest share the last one (LightGBM also
+bins rare categories together). Codes the training data never had go to the
+missing bin.
+
 Codes are stored feature-major, shape ``(n_features, n_samples)``, so that one
 feature's codes are contiguous: the histogram stage reads them one feature at
 a time.
@@ -66,9 +73,12 @@ class BinMapper:
     Attributes
     ----------
     edges_ : list of ndarray
-        Sorted cut points per feature; bin ``t`` holds ``edges_[j][t-1] <= x < edges_[j][t]``.
+        Sorted cut points per feature; bin ``t`` holds ``edges_[j][t-1] <= x < edges_[j][t]``
+        (empty for a categorical feature).
     n_bins_ : ndarray of int
-        Number of value bins per feature (``len(edges_[j]) + 1``).
+        Number of value bins per feature (``len(edges_[j]) + 1``; categories for a categorical one).
+    cat_bins_ : dict of int to ndarray
+        For each categorical feature, the bin of every category code.
     """
 
     def __init__(self, max_bin: int = MAX_BINS, subsample: int = 200_000, seed: int = 0):
@@ -78,19 +88,53 @@ class BinMapper:
         self.subsample = int(subsample)
         self.seed = seed
 
-    def fit(self, X: np.ndarray) -> "BinMapper":
-        """Fit edges on ``X`` of shape (n_samples, n_features); NaN is ignored."""
+    def fit(self, X: np.ndarray, categorical=()) -> "BinMapper":
+        """Fit edges on ``X`` of shape (n_samples, n_features); NaN is ignored.
+
+        ``categorical`` lists the columns holding category codes (whole numbers >= 0);
+        their bins are fitted on every row, so that no category is missed.
+        """
         X = np.asarray(X, dtype=np.float64)
+        full = X
         n = X.shape[0]
         if n > self.subsample:
             rng = np.random.default_rng(self.seed)
             X = X[np.sort(rng.choice(n, self.subsample, replace=False))]
+        cat = {int(j) for j in categorical}
         self.edges_ = []
+        self.cat_bins_ = {}
         for j in range(X.shape[1]):
+            if j in cat:
+                self.cat_bins_[j] = self._category_bins(full[:, j], j)
+                self.edges_.append(np.empty(0))
+                continue
             col = X[:, j]
             self.edges_.append(_feature_edges(col[~np.isnan(col)], self.max_bin))
-        self.n_bins_ = np.array([e.size + 1 for e in self.edges_], dtype=np.int64)
+        self._set_n_bins()
         return self
+
+    def _category_bins(self, col: np.ndarray, j: int) -> np.ndarray:
+        codes = col[~np.isnan(col)]
+        if codes.size and (codes.min() < 0 or np.any(codes != np.round(codes))):
+            raise ValueError(f"categorical feature {j} must hold category codes (whole numbers >= 0, NaN missing)")
+        counts = np.bincount(codes.astype(np.int64)) if codes.size else np.zeros(1, dtype=np.int64)
+        k = counts.size
+        if k <= self.max_bin:
+            return np.arange(k, dtype=np.int64)
+        # the most frequent categories keep their own bins, the rest share the last
+        out = np.full(k, self.max_bin - 1, dtype=np.int64)
+        top = np.argsort(-counts, kind="stable")[: self.max_bin - 1]
+        out[np.sort(top)] = np.arange(self.max_bin - 1)
+        return out
+
+    def _set_n_bins(self) -> None:
+        self.n_bins_ = np.array([int(self.cat_bins_[j].max()) + 1 if j in self.cat_bins_ else e.size + 1
+                                 for j, e in enumerate(self.edges_)], dtype=np.int64)
+
+    @property
+    def categorical(self) -> list[int]:
+        """The categorical features, by position."""
+        return sorted(getattr(self, "cat_bins_", {}))
 
     @property
     def n_features(self) -> int:
@@ -106,8 +150,16 @@ class BinMapper:
             raise ValueError(f"X must have shape (n, {self.n_features}); got {X.shape}")
         codes = np.empty((X.shape[1], X.shape[0]), dtype=np.uint8)
         presort = X.shape[0] <= 100_000
+        cat_bins = getattr(self, "cat_bins_", {})
         for j, e in enumerate(self.edges_):
             col = X[:, j]
+            if j in cat_bins:
+                m = cat_bins[j]
+                ok = (col >= 0) & (col < m.size)             # NaN and unseen codes: the missing bin
+                out = np.full(col.size, MISSING_BIN, dtype=np.uint8)
+                out[ok] = m[col[ok].astype(np.int64)]
+                codes[j] = out
+                continue
             # NaN sorts after every edge, so it lands at len(e); patch it to MISSING_BIN
             if presort:
                 # binary search on sorted queries is branch-predictable: ~3x faster up to ~1e5 rows
@@ -129,8 +181,11 @@ class BinMapper:
         return float(e[b]) if b < e.size else float("inf")
 
     def to_dict(self) -> dict:
-        return {"max_bin": self.max_bin, "subsample": self.subsample, "seed": self.seed,
-                "edges": [e.tolist() for e in self.edges_]}
+        d = {"max_bin": self.max_bin, "subsample": self.subsample, "seed": self.seed,
+             "edges": [e.tolist() for e in self.edges_]}
+        if getattr(self, "cat_bins_", None):
+            d["categorical"] = {str(j): m.tolist() for j, m in self.cat_bins_.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "BinMapper":
@@ -143,5 +198,16 @@ class BinMapper:
         for j, e in enumerate(m.edges_):
             if e.ndim != 1 or e.size > MAX_BINS - 1 or not np.all(np.isfinite(e)) or np.any(np.diff(e) <= 0):
                 raise ValueError(f"bin edges of feature {j} must be at most {MAX_BINS - 1} increasing finite numbers")
-        m.n_bins_ = np.array([e.size + 1 for e in m.edges_], dtype=np.int64)
+        m.cat_bins_ = {}
+        for k, v in (d.get("categorical") or {}).items():
+            try:
+                j, bins = int(k), np.asarray(v, dtype=np.int64)
+            except (TypeError, ValueError):
+                raise ValueError("categorical bins must map feature indices to lists of bins") from None
+            if not 0 <= j < len(m.edges_) or bins.ndim != 1 or bins.size == 0 or bins.min() < 0 \
+                    or bins.max() >= MAX_BINS or m.edges_[j].size:
+                raise ValueError(f"categorical bins of feature {k} must be a list of bins in [0, {MAX_BINS}) "
+                                 "for a feature without edges")
+            m.cat_bins_[j] = bins
+        m._set_n_bins()
         return m

@@ -229,12 +229,13 @@ def _line_search(f: Callable[[float], float], rho_max: float = 1024.0) -> float:
     return best[0]
 
 
-def _refit(kind: str, grown, objective, y, score, rows, p: dict) -> None:
+def _refit(kind: str, grown, objective, y, score, rows, p: dict, weight=None) -> None:
     """Re-estimate the unshrunk leaf values of ``grown.tree`` on ``objective.loss`` (in place)."""
     tree = grown.tree
     leaf_rows = grown.leaf_rows()
     leaves = np.array(sorted(leaf_rows), dtype=np.int64)
     ys = y if rows is None else y[rows]
+    ws = weight if weight is None or rows is None else weight[rows]
     base = score if rows is None else score[rows]
     m = ys.size
     # position of each leaf's rows within the refit rows
@@ -253,7 +254,8 @@ def _refit(kind: str, grown, objective, y, score, rows, p: dict) -> None:
     lo, hi = grown.lower[leaves], grown.upper[leaves]
 
     def loss_at(vals):
-        return objective.loss(ys, base + vals[leaf_of])
+        return objective.loss(ys, base + vals[leaf_of]) if ws is None else \
+            objective.loss(ys, base + vals[leaf_of], ws)
 
     if kind == "step":
         rho = _line_search(lambda r: loss_at(r * v))
@@ -276,8 +278,10 @@ def _refit(kind: str, grown, objective, y, score, rows, p: dict) -> None:
 
 # -- training ----------------------------------------------------------------------------------------
 
-def _metrics(objective, y, score):
-    return {objective.metric_name: float(objective.metric(y, score))}
+def _metrics(objective, y, score, weight=None):
+    if weight is None:
+        return {objective.metric_name: float(objective.metric(y, score))}
+    return {objective.metric_name: float(objective.metric(y, score, weight))}
 
 
 class NativeFit(NamedTuple):
@@ -292,7 +296,7 @@ class NativeFit(NamedTuple):
 
 def train_booster(X, y, objective, params: dict | None = None, num_boost_round: int = 100, eval_set=None,
                   early_stopping_rounds: int | None = None, callbacks=(), seed: int = 0,
-                  bin_mapper=None) -> NativeFit:
+                  bin_mapper=None, categorical=()) -> NativeFit:
     """Boost ``num_boost_round`` trees on a fitted ``objective``.
 
     Parameters
@@ -314,6 +318,8 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
         round; raising :class:`qwkboost.callbacks.EarlyStopException` stops training.
     seed : int
         Seeds binning subsample, row/column sampling and GOSS.
+    categorical : sequence of int, optional
+        Columns holding category codes (0, 1, ...; NaN missing): split by category sets.
     bin_mapper : BinMapper, optional
         Fitted bins to use instead of fitting them on ``X`` (e.g. another library's cut points).
 
@@ -333,7 +339,7 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
     # machine their wake-ups stall every round by milliseconds: use one.
     with threadpool_limits(1, user_api="blas"):
         booster, stopped_at_best, evals_result = boost(X, y, objective, params, num_boost_round, eval_set, cbs,
-                                                      seed, bin_mapper)
+                                                      seed, bin_mapper, categorical)
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None else stopped_at_best
     num_rounds = booster.num_trees
     best_iteration = num_rounds if best is None or not num_rounds else best + 1
@@ -341,8 +347,13 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
     return NativeFit(booster, num_rounds, best_iteration, evals_result)
 
 
-def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, bin_mapper=None):
+def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, bin_mapper=None, categorical=(),
+          sample_weight=None):
     """The boosting loop: ``(booster, stopped_at_best, evals_result)``.
+
+    ``categorical`` lists the columns of category codes (categorical splits).
+    ``sample_weight`` (training rows) and an ``eval_set``'s third entry weigh the
+    metric and the refits' loss; the objective weighs its own gradients.
 
     ``callbacks`` take a :class:`qwkboost.callbacks.CallbackEnv` after every
     round; when one raises :class:`~qwkboost.callbacks.EarlyStopException`,
@@ -353,7 +364,16 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
     n, F = X.shape
     p = resolve_params(params, F)
     rng = np.random.default_rng(seed)
-    bm = bin_mapper if bin_mapper is not None else BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed).fit(X)
+    categorical = sorted({int(j) for j in categorical})
+    if categorical and (min(categorical) < 0 or max(categorical) >= F):
+        raise ValueError(f"categorical features must be column positions in [0, {F}); got {categorical}")
+    mono = p["monotone_constraints"]
+    if mono is not None and categorical and np.any(mono[categorical] != 0):
+        bad = [j for j in categorical if mono[j] != 0]
+        raise ValueError(f"monotone_constraints: features {bad} are categorical; categories have no order to "
+                         "be monotone in")
+    bm = bin_mapper if bin_mapper is not None else \
+        BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed).fit(X, categorical)
     if bin_mapper is not None:
         nb = np.asarray(bm.n_bins_)
         if nb.size != F or nb.max(initial=1) > MAX_BINS:
@@ -369,14 +389,14 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         hb.cache_root_counts()
     gp = GrowerParams(
         split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["gamma"], p["min_child_weight"],
-                          p["min_samples_leaf"]),
+                          p["min_samples_leaf"], p["cat_smooth"]),
         max_depth=p["max_depth"], max_leaves=p["max_leaves"], grow_policy=p["grow_policy"], prune=p["prune"])
-    mono = p["monotone_constraints"]
-    fb = FlatBins(bm.n_bins_, layout)
+    fb = FlatBins(bm.n_bins_, layout, bm.categorical)
     f0 = float(objective.init_score_)
     score = np.full(n, f0)
     if eval_set is not None:
         Xv, yv = np.asarray(eval_set[0], dtype=np.float64), np.asarray(eval_set[1], dtype=np.float64)
+        wv = eval_set[2] if len(eval_set) > 2 else None
         codes_v = bm.transform(Xv)
         score_v = np.full(yv.size, f0)
     evals_result: dict = {"train": {objective.metric_name: []}}
@@ -407,7 +427,7 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         grown = grow_tree(layout, hb, bm.n_bins_, bm.edges_, gp, rows, fmask, mono, has_missing, fb)
         tree = grown.tree
         if p["refit"] != "none":
-            _refit(p["refit"], grown, objective, y, score, rows, p)
+            _refit(p["refit"], grown, objective, y, score, rows, p, sample_weight)
         tree.scale(lr)
         # training scores: the leaves' row lists, or a pass over all rows when sampling
         if rows is None:
@@ -415,10 +435,10 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         else:
             score += tree.predict(codes)
         trees.append(tree)
-        evals = {"train": _metrics(objective, y, score)}
+        evals = {"train": _metrics(objective, y, score, sample_weight)}
         if eval_set is not None:
             score_v += tree.predict(codes_v)
-            evals["valid"] = _metrics(objective, yv, score_v)
+            evals["valid"] = _metrics(objective, yv, score_v, wv)
         for k, d in evals.items():
             for mname, val in d.items():
                 evals_result[k][mname].append(val)

@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qwkboost.native.binning import MISSING_BIN
+from qwkboost.native.binning import MISSING_BIN, N_CODES
 from qwkboost.native.bundling import Layout
 from qwkboost.native.histogram import HistogramBuilder, pool, subtract
 from qwkboost.native.predictor import Tree
-from qwkboost.native.splitting import FlatBins, SplitParams, find_best_splits, leaf_weight_scalar
+from qwkboost.native.splitting import FlatBins, SplitInfo, SplitParams, find_best_splits, leaf_weight_scalar
 
 __all__ = ["GrowerParams", "TreeGrower", "NodeRows", "grow_tree", "GrownTree", "partition", "go_left", "split_rows",
            "PARALLEL_MIN_NODE_ROWS"]
@@ -242,15 +242,22 @@ class _Node:
         self.can = False
 
 
-def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: bool = True) -> np.ndarray:
+def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: bool = True,
+            cat_left=None) -> np.ndarray:
     """Mask over ``rows`` (``None``: every row) of "bin(x_f) <= b, missing -> default".
 
+    With ``cat_left`` (a categorical split): "bin(x_f) in cat_left, missing -> default".
     ``missing=False`` promises that no row has a missing value (skips their test).
     """
     if layout.identity:
         c = layout.codes[f] if rows is None else layout.codes[f].take(rows)
     else:
         c = layout.feature_codes(f, rows)
+    if cat_left is not None:
+        table = np.zeros(N_CODES, dtype=bool)
+        table[cat_left] = True
+        table[MISSING_BIN] = default_left
+        return table.take(c)
     mask = c <= b
     if default_left and missing:
         mask |= c == MISSING_BIN
@@ -264,9 +271,10 @@ def split_rows(rows, mask):
     return np.compress(mask, rows), np.compress(~mask, rows)
 
 
-def partition(layout: Layout, rows, f: int, b: int, default_left: bool):
-    """Rows going left and right at "bin(x_f) <= b, missing -> default"; both stay sorted."""
-    return split_rows(rows, go_left(layout, rows, f, b, default_left))
+def partition(layout: Layout, rows, split: SplitInfo):
+    """Rows going left and right at ``split``; both stay sorted."""
+    return split_rows(rows, go_left(layout, rows, split.feature, split.bin, split.default_left,
+                                    cat_left=split.cat_left))
 
 
 class TreeGrower:
@@ -398,7 +406,7 @@ class TreeGrower:
             L[2], R[2] = float(lrows.size), float(rrows.size)
         elif self.all_rows and nr.index is None:
             # the root, or a node kept as a mask: children as masks over every row
-            t = go_left(self.layout, None, f, b, dl, self.has_missing)
+            t = go_left(self.layout, None, f, b, dl, self.has_missing, s.cat_left)
             if nr.mask is None:
                 lmask, rmask = t, ~t
             else:
@@ -407,7 +415,7 @@ class TreeGrower:
                 nl = int(np.count_nonzero(lmask))
                 L[2], R[2] = float(nl), float(node.n - nl)
         else:
-            go = go_left(self.layout, nr.index, f, b, dl, self.has_missing)
+            go = go_left(self.layout, nr.index, f, b, dl, self.has_missing, s.cat_left)
             if not s.exact_counts:
                 nl = int(np.count_nonzero(go))
                 L[2], R[2] = float(nl), float(go.size - nl)
@@ -464,8 +472,7 @@ class TreeGrower:
             for n in cands:
                 if n.rows.mask is not None:                 # row lists for the pool's partitions
                     n.rows = NodeRows(n.rows.indices())
-            parts = list(ex.map(lambda n: partition(self.layout, n.rows.index, n.split.feature, n.split.bin,
-                                                    n.split.default_left), cands))
+            parts = list(ex.map(lambda n: partition(self.layout, n.rows.index, n.split), cands))
             kids = [self._split(n, pr) for n, pr in zip(cands, parts)]
         else:
             kids = [self._split(n) for n in cands]
@@ -633,11 +640,15 @@ class TreeGrower:
         lower = [n.lower for n in order]
         upper = [n.upper for n in order]
         leaves = {}
+        cats = None
         for i, n in enumerate(order):
             if n.left >= 0:
                 sp = n.split
                 f, b = sp.feature, sp.bin
                 feature[i], bins[i], dl[i], gain[i] = f, b, sp.default_left, sp.gain
+                if sp.cat_left is not None:
+                    cats = cats or [None] * m
+                    cats[i] = sp.cat_left
                 e = edges[f]
                 thr[i] = e[b] if b < e.size else math.inf
                 li, ri = (n.left, n.right) if new_id is None else (new_id[n.left], new_id[n.right])
@@ -650,7 +661,7 @@ class TreeGrower:
         thr, value, gain, hess = (np.array(v, dtype=np.float64) for v in (thr, value, gain, hess))
         dl = np.array(dl, dtype=bool)
         lower, upper = np.array(lower, dtype=np.float64), np.array(upper, dtype=np.float64)
-        tree = Tree(feature, bins, thr, dl, left, right, value, gain, hess, count)
+        tree = Tree(feature, bins, thr, dl, left, right, value, gain, hess, count, cat_left=cats)
         self._tree = GrownTree(tree, leaves, lower, upper)
         return self._tree
 

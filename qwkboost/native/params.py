@@ -83,6 +83,7 @@ PARAMS: tuple[Param, ...] = (
     Param("sampling_method", "uniform", doc="row sampling: uniform, or GOSS", **_choices("uniform", "goss")),
     Param("top_rate", 0.2, _real(0.0, 1.0), "GOSS: share of rows with the largest gradients kept"),
     Param("other_rate", 0.1, _real(0.0, 1.0, lo_open=True), "GOSS: share of the other rows sampled"),
+    Param("cat_smooth", 10.0, _real(0.0), "categorical splits: categories ordered by G / (H + cat_smooth)"),
     Param("monotone_constraints", None, lambda name, v: v, "+1, -1 or 0 per feature (checked against X)"),
     Param("max_bin", MAX_BINS, _int(2, MAX_BINS), "value bins per feature"),
     Param("bin_construct_sample_cnt", 200_000, _int(1), "rows the bins are fitted on"),

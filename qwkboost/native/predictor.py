@@ -55,11 +55,17 @@ class Tree:
         Split gain (0 at leaves) and hessian sum (cover) per node.
     count : ndarray of int
         Training rows per node.
+    cat_left : list or None
+        Per node, the bins (categories) that go left at a categorical split, else ``None``;
+        ``None`` for a tree without categorical splits.
     """
 
     FIELDS = ("feature", "bin", "threshold", "default_left", "left", "right", "value", "gain", "hess", "count")
 
-    def __init__(self, feature, bin, threshold, default_left, left, right, value, gain, hess, count):
+    def __init__(self, feature, bin, threshold, default_left, left, right, value, gain, hess, count,
+                 cat_left=None):
+        self.cat_left = None if cat_left is None else [None if c is None else np.asarray(c, dtype=np.int64)
+                                                        for c in cat_left]
         self.feature = np.asarray(feature, dtype=np.int64)
         self.bin = np.asarray(bin, dtype=np.int64)
         self.threshold = np.asarray(threshold, dtype=np.float64)
@@ -105,6 +111,17 @@ class Tree:
     def scale(self, factor: float) -> None:
         self.value = self.value * factor
 
+    def go_left_table(self, j: int) -> np.ndarray:
+        """``table[code]``: whether a row with bin ``code`` goes left at node ``j``."""
+        cats = None if self.cat_left is None else self.cat_left[j]
+        if cats is None:
+            table = np.arange(N_CODES) <= self.bin[j]
+        else:
+            table = np.zeros(N_CODES, dtype=bool)
+            table[cats] = True
+        table[MISSING_BIN] = self.default_left[j]
+        return table
+
     def to_dict(self) -> dict:
         d = {}
         for k in self.FIELDS:
@@ -113,6 +130,8 @@ class Tree:
                 d[k] = [None if not np.isfinite(t) else float(t) for t in v]
             else:
                 d[k] = v.tolist()
+        if self.cat_left is not None:
+            d["cat_left"] = [None if c is None else c.tolist() for c in self.cat_left]
         return d
 
     @classmethod
@@ -134,7 +153,7 @@ class Tree:
         d = dict(d)
         try:
             d["threshold"] = [np.inf if t is None else t for t in d["threshold"]]
-            tree = cls(**{k: d[k] for k in cls.FIELDS})
+            tree = cls(**{k: d[k] for k in cls.FIELDS}, cat_left=d.get("cat_left"))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"a tree has a field that is not an array of numbers ({exc})") from None
         tree.check(n_features)
@@ -163,6 +182,12 @@ class Tree:
             raise ValueError("a tree's nodes are not each reached exactly once from the root")
         if not np.all(np.isfinite(self.value[~internal])):
             raise ValueError("a tree has a leaf value that is not finite")
+        if self.cat_left is not None:
+            if len(self.cat_left) != n:
+                raise ValueError(f"a tree's cat_left has {len(self.cat_left)} entries; the tree has {n} nodes")
+            for j, c in enumerate(self.cat_left):
+                if c is not None and (not internal[j] or c.ndim != 1 or np.any(c < 0) or np.any(c >= MISSING_BIN)):
+                    raise ValueError(f"a tree's categorical split at node {j} must list bins in [0, {MISSING_BIN})")
 
     def apply(self, codes: np.ndarray) -> np.ndarray:
         """Leaf id of every row; ``codes`` has shape (n_features, n_samples)."""
@@ -194,9 +219,12 @@ def predict_tree(tree: Tree, codes: np.ndarray, leaf: bool = False) -> np.ndarra
         c = codes[tree.feature[j]]
         if rows is not None:
             c = c.take(rows)
-        go_left = c <= tree.bin[j]
-        if tree.default_left[j]:
-            go_left |= c == MISSING_BIN
+        if tree.cat_left is not None and tree.cat_left[j] is not None:
+            go_left = tree.go_left_table(j).take(c)
+        else:
+            go_left = c <= tree.bin[j]
+            if tree.default_left[j]:
+                go_left |= c == MISSING_BIN
         if rows is None:
             lrows, rrows = np.flatnonzero(go_left), np.flatnonzero(~go_left)
         else:
@@ -258,6 +286,7 @@ class EnsemblePredictor:
         full = np.iinfo(dt).max
         # per internal node: tree, feature, bin, default_left, mask of its left subtree's leaves
         tt, ff, bb, dd, mm = [], [], [], [], []
+        cat_nodes = []         # (tree, feature, codes going right, mask) of categorical splits
         hashed_values = np.zeros((T, bits))
         db_pos = _db_index(bits)
         for t, tree in enumerate(trees):
@@ -274,6 +303,9 @@ class EnsemblePredictor:
             for j in np.flatnonzero(tree.feature >= 0):
                 a, b = int(first[tree.left[j]]), int(last[tree.left[j]])
                 mask = ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
+                if tree.cat_left is not None and tree.cat_left[j] is not None:
+                    cat_nodes.append((t, int(tree.feature[j]), np.flatnonzero(~tree.go_left_table(j)), mask))
+                    continue
                 tt.append(t), ff.append(tree.feature[j]), bb.append(tree.bin[j])
                 dd.append(tree.default_left[j]), mm.append(mask)
             # leaf value addressed by the de Bruijn hash of its bit
@@ -283,7 +315,7 @@ class EnsemblePredictor:
         tt, ff, bb, dd = (np.asarray(a, dtype=np.int64) for a in (tt, ff, bb, dd))
         full_int = (1 << bits) - 1
         notm = np.array([full_int ^ m for m in mm], dtype=dt)
-        feats = np.unique(ff)
+        feats = np.unique(np.concatenate([ff, np.array([c[1] for c in cat_nodes], dtype=np.int64)]))
         tables = []
         for f in feats:
             sel = ff == f
@@ -295,6 +327,10 @@ class EnsemblePredictor:
             A[MISSING_BIN] = full
             selm = sel & ~dd.astype(bool)
             np.bitwise_and.at(A[MISSING_BIN], tt[selm], notm[selm])
+            # categorical splits: every code going right rules out the left subtree
+            for t, cf, right_codes, mask in cat_nodes:
+                if cf == f:
+                    A[right_codes, t] &= dt(full_int ^ mask)
             tables.append(A)
         # trees that are a single leaf: bit 0 survives everywhere (all-ones start)
         return ("masks", lo, hi, (feats, tables, hashed_values.ravel(), bits, dt))

@@ -54,7 +54,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
                  min_child_weight=D["min_child_weight"], min_samples_leaf=D["min_samples_leaf"],
                  subsample=D["subsample"], colsample_bytree=D["colsample_bytree"],
                  sampling_method=D["sampling_method"], top_rate=D["top_rate"], other_rate=D["other_rate"],
-                 monotone_constraints=D["monotone_constraints"], max_bin=D["max_bin"],
+                 cat_smooth=D["cat_smooth"], monotone_constraints=D["monotone_constraints"], max_bin=D["max_bin"],
                  bin_construct_sample_cnt=D["bin_construct_sample_cnt"], enable_bundle=D["enable_bundle"],
                  max_conflict_rate=D["max_conflict_rate"], refit=D["refit"], refit_iter=D["refit_iter"],
                  n_jobs=D["n_jobs"], random_state=0):
@@ -75,6 +75,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         self.sampling_method = sampling_method
         self.top_rate = top_rate
         self.other_rate = other_rate
+        self.cat_smooth = cat_smooth
         self.monotone_constraints = monotone_constraints
         self.max_bin = max_bin
         self.bin_construct_sample_cnt = bin_construct_sample_cnt

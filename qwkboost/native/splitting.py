@@ -20,6 +20,12 @@ updater's way), or while growing (``prune="pre"``, as XGBoost's ``hist`` does).
 Missing values (the last bin) are tried on both sides, and the better side
 becomes the split's default direction (XGBoost's sparsity-aware split finding).
 
+Categorical features (Fisher 1958, "On grouping for maximum homogeneity"; as LightGBM and
+scikit-learn's ``HistGradientBoosting`` do): in each node the categories are
+ordered by :math:`G_c / (H_c + s)`, :math:`s` = ``cat_smooth``, and the split is
+searched over prefixes of that order like thresholds; the left child takes the
+categories of the prefix. Categories the node has no rows of go right.
+
 Monotone constraints (as in XGBoost): a node carries bounds :math:`[l, u]` on its
 weight. Child weights are clipped into them, and the gain is evaluated at
 the clipped weights through
@@ -44,6 +50,7 @@ from qwkboost.native.binning import MISSING_BIN, N_CODES
 __all__ = ["SplitInfo", "SplitParams", "FlatBins", "similarity", "leaf_weight", "leaf_weight_scalar",
            "score_given_weight", "split_gain",
            "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "missing_present",
+           "order_categories",
            "MIN_GAIN"]
 
 # a split must improve the objective by more than this (XGBoost's kRtEps)
@@ -69,6 +76,9 @@ class SplitInfo:
         Where rows with a missing value go.
     left, right : list of float
         The children's ``[G, H, C]``: gradient and hessian sums and row count.
+    cat_left : ndarray of int or None
+        For a split on a categorical feature: the bins (categories) that go left, sorted;
+        ``bin`` is then the last left position in the node's category order.
     exact_counts : bool
         Whether ``C`` holds the children's exact row counts. The search counts rows
         only when it needs them (``min_samples_leaf`` > 1, or a constant hessian);
@@ -82,6 +92,7 @@ class SplitInfo:
     left: list
     right: list
     exact_counts: bool = False
+    cat_left: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,7 @@ class SplitParams:
     gamma: float = 0.0
     min_child_weight: float = 1.0
     min_samples_leaf: int = 1
+    cat_smooth: float = 10.0
 
 
 def _soft(G, alpha):
@@ -171,11 +183,14 @@ class FlatBins:
         Value bins per feature.
     layout : Layout, optional
         Column layout; default one column per feature.
+    categorical : sequence of int, optional
+        Categorical features: their bins are categories, searched in gradient order.
     """
 
-    def __init__(self, n_bins, layout=None):
+    def __init__(self, n_bins, layout=None, categorical=()):
         n_bins = np.asarray(n_bins, dtype=np.int64)
         F = n_bins.size
+        self.categorical = sorted(int(j) for j in categorical)
         seg = n_bins + 1
         self.n_bins = n_bins
         self.uniform = bool(F > 0 and np.all(n_bins == n_bins[0]))
@@ -489,6 +504,9 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
     """
     present = missing_present(flat, fb) if missing else None
     missing = bool(present.any()) if missing else False
+    perms = None
+    if fb.categorical and (feature_mask is None or np.asarray(feature_mask)[fb.categorical].any()):
+        flat, perms = order_categories(flat, fb, params.cat_smooth)
     exact_h = exact_h_applies(params, fb, hess_scale, missing, monotone, lower)
     chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h else SEARCH_CHUNK_ELEMENTS) // fb.size)
     out = []
@@ -504,7 +522,32 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
                                        None if upper is None else upper[i:j], monotone, missing, hess_scale,
                                        None if present is None else present[i:j])
         out.extend(res)
+    if perms:
+        for i, sp in enumerate(out):
+            if sp is not None and sp.feature in perms:
+                sp.cat_left = np.sort(perms[sp.feature][i, : sp.bin + 1])
     return out
+
+
+def order_categories(flat: np.ndarray, fb: FlatBins, cat_smooth: float):
+    r"""Each node's categories of each categorical feature, sorted by :math:`G/(H + s)`.
+
+    Returns a copy of ``flat`` whose categorical segments are permuted into that
+    order (empty categories last, so that they go right), and per feature the
+    permutation ``(k, n_bins)``: position ``p`` of node ``i`` holds bin ``perm[i, p]``.
+    """
+    flat = flat.copy()
+    perms = {}
+    for f in fb.categorical:
+        a, nb = int(fb.start[f]), int(fb.n_bins[f])
+        seg = flat[:, :, a:a + nb]
+        G, H, C = seg[:, 0], seg[:, 1], seg[:, 2]
+        key = G / (H + cat_smooth)
+        key[(G == 0) & (H == 0) & (C == 0)] = np.inf
+        perm = np.argsort(key, axis=1, kind="stable")
+        flat[:, :, a:a + nb] = np.take_along_axis(seg, perm[:, None, :], axis=2)
+        perms[f] = perm
+    return flat, perms
 
 
 def _best_splits_general(flat, totals, params: SplitParams, fb: FlatBins, feature_mask, lower, upper, monotone,

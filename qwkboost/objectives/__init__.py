@@ -25,7 +25,7 @@ from qwkboost.objectives.base import Objective
 from qwkboost.objectives.extended_qwk import ExtendedQWK
 from qwkboost.objectives.squared_error import SquaredError
 
-__all__ = ["Objective", "get", "register", "available", "resolve", "ExtendedQWK", "SquaredError"]
+__all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "ExtendedQWK", "SquaredError"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
@@ -61,18 +61,59 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def import_objective(path: str) -> type[Objective]:
+    """The :class:`Objective` subclass at an import path, ``"pkg.module.Class"`` or ``"pkg.module:Class"``.
+
+    Importing the module runs its ``@register`` decorators; a class that is not
+    registered yet is registered under its ``name`` attribute if it sets one,
+    else under ``path``. This is how a config names a user's objective
+    (``objective=custom objective._target_=mypkg.losses.PseudoHuber``).
+
+    Raises
+    ------
+    ValueError
+        If the module cannot be imported (naming it), has no such class, or the class is not an Objective.
+    """
+    import importlib
+
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"an objective's import path must be 'package.module.Class'; got {path!r}")
+    module, sep, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    if not module or not attr:
+        raise ValueError(f"objective {path!r}: give an import path 'package.module.Class' (or 'package.module:Class')")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"objective {path!r}: module {module!r} cannot be imported ({type(exc).__name__}: {exc}); "
+                         "install it or add its directory to PYTHONPATH") from None
+    cls = mod
+    for part in attr.split("."):
+        cls = getattr(cls, part, None)
+    if not (inspect.isclass(cls) and issubclass(cls, Objective)):
+        raise ValueError(f"objective {path!r}: {attr!r} in module {module!r} is not a subclass of "
+                         "qwkboost.objectives.Objective")
+    if _REGISTRY.get(cls.name) is not cls:
+        own = "name" in cls.__dict__ and cls.name not in _REGISTRY
+        register(cls.name if own else path, cls)
+    return cls
+
+
 def get(name: str, **params) -> Objective:
-    """A new, unfitted objective by registry name.
+    """A new, unfitted objective by registry name, or by import path (:func:`import_objective`).
 
     Raises
     ------
     ValueError
         For an unknown name (the message lists the choices) or an unknown parameter.
     """
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise ValueError(f"unknown objective {name!r}; available objectives: {', '.join(available())}")
-    cls = _REGISTRY[name]
-    valid = [k for k in inspect.signature(cls.__init__).parameters if k != "self"]
+    if isinstance(name, str) and name not in _REGISTRY and ("." in name or ":" in name):
+        cls = import_objective(name)
+    elif not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(f"unknown objective {name!r}; available objectives: {', '.join(available())} (or an import "
+                         "path such as mypkg.losses.PseudoHuber)")
+    else:
+        cls = _REGISTRY[name]
+    valid = [k for k in inspect.signature(cls.__init__).parameters if k not in ("self", "args", "kwargs")]
     unknown = sorted(set(params) - set(valid))
     if unknown:
         raise ValueError(f"objective {name!r} got unknown parameter(s) {unknown}; valid parameters: {valid or 'none'}")

@@ -11,6 +11,14 @@ four things:
 
 :meth:`Objective.loss` is the scalar the gradient descends; the native engine
 uses it for line searches.
+
+**Sample weights.** Each method may take ``sample_weight`` (one weight per
+row). The built-in objectives weigh every sum by it, so that with integer
+weights they equal the data with rows repeated. An objective whose
+``grad_hess`` has no ``sample_weight`` argument still trains with weights:
+the engines multiply its gradients and hessians by them, which is right for a
+loss that is a sum over rows (not for one like extended QWK, whose rows meet
+in its sums); its ``metric`` and ``loss`` are then unweighted.
 """
 
 from __future__ import annotations
@@ -21,7 +29,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Objective"]
+__all__ = ["Objective", "takes_weight"]
+
+
+def takes_weight(method) -> bool:
+    """Whether an objective method accepts ``sample_weight``."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+    return "sample_weight" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 class Objective:
@@ -54,29 +71,35 @@ class Objective:
     state: ClassVar[tuple[str, ...]] = ("init_score_",)
 
     # -- fitting -----------------------------------------------------------------
-    def fit(self, y: np.ndarray) -> "Objective":
+    def fit(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "Objective":
         """Fit label statistics on the training labels; return ``self``."""
-        self.init_score_ = float(self.init_score(y))
+        if sample_weight is not None and takes_weight(self.init_score):
+            self.init_score_ = float(self.init_score(y, sample_weight=sample_weight))
+        else:
+            self.init_score_ = float(self.init_score(y))
         return self
 
-    def init_score(self, y: np.ndarray) -> float:
-        """Constant starting score :math:`F_0`. Default: the label mean."""
-        return float(np.mean(y))
+    def init_score(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
+        """Constant starting score :math:`F_0`. Default: the (weighted) label mean."""
+        return float(np.average(y, weights=sample_weight))
 
     # -- boosting ----------------------------------------------------------------
     def grad_hess(self, y: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Gradient and hessian of the loss with respect to the raw score."""
         raise NotImplementedError(f"{type(self).__name__} must implement grad_hess(y, score)")
 
-    def metric(self, y: np.ndarray, score: np.ndarray) -> float:
-        """Evaluation metric for early stopping. Default: RMSE."""
+    def metric(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
+        """Evaluation metric for early stopping. Default: (weighted) RMSE."""
         from qwkboost.metrics import rmse_fast
 
-        return rmse_fast(y, np.asarray(score, dtype=np.float64))
+        return rmse_fast(y, np.asarray(score, dtype=np.float64), sample_weight)
 
-    def loss(self, y: np.ndarray, score: np.ndarray) -> float:
+    def loss(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Scalar minimised by :meth:`grad_hess`. Default: the metric, negated if higher is better."""
-        m = self.metric(y, score)
+        if sample_weight is not None and takes_weight(self.metric):
+            m = self.metric(y, score, sample_weight=sample_weight)
+        else:
+            m = self.metric(y, score)
         return -m if self.higher_is_better else m
 
     # -- persistence -------------------------------------------------------------

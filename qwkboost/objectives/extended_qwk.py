@@ -34,13 +34,20 @@ What clipping does at the range edges:
     0.8 of the range after 1,500 rounds, against 48 with ``"range"``).
 ``"none"``
     No clipping; the gradient of the unclipped ratio (it pulls scores back).
+
+With sample weights :math:`w_k` both sums are weighted,
+:math:`f = \tfrac12\sum_k w_k(\hat y_k-y_k)^2`, :math:`g = \tfrac12\sum_k w_k((\hat y_k-a)^2+b)`,
+:math:`a, b` are the weighted label mean and variance, :math:`n` becomes
+:math:`W = \sum_k w_k`, and row :math:`k`'s gradient and hessian carry a factor
+:math:`w_k`: with integer weights the histograms equal those of the data with
+rows repeated.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.metrics import extended_qwk_ratio
+from qwkboost.metrics import extended_qwk_ratio, weighted_mean_var
 from qwkboost.objectives.base import Objective
 
 __all__ = ["ExtendedQWK"]
@@ -87,7 +94,7 @@ class ExtendedQWK(Objective):
         self.hessian = hessian
         self.clip = clip
 
-    def fit(self, y):
+    def fit(self, y, sample_weight=None):
         y = np.asarray(y, dtype=np.float64)
         if y.min() == y.max() and (self.a is None or self.b is None):
             raise ValueError(f"y contains a single class ({float(y[0])!r}); extended QWK needs labels that vary")
@@ -100,39 +107,48 @@ class ExtendedQWK(Objective):
             raise ValueError(f"b (the target label variance) must be at most (max - min)**2 = "
                              f"{(self.hi_ - self.lo_) ** 2:g} for labels in [{self.lo_:g}, {self.hi_:g}]; "
                              f"got {self.b!r}")
-        self.a_ = float(y.mean()) if self.a is None else float(self.a)
-        self.b_ = float(y.var()) if self.b is None else float(self.b)
-        return super().fit(y)
+        mean, var = weighted_mean_var(y, sample_weight)
+        self.a_ = mean if self.a is None else float(self.a)
+        self.b_ = var if self.b is None else float(self.b)
+        return super().fit(y, sample_weight)
 
     def _clipped(self, score):
         return np.clip(score, self.lo_, self.hi_)
 
-    def grad_hess(self, y, score):
+    def grad_hess(self, y, score, sample_weight=None):
         p = score if self.clip == "none" else self._clipped(score)
         r = p - y
         s = p - self.a_
-        n = y.size
-        f = 0.5 * float(r @ r)
-        g = 0.5 * (float(s @ s) + self.b_ * n)
-        grad = (r / g - (f / (g * g)) * s) * n
+        w = sample_weight
+        if w is None:
+            n = y.size
+            f = 0.5 * float(r @ r)
+            g = 0.5 * (float(s @ s) + self.b_ * n)
+            grad = (r / g - (f / (g * g)) * s) * n
+        else:
+            n = float(w.sum())
+            f = 0.5 * float(w @ (r * r))
+            g = 0.5 * (float(w @ (s * s)) + self.b_ * n)
+            grad = (r / g - (f / (g * g)) * s) * (n * w)
         if self.clip == "hold":
             grad[(score >= self.hi_) & (grad < 0)] = 0.0
             grad[(score <= self.lo_) & (grad > 0)] = 0.0
         if self.hessian == "constant":
-            hess = np.ones_like(grad)
+            hess = np.ones_like(grad) if w is None else np.array(w, dtype=np.float64)
         else:
-            hess = np.full_like(grad, n / g)
+            hess = np.full_like(grad, n / g) if w is None else (n / g) * w
         return grad, hess
 
-    def metric(self, y, score):
+    def metric(self, y, score, sample_weight=None):
         r"""Extended QWK of the scores clipped to the training label range.
 
-        :math:`a, b` are the evaluated labels' own mean and variance, so on
-        integer predictions this is the QWK of that set.
+        :math:`a, b` are the evaluated labels' own (weighted) mean and variance,
+        so on integer predictions this is the QWK of that set.
         """
-        return 1.0 - extended_qwk_ratio(y, self._clipped(score), y.mean(), y.var())
+        a, b = weighted_mean_var(y, sample_weight)
+        return 1.0 - extended_qwk_ratio(y, self._clipped(score), a, b, sample_weight)
 
-    def loss(self, y, score):
+    def loss(self, y, score, sample_weight=None):
         """:math:`f/g = 1 - \\tilde\\kappa` with the fitted ``a``, ``b``, clipped as in training."""
         p = score if self.clip == "none" else self._clipped(score)
-        return extended_qwk_ratio(y, p, self.a_, self.b_)
+        return extended_qwk_ratio(y, p, self.a_, self.b_, sample_weight)

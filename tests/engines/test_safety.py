@@ -133,10 +133,12 @@ def test_eval_set_columns_are_matched_too(frame):
     assert a.learning_curve == b.learning_curve
 
 
-def test_non_numeric_columns_and_sparse_input_get_clear_errors(frame):
+def test_string_columns_are_categorical_and_sparse_input_gets_a_clear_error(frame):
     X, y, _, _ = frame
-    with pytest.raises(ValueError, match=r"X has non-numeric columns \['city'\]"):
-        qb.train(X.assign(city="x"), y, "xgboost", num_boost_round=1)
+    m = qb.train(X.assign(city="x"), y, "xgboost", num_boost_round=1)
+    assert m.schema.categorical == [5] and m.schema.categories[5] == ["x"]
+    with pytest.raises(ValueError, match=r"feature 'a' was numeric in training, but row 0 of X holds 'oops'"):
+        m.predict(X.assign(city="x", a=["oops"] + [0.5] * (len(X) - 1)))
     with pytest.raises(ValueError, match=r"X is a scipy.sparse matrix; pass a dense array instead: X.toarray\(\)"):
         qb.train(scipy.sparse.csr_matrix(X.to_numpy()), y, "xgboost", num_boost_round=1)
 

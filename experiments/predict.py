@@ -1,0 +1,67 @@
+"""Predict new rows with a finished run's pipeline: fold models averaged, cut points, classes.
+
+    python experiments/predict.py run=outputs/2026-11-23/10-00-00 data.path=test.csv
+    python experiments/predict.py run=<MLflow run id> data.path=test.parquet out=preds/
+
+Writes ``submission.csv`` (id, class on the labels' own scale) and
+``predictions.parquet`` (id, score, class) and prints where.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import hydra
+import numpy as np
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from qwkboost.config import ConfigError, config_errors
+from qwkboost.data import read_table
+from qwkboost.interrupt import main_guard, report_config_errors
+from qwkboost.pipeline import load_run
+from qwkboost.serving import frame
+
+log = logging.getLogger("qwkboost")
+
+
+def predict_file(run: str, path: str, out: str | Path, id_column: str | None = None,
+                 tracking_uri: str | None = None) -> Path:
+    """Score the table at ``path`` with run ``run``; write the two files into ``out`` and return the CSV's path."""
+    pipe = load_run(run, tracking_uri)
+    df = read_table(path, "data.path")
+    id_name = id_column or pipe.id_name
+    if id_column and id_column not in df.columns:
+        raise ValueError(f"data.id={id_column!r} is not a column of data.path={path!r}")
+    ids = df[id_name].to_numpy() if id_name and id_name in df.columns else np.arange(len(df))
+    id_name = id_name if id_name and id_name in df.columns else "row"
+    res = frame(pipe, df)
+    res.insert(0, id_name, ids)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    res.to_parquet(out / "predictions.parquet", index=False)
+    target = pipe.target or "label"
+    sub = res[[id_name, "class" if "class" in res else "score"]].rename(columns={"class": target, "score": target})
+    sub.to_csv(out / "submission.csv", index=False)
+    return out / "submission.csv"
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="predict")
+def main(cfg: DictConfig) -> None:
+    with report_config_errors():
+        c = OmegaConf.to_container(cfg, resolve=False)
+        with config_errors():
+            unknown = sorted(set(c) - {"run", "data", "out", "tracking", "hydra"}) + \
+                sorted(f"data.{k}" for k in set(c.get("data") or {}) - {"path", "id"})
+            if unknown:
+                raise ConfigError(f"unknown setting(s) {unknown}; predict takes run, data.path, data.id, out and "
+                                  "tracking.uri")
+            out = cfg.out or HydraConfig.get().runtime.output_dir
+            written = predict_file(str(cfg.run), str(cfg.data.path), out, cfg.data.id, cfg.tracking.uri)
+    log.info("predictions of %s: %s (and predictions.parquet beside it)", cfg.run, written)
+
+
+if __name__ == "__main__":
+    with main_guard("experiments/predict.py"):
+        main()

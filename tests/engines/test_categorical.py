@@ -1,0 +1,98 @@
+"""Categorical features on every engine: category-set splits, unseen categories, saved models."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import qwkboost as qb
+from qwkboost.metrics import rmse
+
+ENGINES = ["xgboost", "lightgbm", "native"]
+
+
+@pytest.fixture(scope="module")
+def shuffled_effects():
+    """A 40-category column whose effect does not follow the codes: a threshold on the code cannot
+    isolate it, a category set can."""
+    rs = np.random.RandomState(0)
+    n = 6000
+    cats = [f"c{i:02d}" for i in range(40)]
+    effect = dict(zip(cats, rs.normal(scale=2.0, size=40)))
+    city = rs.choice(cats, n)
+    x = rs.rand(n)
+    y = np.array([effect[c] for c in city]) + x + rs.normal(scale=0.3, size=n)
+    df = pd.DataFrame({"x": x, "city": city})
+    return df.iloc[:4500], y[:4500], df.iloc[4500:], y[4500:]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_category_sets_beat_codes_as_numbers(engine, shuffled_effects):
+    X, y, Xt, yt = shuffled_effects
+    p = {"max_depth": 2, "learning_rate": 0.3}
+    m = qb.train(X, y, engine, "squared_error", p, num_boost_round=30)
+    codes = m.schema.encode(X)
+    as_numbers = qb.train(codes, y, engine, "squared_error", p, num_boost_round=30)
+    assert m.schema.categorical == [1]
+    e_cat, e_num = rmse(yt, m.predict(Xt)), rmse(yt, as_numbers.predict(m.schema.encode(Xt)))
+    assert e_cat < 0.36 and e_cat < 0.8 * e_num, (e_cat, e_num)     # the noise alone is 0.3
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_unseen_categories_reordered_columns_and_saved_models(engine, shuffled_effects, tmp_path):
+    X, y, Xt, _ = shuffled_effects
+    m = qb.train(X, y, engine, "squared_error", {"max_depth": 3}, num_boost_round=20)
+    expected = m.predict(Xt)
+    np.testing.assert_array_equal(m.predict(Xt[["city", "x"]]), expected)
+    unseen = Xt.assign(city="never seen")
+    missing = Xt.assign(city=None)
+    np.testing.assert_array_equal(m.predict(unseen), m.predict(missing))     # an unseen category is missing
+    back = qb.load_model(m.save(tmp_path / "m.json"))
+    assert back.schema == m.schema
+    np.testing.assert_array_equal(back.predict(Xt), expected)
+    np.testing.assert_array_equal(back.predict(unseen), m.predict(unseen))
+
+
+def test_engines_receive_the_columns_as_categorical(shuffled_effects):
+    X, y, _, _ = shuffled_effects
+    xg = qb.train(X, y, "xgboost", "squared_error", {"max_depth": 2}, num_boost_round=3)
+    assert xg.booster.feature_types == ["q", "c"]
+    lg = qb.train(X, y, "lightgbm", "squared_error", {"max_depth": 2}, num_boost_round=3)
+    assert any(t.get("decision_type") == "==" for t in _lgb_nodes(lg.booster.dump_model()))
+    nat = qb.train(X, y, "native", "squared_error", {"max_depth": 2}, num_boost_round=3)
+    assert any(c is not None for t in nat.booster.trees for c in (t.cat_left or []))
+
+
+def _lgb_nodes(dump):
+    stack = [t["tree_structure"] for t in dump["tree_info"]]
+    while stack:
+        n = stack.pop()
+        if "split_index" in n:
+            yield n
+            stack += [n["left_child"], n["right_child"]]
+
+
+def test_native_categorical_prediction_paths_agree(shuffled_effects):
+    """The bit-mask predictor and the row-pushing traversal give the same scores on categorical trees,
+    and monotone constraints on a categorical feature are refused."""
+    from qwkboost.native.predictor import predict_tree
+
+    X, y, Xt, _ = shuffled_effects
+    m = qb.train(X, y, "native", "squared_error", {"max_depth": 4}, num_boost_round=30)
+    b = m.booster
+    codes = b.bin_mapper.transform(m.schema.encode(Xt))
+    total = sum(predict_tree(t, codes) for t in b.trees)
+    np.testing.assert_allclose(b.predict_margin(m.schema.encode(Xt)), total, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match=r"monotone_constraints: features \[1\] are categorical"):
+        qb.train(X, y, "native", "squared_error", {"monotone_constraints": [1, 1]}, num_boost_round=2)
+
+
+def test_native_more_categories_than_bins_share_the_last_bin():
+    from qwkboost.native.binning import BinMapper
+
+    rs = np.random.RandomState(1)
+    codes = rs.randint(0, 300, size=5000).astype(float)
+    codes[:2000] = 7                                         # the most frequent keeps its own bin
+    bm = BinMapper(max_bin=16).fit(codes[:, None], categorical=[0])
+    assert bm.n_bins_[0] == 16
+    out = bm.transform(np.array([[7.0], [np.nan], [999.0]]))[0]
+    assert out[0] < 15 and out[1] == 255 and out[2] == 255   # unseen code -> the missing bin
