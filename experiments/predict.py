@@ -57,6 +57,10 @@ def main(cfg: DictConfig) -> None:
             if unknown:
                 raise ConfigError(f"unknown setting(s) {unknown}; predict takes run, data.path, data.id, out and "
                                   "tracking.uri")
+            for key, hint in (("run", "a run's output directory or its MLflow run id"),
+                              ("data.path", "the CSV or Parquet file to predict")):
+                if OmegaConf.is_missing(cfg, key) or OmegaConf.select(cfg, key) in (None, ""):
+                    raise ConfigError(f"{key} is not set; give {key}=<{hint}>")
             out = cfg.out or HydraConfig.get().runtime.output_dir
             written = predict_file(str(cfg.run), str(cfg.data.path), out, cfg.data.id, cfg.tracking.uri)
     log.info("predictions of %s: %s (and predictions.parquet beside it)", cfg.run, written)

@@ -117,8 +117,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     from tqdm.auto import tqdm
 
     if schema is None:
-        schema = FeatureSchema.fit(X, categorical, "X")
-        X = schema.encode(X, "X")
+        schema, X = FeatureSchema.fit_encode(X, categorical, "X")
         if X_test is not None:
             X_test = schema.encode(X_test, "X_test", reference="X has")
     else:

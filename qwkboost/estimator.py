@@ -144,8 +144,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
             warnings.warn(f"n_splits={n_splits} exceeds the rows of the rarest class ({counts.min()}); using "
                           f"{k} folds" + ("" if counts.min() >= 2 else ", not stratified"), UserWarning)
             n_splits = k
-        schema = FeatureSchema.fit(X, self.categorical, "X")
-        Xe = schema.encode(X, "X")
+        schema, Xe = FeatureSchema.fit_encode(X, self.categorical, "X")
         cv = cross_validate(Xe, pos, None, engine=self.engine, objective=self.objective,
                             params=check_mapping(self.params, "params"),
                             objective_params=check_mapping(self.objective_params, "objective_params"),

@@ -120,6 +120,15 @@ class FeatureSchema:
                 cats[j] = cls._categories_of(arr[:, j], f"column {j}", name)
         return cls(names, n, cats)
 
+    @classmethod
+    def fit_encode(cls, X, categorical=None, name: str = "X") -> tuple["FeatureSchema", np.ndarray]:
+        """:meth:`fit` and :meth:`encode` in one pass (an array of numbers is checked and converted once)."""
+        if feature_names(X, name) is None and not categorical:
+            arr = check_features(X, name)
+            return cls(None, arr.shape[1], {}), arr
+        schema = cls.fit(X, categorical, name)
+        return schema, schema.encode(X, name)
+
     @staticmethod
     def _categories_of(values, col: str, name: str) -> list:
         import pandas as pd

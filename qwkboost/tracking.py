@@ -168,6 +168,11 @@ def _drop_leftover_migration_tables(db: Path) -> None:
         con.close()
 
 
+#: What SQLAlchemy and alembic say when two processes create and migrate one SQLite store at once.
+CONCURRENT_MIGRATION = ("Online migration expected to match one row", "already exists", "database is locked",
+                        "no such table")
+
+
 def prepare_store(uri: str) -> None:
     """Create and migrate an SQLite store once, under a lock, before anything else touches it.
 
@@ -185,10 +190,19 @@ def prepare_store(uri: str) -> None:
 
     with store_lock(db):
         _drop_leftover_migration_tables(db)
-        try:
-            _retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
-        except mlflow.exceptions.MlflowException as exc:   # e.g. a store of an older MLflow: its own advice
-            raise ConfigError(f"tracking.uri={uri.split('?')[0]}: {str(exc).splitlines()[0]}") from None
+        for attempt in range(6):
+            try:
+                _retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
+                return
+            except mlflow.exceptions.MlflowException as exc:   # e.g. a store of an older MLflow: its own advice
+                raise ConfigError(f"tracking.uri={uri.split('?')[0]}: {str(exc).splitlines()[0]}") from None
+            except Exception as exc:
+                # another MLflow client (an `mlflow ui`, a script) created the store at the same moment, outside
+                # qwkboost's lock: its migration and ours collided; once it is done the store opens
+                if attempt == 5 or not any(m in str(exc) for m in CONCURRENT_MIGRATION):
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+                _drop_leftover_migration_tables(db)
 
 
 def check_reachable(uri: str, timeout: float = 5.0) -> None:

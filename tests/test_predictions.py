@@ -174,3 +174,28 @@ def test_the_readme_snippet_on_a_finished_run(finished_run, monkeypatch):
     ns = {"qb": qb, "pd": pd}
     exec(compile(code.replace("outputs/2026-11-23/10-00-00", str(out)), "README.md", "exec"), ns)
     np.testing.assert_array_equal(ns["pipe"].predict(ns["new"]), pd.read_csv(out / "submission.csv")["AdoptionSpeed"])
+
+
+def test_the_model_registry_holds_the_pipeline(finished_run):
+    import mlflow
+
+    tmp, out, run_id, uri, te, _ = finished_run
+    mlflow.set_tracking_uri(uri)
+    try:
+        version = mlflow.register_model(f"runs:/{run_id}/model", "adoption-speed")
+        served = mlflow.pyfunc.load_model(f"models:/adoption-speed/{version.version}").predict(te.head(30))
+    finally:
+        mlflow.set_tracking_uri(None)
+    np.testing.assert_array_equal(served["class"], pd.read_csv(out / "submission.csv")["AdoptionSpeed"][:30])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["data.path=x.csv"], "error: run is not set; give run=<a run's output directory or its MLflow run id>"),
+    (["run=out"], "error: data.path is not set"),
+    (["run=nowhere", "data.path=x.csv"], "run='nowhere' is neither a directory nor a run in the MLflow store"),
+])
+def test_predict_cli_says_what_is_missing(tmp_path, args, message):
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "predict.py"), *args,
+                           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=ENV)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

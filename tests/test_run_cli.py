@@ -143,19 +143,27 @@ def test_commands_started_together_on_a_new_store(tmp_path):
 
 
 def _start_and_wait_running(tmp_path, uri, args, n_running=1, **popen):
+    from qwkboost.tracking import prepare_store
+
+    prepare_store(uri)        # created first: this test's polling client must not migrate it alongside the command
     p = subprocess.Popen(cmd(*args, f"tracking.uri={uri}"), cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, **popen)
     client = mlflow.MlflowClient(uri)
-    deadline = time.time() + 180
-    while time.time() < deadline:
+    deadline = time.time() + 300
+    while True:
         time.sleep(0.5)
+        if p.poll() is not None or time.time() > deadline:
+            out, err = p.communicate(timeout=60) if p.poll() is not None else ("", "(still running)")
+            raise AssertionError(f"the command never had {n_running} RUNNING run(s) to stop "
+                                 f"(exit status {p.returncode}): {err[-2000:]}")
         try:
             exp = client.get_experiment_by_name("qwkboost")
             if exp and len(client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'")) >= n_running:
                 break
-        except Exception:
+        except Exception:       # the store is still being created by the command
             pass
     time.sleep(1.5)
+    assert p.poll() is None, "the command ended before it could be stopped"
     return p
 
 

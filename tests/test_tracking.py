@@ -121,3 +121,28 @@ def test_a_store_left_half_migrated_is_repaired(tmp_path):
     assert con.execute("SELECT name FROM sqlite_master WHERE name GLOB '_alembic_tmp_*'").fetchall() == []
     con.close()
     assert tracking.setup(uri, "after_repair")
+
+
+def test_a_migration_that_collides_with_another_client_is_retried(tmp_path, monkeypatch):
+    """Another MLflow client (an `mlflow ui`, a script) migrating the new store at the same moment makes
+    alembic fail once ("expected to match one row"); prepare_store waits and opens the store again. The
+    collision itself is timing-dependent, so it is simulated here by failing the first open."""
+    import mlflow
+
+    real = mlflow.MlflowClient.search_experiments
+    calls = []
+
+    def flaky(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("Online migration expected to match one row when updating 'a' to 'b'; 0 found")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(mlflow.MlflowClient, "search_experiments", flaky)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    tracking.prepare_store(uri)
+    assert len(calls) == 2
+    monkeypatch.setattr(mlflow.MlflowClient, "search_experiments",
+                        lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("disk I/O error")))
+    with pytest.raises(RuntimeError, match="disk I/O error"):        # anything else is not retried
+        tracking.prepare_store(uri)

@@ -213,8 +213,7 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
             raise ValueError("categorical: the columns of EncodedFeatures are set by its schema")
         schema, X = X.schema, X.X
     else:
-        schema = FeatureSchema.fit(X, categorical, "X")
-        X = schema.encode(X, "X")
+        schema, X = FeatureSchema.fit_encode(X, categorical, "X")
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
     weight = check_weight(sample_weight, y.size, "sample_weight")
