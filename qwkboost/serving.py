@@ -6,7 +6,8 @@ example (five training rows, categories as text). The model answers a table of
 features with two columns: ``class`` (on the labels' own scale; absent for a
 regression target) and ``score`` (the fold models' mean)::
 
-    mlflow models serve -m runs:/<run id>/model --env-manager local --host 127.0.0.1 --port 5001
+    MLFLOW_TRACKING_URI=sqlite:///$PWD/mlflow.db \
+        mlflow models serve -m runs:/<run id>/model --env-manager local --host 127.0.0.1 --port 5001
     curl -s 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
          -d '{"dataframe_split": {"columns": ["f1", "city"], "data": [[0.3, "Paris"]]}}'
 """
