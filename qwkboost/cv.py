@@ -41,6 +41,8 @@ class CVResult:
         Wall time of all fold fits.
     schema : FeatureSchema
         The feature columns the fold models were trained on.
+    oof_proba : ndarray of shape (n_train, K) or None
+        Out-of-fold class probabilities, for a probabilistic objective.
     """
 
     oof: np.ndarray
@@ -50,6 +52,7 @@ class CVResult:
     fit_seconds: float
     fold_seconds: list[float] = field(default_factory=list)
     schema: FeatureSchema | None = None
+    oof_proba: np.ndarray | None = None
 
     @property
     def best_iterations(self) -> list[int]:
@@ -147,6 +150,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     oof = np.zeros(len(y))
     test = None if X_test is None else np.zeros(len(X_test))
     models, times = [], []
+    oof_proba = None
     bar = tqdm(total=n_splits, disable=not progress, desc=name, unit="fold", leave=False, dynamic_ncols=True)
     try:
         for k, (tr, va) in enumerate(folds):
@@ -165,7 +169,15 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                           early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
                           seed=seed + k, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
             times.append(time.perf_counter() - t0)
-            oof[va] = model.predict(EncodedFeatures(X[va], schema))
+            raw = model.predict_raw(EncodedFeatures(X[va], schema))
+            oof[va] = raw if model.n_outputs == 1 else model.objective.decode(raw)
+            if model.n_outputs > 1:
+                try:
+                    proba = model.objective.predict_proba(raw)
+                    oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
+                    oof_proba[va] = proba
+                except NotImplementedError:
+                    pass
             if test is not None:
                 test += model.predict(EncodedFeatures(X_test, schema)) / n_splits
             models.append(model)
@@ -177,4 +189,4 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                          model.best_iteration, "".join(f"valid {m}={v:.4f}, " for m, v in valid.items()), times[-1])
     finally:
         bar.close()
-    return CVResult(oof, test, models, folds, float(sum(times)), times, schema)
+    return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba)

@@ -301,6 +301,10 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
         if ev.test_classes is not None and ds.has_test_labels:
             tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes),
                                 "plots/confusion_matrix.png")
+    if cv.oof_proba is not None and ev.classes is not None:
+        # the objective's classes are the labels' range, the same scale as the thresholds' classes
+        tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes),
+                            "plots/class_probabilities.png")
     tracking.log_dict(ds.schema.to_dict(), "features.json")
     with tracking.tmpdir() as d:
         for f in write_outputs(Path(d), ds, cv, ev, pipe):

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["learning_curves", "score_histograms", "confusion_matrix"]
+__all__ = ["learning_curves", "score_histograms", "confusion_matrix", "class_probabilities"]
 
 
 def learning_curves(models, metric_name: str, title: str = ""):
@@ -77,5 +77,36 @@ def confusion_matrix(y_true, y_pred, classes, title: str = ""):
     ax.set_ylabel("true class")
     ax.set_title(title or "confusion matrix (test)")
     fig.colorbar(im, ax=ax, fraction=0.046, label="share of true class")
+    fig.tight_layout()
+    return fig
+
+
+def class_probabilities(proba, y, classes, title: str = ""):
+    """Mean predicted probability of each class (columns) for the rows of each true class (rows).
+
+    A well-calibrated ordinal model has its mass on and next to the diagonal;
+    each row sums to one.
+    """
+    proba = np.asarray(proba, dtype=float)
+    classes = np.asarray(classes)
+    k = classes.size
+    M = np.full((k, k), np.nan)
+    for i, c in enumerate(classes):
+        sel = y == c
+        if sel.any():
+            M[i] = proba[sel].mean(axis=0)
+    fig, ax = plt.subplots(figsize=(1.2 * k + 2.5, 1.0 * k + 2))
+    im = ax.imshow(M, cmap="Blues", vmin=0, vmax=1)
+    for i in range(k):
+        for j in range(k):
+            if np.isfinite(M[i, j]):
+                ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if M[i, j] > 0.5 else "black")
+    ax.set_xticks(range(k), [f"{c:g}" for c in classes])
+    ax.set_yticks(range(k), [f"{c:g}" for c in classes])
+    ax.set_xlabel("class")
+    ax.set_ylabel("true class")
+    ax.set_title(title or "mean out-of-fold class probability by true class")
+    fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
     return fig

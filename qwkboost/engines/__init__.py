@@ -93,7 +93,9 @@ class EngineObjective:
         self.name = objective.name
         self.metric_name = objective.metric_name
         self.higher_is_better = objective.higher_is_better
-        self.init_score_ = objective.init_score_ - self.offset
+        self.n_outputs = int(getattr(objective, "n_outputs_", 1))
+        self.init_score_ = np.asarray(objective.init_score_, dtype=np.float64) - self.offset if self.n_outputs > 1 \
+            else objective.init_score_ - self.offset
         self._round = 0
 
     def _shift(self, y, score):
@@ -108,11 +110,13 @@ class EngineObjective:
             g, h = self.objective.grad_hess(*self._shift(y, score))
         g = np.asarray(g, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)
-        if w is not None and not self._weighted["grad_hess"] and g.shape == y.shape and h.shape == y.shape:
-            g, h = g * w, h * w             # a loss summed over rows: each row's terms scale with its weight
-        if g.shape != y.shape or h.shape != y.shape:
+        shape = y.shape if self.n_outputs == 1 else (y.size, self.n_outputs)
+        if w is not None and not self._weighted["grad_hess"] and g.shape == shape and h.shape == shape:
+            ww = w if self.n_outputs == 1 else w[:, None]
+            g, h = g * ww, h * ww           # a loss summed over rows: each row's terms scale with its weight
+        if g.shape != shape or h.shape != shape:
             raise ValueError(f"objective {self.name!r}: grad_hess returned gradients of shape {g.shape} and "
-                             f"hessians of shape {h.shape} for {y.size} rows; it must return one of each per row")
+                             f"hessians of shape {h.shape} for {y.size} rows; it must return shape {shape}")
         if self.check_finite and not (np.isfinite(g).all() and np.isfinite(h).all()):
             raise ValueError(f"objective {self.name!r} returned non-finite gradients or hessians at round "
                              f"{self._round}")
@@ -252,8 +256,12 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     else:
         obj.fit(y)
     if base_score is not None:
+        if getattr(obj, "n_outputs_", 1) > 1:
+            raise ValueError(f"params.base_score is one number; objective {obj.name!r} has "
+                             f"{obj.n_outputs_} outputs and starts from its own initial scores")
         obj.init_score_ = float(base_score)
-    offset = label_offset(y)
+    # class objectives index their labels themselves; centring would shift their class scores
+    offset = label_offset(y) if getattr(obj, "n_outputs_", 1) == 1 else 0.0
     seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)
     valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset, eval_set[2])
     stopper = None if early_stopping_rounds is None else \

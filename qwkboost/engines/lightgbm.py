@@ -177,15 +177,19 @@ class LightGBMEngine:
         categorical = sorted(int(j) for j in categorical) or "auto"
         if len(y) < PROBE_ROWS:
             check_data(X, params, categorical)
+        k = getattr(objective, "n_outputs", 1)
         f0 = objective.init_score_
+        init = (lambda n: np.tile(np.asarray(f0, dtype=np.float64), (n, 1))) if k > 1 else \
+            (lambda n: np.full(n, f0))
         params = {**DEFAULTS, **params, "seed": seed, "metric": "None",
                   "objective": lambda pred, d: objective.grad_hess(y, pred)}
-        dtrain = lgb.Dataset(X, label=y, init_score=np.full(len(y), f0), free_raw_data=False,
+        if k > 1:
+            params["num_class"] = k
+        dtrain = lgb.Dataset(X, label=y, init_score=init(len(y)), free_raw_data=False,
                              categorical_feature=categorical)
         valid_sets, names, labels = [dtrain], ["train"], {"train": (y, sample_weight)}
         if valid is not None:
-            valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=np.full(len(valid.y), f0),
-                                          reference=dtrain))
+            valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=init(len(valid.y)), reference=dtrain))
             names.append("valid")
             labels["valid"] = (valid.y, valid.weight)
         order = {id(ds): n for ds, n in zip(valid_sets, names)}
@@ -207,9 +211,9 @@ class LightGBMEngine:
         booster.free_dataset()
         return FitResult(booster, booster.current_iteration(), rounds.stopped_at_best, evals_result)
 
-    def predict(self, booster, X, *, n_iter: int, init_score: float) -> np.ndarray:
-        """LightGBM's raw score plus :math:`F_0`."""
-        return booster.predict(X, num_iteration=n_iter, raw_score=True) + init_score
+    def predict(self, booster, X, *, n_iter: int, init_score) -> np.ndarray:
+        """LightGBM's raw score plus :math:`F_0` (a vector with several outputs)."""
+        return booster.predict(X, num_iteration=n_iter, raw_score=True) + np.asarray(init_score)
 
     def dump(self, booster) -> str:
         return booster.model_to_string(num_iteration=-1)

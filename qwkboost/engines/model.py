@@ -64,7 +64,8 @@ class Model:
                  label_offset: float = 0.0, schema: FeatureSchema | None = None):
         self.engine = engine
         self.objective = objective
-        self.init_score = float(init_score)
+        self.n_outputs = int(getattr(objective, "n_outputs_", 1))
+        self.init_score = float(init_score) if self.n_outputs == 1 else np.asarray(init_score, dtype=np.float64)
         self.booster = booster
         self.num_rounds = int(num_rounds)
         self.best_iteration = int(best_iteration)
@@ -89,7 +90,9 @@ class Model:
         return {k: list(v.get(name, [])) for k, v in self.evals_result.items()}
 
     def predict(self, X, num_iteration: int | None = None) -> np.ndarray:
-        """Scores in label space using the first ``num_iteration`` rounds (default: best).
+        """One continuous ordinal score per row, in label space, from the first ``num_iteration`` rounds
+        (default: best): the score itself, or the objective's decoded score (the expected class) for an
+        objective with several outputs.
 
         A DataFrame's columns are matched to the training columns by name.
 
@@ -99,6 +102,15 @@ class Model:
             If ``X`` is malformed, lacks a training column or has the wrong
             number of features, or ``num_iteration`` is out of range.
         """
+        raw = self.predict_raw(X, num_iteration)
+        return raw if self.n_outputs == 1 else self.objective.decode(raw)
+
+    def predict_proba(self, X, num_iteration: int | None = None) -> np.ndarray:
+        """Class probabilities ``(n, K)`` of a probabilistic objective (``multiclass``, ...)."""
+        return self.objective.predict_proba(self.predict_raw(X, num_iteration))
+
+    def predict_raw(self, X, num_iteration: int | None = None) -> np.ndarray:
+        """The raw scores: ``(n,)``, or ``(n, n_outputs)`` for an objective with several outputs."""
         if isinstance(X, EncodedFeatures):
             if self.schema is not None and X.schema.n_features != self.schema.n_features:
                 raise ValueError(f"X has {X.schema.n_features} features but the model was trained on "
@@ -109,7 +121,8 @@ class Model:
         n_iter = self.best_iteration if num_iteration is None else \
             check_int(num_iteration, "num_iteration", 0, self.num_rounds)
         if n_iter == 0 or self.booster is None:
-            return np.full(X.shape[0], self.init_score)
+            return np.full(X.shape[0], self.init_score) if self.n_outputs == 1 else \
+                np.tile(self.init_score, (X.shape[0], 1))
         raw = get_engine(self.engine).predict(self.booster, X, n_iter=n_iter,
                                               init_score=self.init_score - self.label_offset)
         return raw + self.label_offset if self.label_offset else raw
@@ -128,7 +141,7 @@ class Model:
                 "params": self.objective.get_params(),
                 "state": self.objective.get_state(),
             },
-            "init_score": self.init_score,
+            "init_score": self.init_score if self.n_outputs == 1 else self.init_score.tolist(),
             "label_offset": self.label_offset,
             "num_rounds": self.num_rounds,
             "best_iteration": self.best_iteration,
@@ -145,7 +158,7 @@ class Model:
 
     def __repr__(self) -> str:
         return (f"Model(engine={self.engine!r}, objective={self.objective.name!r}, "
-                f"init_score={self.init_score:.6g}, best_iteration={self.best_iteration}/{self.num_rounds})")
+                f"init_score={np.round(self.init_score, 6)}, best_iteration={self.best_iteration}/{self.num_rounds})")
 
 
 def _field(payload: dict, key: str, kind, where: str, optional: bool = False):
@@ -197,7 +210,14 @@ def load_model(path) -> Model:
     engine = _field(payload, "engine", "str", where)
     if engine not in ENGINES:
         raise ValueError(f"{where} names an unknown engine {engine!r}")
-    init_score = _field(payload, "init_score", "number", where)
+    raw_init = payload.get("init_score")
+    if isinstance(raw_init, list):          # an objective with several outputs: one initial score each
+        if not raw_init or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+                                   for v in raw_init):
+            raise ValueError(f"{where} is not a valid qwkboost model file: 'init_score' must be finite numbers")
+        init_score = raw_init
+    else:
+        init_score = _field(payload, "init_score", "number", where)
     num_rounds = _field(payload, "num_rounds", "int", where)
     best = _field(payload, "best_iteration", "int", where)
     if not 0 <= best <= num_rounds:
@@ -250,6 +270,10 @@ def load_model(path) -> Model:
             raise ValueError(f"{where}: 'features' describes {schema.n_features} columns, n_features is {n_features}")
     elif n_features is not None:
         schema = FeatureSchema.numeric(n_features, names)
+    k = int(getattr(objective, "n_outputs_", 1))
+    if (k > 1) != isinstance(init_score, list) or (k > 1 and len(init_score) != k):
+        raise ValueError(f"{where}: 'init_score' must be {'one number' if k == 1 else f'{k} numbers'} for "
+                         f"objective {objective.name!r}")
     evals = payload.get("evals_result")
     return Model(engine, objective, init_score, booster, num_rounds, best, evals if isinstance(evals, dict) else {},
                  label_offset=offset, schema=schema)

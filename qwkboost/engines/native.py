@@ -40,7 +40,7 @@ class NativeEngine:
             booster, stopped_at_best, evals_result = boost(
                 X, y, objective, params, num_boost_round, None if valid is None else (valid.X, valid.y, valid.weight),
                 callbacks, seed, categorical=tuple(categorical), sample_weight=sample_weight)
-        return FitResult(booster, booster.num_trees, stopped_at_best, evals_result)
+        return FitResult(booster, booster.num_rounds, stopped_at_best, evals_result)
 
     def predict(self, booster: NativeBooster, X, *, n_iter: int, init_score: float) -> np.ndarray:
         """``init_score`` plus the first ``n_iter`` trees."""
@@ -53,4 +53,4 @@ class NativeEngine:
         return NativeBooster.from_json(text)
 
     def shape(self, booster: NativeBooster) -> tuple[int, int]:
-        return booster.num_trees, booster.n_features
+        return booster.num_rounds, booster.n_features

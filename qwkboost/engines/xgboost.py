@@ -155,14 +155,23 @@ class XGBoostEngine:
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
             seed: int, categorical=(), sample_weight=None) -> FitResult:
-        params = {**DEFAULTS, **params, "base_score": objective.init_score_, "seed": seed,
-                  "disable_default_eval_metric": 1}
+        k = getattr(objective, "n_outputs", 1)
+        if k > 1:
+            # several outputs: XGBoost keeps one base_score, so every output starts from its own base_margin
+            params = {**DEFAULTS, **params, "num_class": k, "base_score": 0.0, "seed": seed,
+                      "disable_default_eval_metric": 1}
+            f0 = np.asarray(objective.init_score_, dtype=np.float64)
+            margin = lambda n: np.tile(f0, (n, 1))
+        else:
+            params = {**DEFAULTS, **params, "base_score": objective.init_score_, "seed": seed,
+                      "disable_default_eval_metric": 1}
+            margin = lambda n: None
         types = _types(X.shape[1], categorical)
-        dtrain = _dmatrix(X, types, label=y)
+        dtrain = _dmatrix(X, types, label=y, base_margin=margin(len(y)))
         evals = [(dtrain, "train")]
         labels = {id(dtrain): (y, sample_weight)}
         if valid is not None:
-            dvalid = _dmatrix(valid.X, types, label=valid.y)
+            dvalid = _dmatrix(valid.X, types, label=valid.y, base_margin=margin(len(valid.y)))
             evals.append((dvalid, "valid"))
             labels[id(dvalid)] = (valid.y, valid.weight)
 
@@ -180,10 +189,12 @@ class XGBoostEngine:
                             verbose_eval=False, callbacks=[rounds])
         return FitResult(booster, booster.num_boosted_rounds(), rounds.stopped_at_best, evals_result)
 
-    def predict(self, booster, X, *, n_iter: int, init_score: float) -> np.ndarray:
-        """Scores from the first ``n_iter`` rounds (the booster's ``base_score`` is :math:`F_0`)."""
+    def predict(self, booster, X, *, n_iter: int, init_score) -> np.ndarray:
+        """Scores from the first ``n_iter`` rounds (the booster's ``base_score`` is :math:`F_0`; with several
+        outputs the initial scores are added here, as ``base_margin`` is not kept with the model)."""
         out = booster.predict(_dmatrix(X, booster.feature_types), iteration_range=(0, n_iter), output_margin=True)
-        return out.astype(np.float64)
+        out = out.astype(np.float64)
+        return out + np.asarray(init_score) if out.ndim == 2 else out
 
     def dump(self, booster) -> str:
         return bytes(booster.save_raw("json")).decode()

@@ -54,7 +54,8 @@ from qwkboost.validation import check_features
 __all__ = ["NativeBooster", "NativeFit", "train_booster", "boost", "FORMAT"]
 
 FORMAT = "qwkboost-native"
-FORMAT_VERSION = 1
+#: 2 added n_outputs (one tree per output per round) and a vector initial score.
+FORMAT_VERSION = 2
 
 
 class NativeBooster:
@@ -67,26 +68,34 @@ class NativeBooster:
         Leaf values already multiplied by the learning rate (and refit step).
     params : dict
         Resolved training parameters.
-    init_score : float
+    init_score : float or ndarray of shape (n_outputs,)
         :math:`F_0`.
     n_features : int
     best_iteration : int
         Rounds to use by default (1-based).
+    n_outputs : int
+        Scores per row; each round grows one tree per output, stored round by round
+        (tree ``r * n_outputs + k`` is round ``r``'s tree of output ``k``).
     """
 
-    def __init__(self, bin_mapper: BinMapper, trees: list[Tree], params: dict, init_score: float,
-                 n_features: int, best_iteration: int | None = None):
+    def __init__(self, bin_mapper: BinMapper, trees: list[Tree], params: dict, init_score,
+                 n_features: int, best_iteration: int | None = None, n_outputs: int = 1):
         self.bin_mapper = bin_mapper
         self.trees = trees
         self.params = params
-        self.init_score = float(init_score)
+        self.n_outputs = int(n_outputs)
+        self.init_score = float(init_score) if self.n_outputs == 1 else np.asarray(init_score, dtype=np.float64)
         self.n_features = int(n_features)
-        self.best_iteration = len(trees) if best_iteration is None else int(best_iteration)
-        self._predictor: EnsemblePredictor | None = None
+        self.best_iteration = self.num_rounds if best_iteration is None else int(best_iteration)
+        self._predictors: dict = {}
 
     @property
     def num_trees(self) -> int:
         return len(self.trees)
+
+    @property
+    def num_rounds(self) -> int:
+        return len(self.trees) // self.n_outputs
 
     # -- prediction ------------------------------------------------------------
     def _codes(self, X) -> np.ndarray:
@@ -97,20 +106,29 @@ class NativeBooster:
 
     def _check_iter(self, n_iter):
         n_iter = self.best_iteration if n_iter is None else int(n_iter)
-        if not 0 <= n_iter <= len(self.trees):
-            raise ValueError(f"n_iter must be in [0, {len(self.trees)}]; got {n_iter}")
+        if not 0 <= n_iter <= self.num_rounds:
+            raise ValueError(f"n_iter must be in [0, {self.num_rounds}]; got {n_iter}")
         return n_iter
+
+    def output_predictor(self, k: int = 0) -> EnsemblePredictor:
+        """The predictor of output ``k``'s trees (built once)."""
+        trees = self.trees if self.n_outputs == 1 else self.trees[k::self.n_outputs]
+        cached = self._predictors.get(k)
+        if cached is None or cached[0] != len(self.trees):
+            cached = self._predictors[k] = (len(self.trees), EnsemblePredictor(trees, self.n_features))
+        return cached[1]
 
     @property
     def predictor(self) -> EnsemblePredictor:
-        if self._predictor is None or self._predictor.trees is not self.trees:
-            self._predictor = EnsemblePredictor(self.trees, self.n_features)
-        return self._predictor
+        return self.output_predictor(0)
 
     def predict_margin(self, X, n_iter: int | None = None) -> np.ndarray:
-        r""":math:`\sum_{t \le T} f_t(x)` without :math:`F_0`."""
+        r""":math:`\sum_{t \le T} f_t(x)` without :math:`F_0`; shape ``(n,)``, or ``(n, n_outputs)``."""
         n_iter = self._check_iter(n_iter)
-        return self.predictor.predict(self._codes(X), n_iter)
+        codes = self._codes(X)
+        if self.n_outputs == 1:
+            return self.predictor.predict(codes, n_iter)
+        return np.stack([self.output_predictor(k).predict(codes, n_iter) for k in range(self.n_outputs)], axis=1)
 
     def predict(self, X, n_iter: int | None = None) -> np.ndarray:
         r""":math:`F_0 + \sum_{t \le T} f_t(x)` with :math:`T` = ``n_iter`` (default: best iteration)."""
@@ -118,6 +136,8 @@ class NativeBooster:
 
     def staged_predict(self, X, n_iter: int | None = None):
         """Yield the prediction after each of the first ``n_iter`` rounds (default: all trees)."""
+        if self.n_outputs > 1:
+            raise ValueError("staged_predict gives one score per row; this model has several outputs")
         n_iter = len(self.trees) if n_iter is None else self._check_iter(n_iter)
         codes = self._codes(X)
         per_tree = self.predictor.predict_trees(codes, n_iter)
@@ -130,7 +150,7 @@ class NativeBooster:
         """Leaf id of every row in every tree, shape (n_samples, n_iter)."""
         n_iter = len(self.trees) if n_iter is None else self._check_iter(n_iter)
         codes = self._codes(X)
-        return np.stack([t.apply(codes) for t in self.trees[:n_iter]], axis=1) if n_iter else \
+        return np.stack([t.apply(codes) for t in self.trees[:n_iter * self.n_outputs]], axis=1) if n_iter else \
             np.zeros((codes.shape[1], 0), dtype=np.int64)
 
     # -- inspection ------------------------------------------------------------
@@ -140,7 +160,7 @@ class NativeBooster:
             raise ValueError(f"importance_type must be 'gain' or 'split'; got {importance_type!r}")
         n_iter = len(self.trees) if n_iter is None else self._check_iter(n_iter)
         out = np.zeros(self.n_features)
-        for t in self.trees[:n_iter]:
+        for t in self.trees[:n_iter * self.n_outputs]:
             internal = t.feature >= 0
             w = t.gain[internal] if importance_type == "gain" else np.ones(int(internal.sum()))
             np.add.at(out, t.feature[internal], w)
@@ -151,8 +171,9 @@ class NativeBooster:
         params = dict(self.params)
         mono = params.get("monotone_constraints")
         params["monotone_constraints"] = None if mono is None else np.asarray(mono).tolist()
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, "params": params,
-                "init_score": self.init_score, "n_features": self.n_features,
+        init = self.init_score if self.n_outputs == 1 else self.init_score.tolist()
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "params": params, "n_outputs": self.n_outputs,
+                "init_score": init, "n_features": self.n_features,
                 "best_iteration": self.best_iteration, "bins": self.bin_mapper.to_dict(),
                 "trees": [t.to_dict() for t in self.trees]}
 
@@ -171,7 +192,7 @@ class NativeBooster:
         """
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ValueError("not a qwkboost native model")
-        if d.get("format_version") != FORMAT_VERSION:
+        if d.get("format_version") not in (1, FORMAT_VERSION):
             raise ValueError(f"native model format version {d.get('format_version')!r} is not supported")
         missing = [k for k in ("params", "init_score", "n_features", "best_iteration", "bins", "trees") if k not in d]
         if missing:
@@ -183,21 +204,27 @@ class NativeBooster:
             n_features = d["n_features"]
             if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
                 raise ValueError(f"n_features must be a positive integer; got {n_features!r}")
-            init = float(d["init_score"])
-            if not np.isfinite(init):
-                raise ValueError(f"init_score must be finite; got {d['init_score']!r}")
+            k = d.get("n_outputs", 1)
+            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ValueError(f"n_outputs must be a positive integer; got {k!r}")
+            init = np.asarray(d["init_score"], dtype=np.float64)
+            if init.shape != (() if k == 1 else (k,)) or not np.all(np.isfinite(init)):
+                raise ValueError(f"init_score must be {'a finite number' if k == 1 else f'{k} finite numbers'}; "
+                                 f"got {d['init_score']!r}")
             bm = BinMapper.from_dict(d["bins"])
             if bm.n_features != n_features:
                 raise ValueError(f"bins are given for {bm.n_features} features; the model has {n_features}")
             if not isinstance(d["trees"], list):
                 raise ValueError("trees must be a list")
             trees = [Tree.from_dict(t, n_features) for t in d["trees"]]
+            if len(trees) % k:
+                raise ValueError(f"{len(trees)} trees are not whole rounds of {k} outputs")
             best = d["best_iteration"]
-            if isinstance(best, bool) or not isinstance(best, int) or not 0 <= best <= len(trees):
-                raise ValueError(f"best_iteration must be in [0, {len(trees)}]; got {best!r}")
+            if isinstance(best, bool) or not isinstance(best, int) or not 0 <= best <= len(trees) // k:
+                raise ValueError(f"best_iteration must be in [0, {len(trees) // k}]; got {best!r}")
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"malformed native model: {exc}") from None
-        return cls(bm, trees, params, init, n_features, best)
+        return cls(bm, trees, params, init if k > 1 else float(init), n_features, best, k)
 
     @classmethod
     def from_json(cls, text: str) -> "NativeBooster":
@@ -208,7 +235,8 @@ class NativeBooster:
         return cls.from_dict(d)
 
     def __repr__(self) -> str:
-        return f"NativeBooster(trees={len(self.trees)}, n_features={self.n_features}, init_score={self.init_score:.6g})"
+        return (f"NativeBooster(trees={len(self.trees)}, n_outputs={self.n_outputs}, n_features={self.n_features}, "
+                f"init_score={np.round(self.init_score, 6)})")
 
 
 # -- refit ---------------------------------------------------------------------------------------
@@ -341,7 +369,7 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
         booster, stopped_at_best, evals_result = boost(X, y, objective, params, num_boost_round, eval_set, cbs,
                                                       seed, bin_mapper, categorical)
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None else stopped_at_best
-    num_rounds = booster.num_trees
+    num_rounds = booster.num_rounds
     best_iteration = num_rounds if best is None or not num_rounds else best + 1
     booster.best_iteration = best_iteration
     return NativeFit(booster, num_rounds, best_iteration, evals_result)
@@ -392,13 +420,18 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
                           p["min_samples_leaf"], p["cat_smooth"]),
         max_depth=p["max_depth"], max_leaves=p["max_leaves"], grow_policy=p["grow_policy"], prune=p["prune"])
     fb = FlatBins(bm.n_bins_, layout, bm.categorical)
-    f0 = float(objective.init_score_)
-    score = np.full(n, f0)
+    K = int(getattr(objective, "n_outputs", None) or getattr(objective, "n_outputs_", 1))   # trees per round
+    if K > 1 and p["refit"] != "none":
+        raise ValueError(f"refit={p['refit']!r} line-searches one score per row; objective {objective.name!r} has "
+                         f"{K} outputs (use refit='none')")
+    f0 = float(objective.init_score_) if K == 1 else np.asarray(objective.init_score_, dtype=np.float64)
+    start = (lambda m: np.full(m, f0)) if K == 1 else (lambda m: np.tile(f0, (m, 1)))
+    score = start(n)
     if eval_set is not None:
         Xv, yv = np.asarray(eval_set[0], dtype=np.float64), np.asarray(eval_set[1], dtype=np.float64)
         wv = eval_set[2] if len(eval_set) > 2 else None
         codes_v = bm.transform(Xv)
-        score_v = np.full(yv.size, f0)
+        score_v = start(yv.size)
     evals_result: dict = {"train": {objective.metric_name: []}}
     if eval_set is not None:
         evals_result["valid"] = {objective.metric_name: []}
@@ -412,32 +445,40 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         h = np.asarray(h, dtype=np.float64)
         rows = None
         if p["sampling_method"] == "goss" and goss_active(it, lr):
-            rows, w = goss(g, p["top_rate"], p["other_rate"], rng)
+            # (several outputs: rows ranked by the sum of their gradients' sizes, kept for every output)
+            rows, w = goss(g if K == 1 else np.abs(g).sum(axis=1), p["top_rate"], p["other_rate"], rng)
             g = g.copy(); h = h.copy()
-            g[rows] *= w
-            h[rows] *= w
+            g[rows] *= w if K == 1 else w[:, None]
+            h[rows] *= w if K == 1 else w[:, None]
         elif p["subsample"] < 1.0:
             rows = row_subsample(n, p["subsample"], rng)
         fmask = column_mask(F, p["colsample_bytree"], rng)
-        hb.set_gradients(g, h, need_counts=p["min_samples_leaf"] > 1)
-        # set_gradients checks finiteness in passes it makes anyway; a sum may also
-        # overflow with finite terms, so look element-wise before refusing
-        if not hb.finite and not (np.all(np.isfinite(g)) and np.all(np.isfinite(h))):
-            raise ValueError(f"objective {objective.name!r} returned non-finite gradients at round {it}")
-        grown = grow_tree(layout, hb, bm.n_bins_, bm.edges_, gp, rows, fmask, mono, has_missing, fb)
-        tree = grown.tree
-        if p["refit"] != "none":
-            _refit(p["refit"], grown, objective, y, score, rows, p, sample_weight)
-        tree.scale(lr)
-        # training scores: the leaves' row lists, or a pass over all rows when sampling
-        if rows is None:
-            score += grown.leaf_values(update)
-        else:
-            score += tree.predict(codes)
-        trees.append(tree)
+        for k in range(K):
+            gk, hk = (g, h) if K == 1 else (np.ascontiguousarray(g[:, k]), np.ascontiguousarray(h[:, k]))
+            hb.set_gradients(gk, hk, need_counts=p["min_samples_leaf"] > 1)
+            # set_gradients checks finiteness in passes it makes anyway; a sum may also
+            # overflow with finite terms, so look element-wise before refusing
+            if not hb.finite and not (np.all(np.isfinite(gk)) and np.all(np.isfinite(hk))):
+                raise ValueError(f"objective {objective.name!r} returned non-finite gradients at round {it}")
+            grown = grow_tree(layout, hb, bm.n_bins_, bm.edges_, gp, rows, fmask, mono, has_missing, fb)
+            tree = grown.tree
+            if p["refit"] != "none":
+                _refit(p["refit"], grown, objective, y, score, rows, p, sample_weight)
+            tree.scale(lr)
+            # training scores: the leaves' row lists, or a pass over all rows when sampling
+            step = grown.leaf_values(update) if rows is None else tree.predict(codes)
+            if K == 1:
+                score += step
+            else:
+                score[:, k] += step
+            trees.append(tree)
+            if eval_set is not None:
+                if K == 1:
+                    score_v += tree.predict(codes_v)
+                else:
+                    score_v[:, k] += tree.predict(codes_v)
         evals = {"train": _metrics(objective, y, score, sample_weight)}
         if eval_set is not None:
-            score_v += tree.predict(codes_v)
             evals["valid"] = _metrics(objective, yv, score_v, wv)
         for k, d in evals.items():
             for mname, val in d.items():
@@ -447,5 +488,5 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         except EarlyStopException as stop:
             stopped_at_best = stop.best_iteration
             break
-    best = len(trees) if stopped_at_best is None else stopped_at_best + 1
-    return NativeBooster(bm, trees, p, f0, F, best), stopped_at_best, evals_result
+    best = len(trees) // K if stopped_at_best is None else stopped_at_best + 1
+    return NativeBooster(bm, trees, p, f0, F, best, K), stopped_at_best, evals_result

@@ -23,9 +23,11 @@ from typing import Callable
 
 from qwkboost.objectives.base import Objective
 from qwkboost.objectives.extended_qwk import ExtendedQWK
+from qwkboost.objectives.multiclass import Multiclass
 from qwkboost.objectives.squared_error import SquaredError
 
-__all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "ExtendedQWK", "SquaredError"]
+__all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "ExtendedQWK", "SquaredError",
+           "Multiclass"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
@@ -133,3 +135,4 @@ def resolve(objective: str | Objective, **params) -> Objective:
 
 register("squared_error", SquaredError)
 register("extended_qwk", ExtendedQWK)
+register("multiclass", Multiclass)

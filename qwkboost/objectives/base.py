@@ -9,6 +9,20 @@ four things:
   positive :math:`h_k` for every row;
 * :meth:`Objective.metric` -- the evaluation metric used for early stopping.
 
+**Several outputs.** An objective may score each row with ``K`` outputs (class
+scores): it sets ``n_outputs_`` in :meth:`Objective.fit`, its initial score is
+a vector of length ``K``, and scores, gradients and hessians are ``(n, K)``
+arrays. :meth:`Objective.decode` turns scores into one continuous ordinal
+score per row (the expected class for a probabilistic objective; the score
+itself for a one-output objective): cross-validation, cut points, QWK and
+plots all work on it. Probabilistic objectives also give
+:meth:`Objective.predict_proba`.
+
+**What the hessian is.** ``hessian_kind`` says whether :meth:`grad_hess`'s
+hessian is ``"exact"`` (the loss's true diagonal curvature), ``"constant"`` or
+``"approximate"`` (a positive stand-in), so that engines need not guess it
+from the values.
+
 :meth:`Objective.loss` is the scalar the gradient descends; the native engine
 uses it for line searches.
 
@@ -62,6 +76,10 @@ class Objective:
     state : tuple of str
         Fitted attributes (numbers) saved with a model; extend it in a
         subclass whose :meth:`fit` sets more.
+    hessian_kind : {"exact", "constant", "approximate"}
+        What :meth:`grad_hess`'s hessian is (see the module docstring).
+    n_outputs_ : int
+        Scores per row, set by :meth:`fit` (1 unless the objective has several outputs).
     """
 
     name: ClassVar[str] = "custom"
@@ -69,6 +87,8 @@ class Objective:
     higher_is_better: ClassVar[bool] = False
     ordinal: ClassVar[bool] = False
     state: ClassVar[tuple[str, ...]] = ("init_score_",)
+    hessian_kind: ClassVar[str] = "exact"
+    n_outputs_: int = 1
 
     # -- fitting -----------------------------------------------------------------
     def fit(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "Objective":
@@ -82,6 +102,15 @@ class Objective:
     def init_score(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Constant starting score :math:`F_0`. Default: the (weighted) label mean."""
         return float(np.average(y, weights=sample_weight))
+
+    # -- several outputs ---------------------------------------------------------
+    def decode(self, score: np.ndarray) -> np.ndarray:
+        """One continuous ordinal score per row from the raw scores. Default: the score itself."""
+        return score
+
+    def predict_proba(self, score: np.ndarray) -> np.ndarray:
+        """Class probabilities ``(n, K)`` from raw scores; only probabilistic objectives have them."""
+        raise NotImplementedError(f"objective {self.name!r} gives no class probabilities")
 
     # -- boosting ----------------------------------------------------------------
     def grad_hess(self, y: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -94,6 +94,11 @@ class ExtendedQWK(Objective):
         self.hessian = hessian
         self.clip = clip
 
+    @property
+    def hessian_kind(self) -> str:
+        """``"constant"``, or ``"approximate"`` for the Gauss-Newton stand-in (the ratio is not convex)."""
+        return "constant" if self.hessian == "constant" else "approximate"
+
     def fit(self, y, sample_weight=None):
         y = np.asarray(y, dtype=np.float64)
         if y.min() == y.max() and (self.a is None or self.b is None):

@@ -19,6 +19,7 @@ class SquaredError(Objective):
 
     metric_name = "rmse"
     higher_is_better = False
+    hessian_kind = "constant"
 
     def __init__(self):
         pass
