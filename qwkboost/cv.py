@@ -170,14 +170,13 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                           seed=seed + k, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
             times.append(time.perf_counter() - t0)
             raw = model.predict_raw(EncodedFeatures(X[va], schema))
-            oof[va] = raw if model.n_outputs == 1 else model.objective.decode(raw)
-            if model.n_outputs > 1:
-                try:
-                    proba = model.objective.predict_proba(raw)
-                    oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
-                    oof_proba[va] = proba
-                except NotImplementedError:
-                    pass
+            oof[va] = model.objective.decode(raw)
+            try:
+                proba = model.objective.predict_proba(raw)
+                oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
+                oof_proba[va] = proba
+            except NotImplementedError:
+                pass
             if test is not None:
                 test += model.predict(EncodedFeatures(X_test, schema)) / n_splits
             models.append(model)

@@ -305,6 +305,8 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
         # the objective's classes are the labels' range, the same scale as the thresholds' classes
         tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes),
                             "plots/class_probabilities.png")
+    # what each fold's objective learned: its initial score, and e.g. ordinal_logit's cut points
+    tracking.log_dict({f"fold_{k}": m.objective.get_state() for k, m in enumerate(cv.models)}, "objective_state.json")
     tracking.log_dict(ds.schema.to_dict(), "features.json")
     with tracking.tmpdir() as d:
         for f in write_outputs(Path(d), ds, cv, ev, pipe):

@@ -261,7 +261,7 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
                              f"{obj.n_outputs_} outputs and starts from its own initial scores")
         obj.init_score_ = float(base_score)
     # class objectives index their labels themselves; centring would shift their class scores
-    offset = label_offset(y) if getattr(obj, "n_outputs_", 1) == 1 else 0.0
+    offset = label_offset(y) if getattr(obj, "centre_labels", True) else 0.0
     seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)
     valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset, eval_set[2])
     stopper = None if early_stopping_rounds is None else \
@@ -274,6 +274,7 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None \
         else fit.stopped_at_best
     best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
+    obj.finish(best_iteration)
     return Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
                  label_offset=offset, schema=schema)
 

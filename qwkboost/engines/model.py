@@ -102,8 +102,7 @@ class Model:
             If ``X`` is malformed, lacks a training column or has the wrong
             number of features, or ``num_iteration`` is out of range.
         """
-        raw = self.predict_raw(X, num_iteration)
-        return raw if self.n_outputs == 1 else self.objective.decode(raw)
+        return self.objective.decode(self.predict_raw(X, num_iteration))
 
     def predict_proba(self, X, num_iteration: int | None = None) -> np.ndarray:
         """Class probabilities ``(n, K)`` of a probabilistic objective (``multiclass``, ...)."""

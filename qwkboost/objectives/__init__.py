@@ -24,10 +24,11 @@ from typing import Callable
 from qwkboost.objectives.base import Objective
 from qwkboost.objectives.extended_qwk import ExtendedQWK
 from qwkboost.objectives.multiclass import Multiclass
+from qwkboost.objectives.ordinal_logit import OrdinalLogit
 from qwkboost.objectives.squared_error import SquaredError
 
 __all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "ExtendedQWK", "SquaredError",
-           "Multiclass"]
+           "Multiclass", "OrdinalLogit"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
@@ -136,3 +137,4 @@ def resolve(objective: str | Objective, **params) -> Objective:
 register("squared_error", SquaredError)
 register("extended_qwk", ExtendedQWK)
 register("multiclass", Multiclass)
+register("ordinal_logit", OrdinalLogit)

@@ -89,6 +89,9 @@ class Objective:
     state: ClassVar[tuple[str, ...]] = ("init_score_",)
     hessian_kind: ClassVar[str] = "exact"
     n_outputs_: int = 1
+    #: Whether labels far from zero may be centred before the engines see them (see
+    #: :func:`qwkboost.engines.label_offset`); class objectives index their labels themselves.
+    centre_labels: ClassVar[bool] = True
 
     # -- fitting -----------------------------------------------------------------
     def fit(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "Objective":
@@ -102,6 +105,10 @@ class Objective:
     def init_score(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Constant starting score :math:`F_0`. Default: the (weighted) label mean."""
         return float(np.average(y, weights=sample_weight))
+
+    def finish(self, best_iteration: int) -> None:
+        """Called once training ends, with the rounds the model keeps (1-based); an objective that learns
+        parameters while boosting keeps those of that round. Default: nothing."""
 
     # -- several outputs ---------------------------------------------------------
     def decode(self, score: np.ndarray) -> np.ndarray:

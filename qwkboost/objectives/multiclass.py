@@ -55,6 +55,7 @@ class Multiclass(Objective):
     metric_name = "logloss"
     higher_is_better = False
     ordinal = True
+    centre_labels = False
     state = ("init_score_", "lo_", "n_outputs_")
 
     def __init__(self, hessian: str = "xgboost"):
