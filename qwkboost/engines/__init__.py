@@ -91,6 +91,7 @@ class EngineObjective:
         self.sample_weight = sample_weight
         self._weighted = {m: takes_weight(getattr(objective, m)) for m in ("grad_hess", "metric", "loss")}
         self.name = objective.name
+        self.hessian_kind = objective.hessian_kind
         self.metric_name = objective.metric_name
         self.higher_is_better = objective.higher_is_better
         self.n_outputs = int(getattr(objective, "n_outputs_", 1))

@@ -421,6 +421,10 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         max_depth=p["max_depth"], max_leaves=p["max_leaves"], grow_policy=p["grow_policy"], prune=p["prune"])
     fb = FlatBins(bm.n_bins_, layout, bm.categorical)
     K = int(getattr(objective, "n_outputs", None) or getattr(objective, "n_outputs_", 1))   # trees per round
+    if p["refit"] == "auto":
+        # the objective says what its hessian is: line-search the leaves where it is a stand-in
+        kind = getattr(objective, "hessian_kind", "exact")
+        p = {**p, "refit": "none" if kind == "exact" or K > 1 else "leaves"}
     if K > 1 and p["refit"] != "none":
         raise ValueError(f"refit={p['refit']!r} line-searches one score per row; objective {objective.name!r} has "
                          f"{K} outputs (use refit='none')")

@@ -89,8 +89,9 @@ PARAMS: tuple[Param, ...] = (
     Param("bin_construct_sample_cnt", 200_000, _int(1), "rows the bins are fitted on"),
     Param("enable_bundle", True, _bool, "exclusive feature bundling of sparse features"),
     Param("max_conflict_rate", 0.0, _real(0.0, 1.0), "share of rows two bundled features may share"),
-    Param("refit", "none", doc="line search on the true loss after each tree: none, leaves or step",
-          **_choices("none", "leaves", "step")),
+    Param("refit", "none", doc="line search on the true loss after each tree: none, leaves, step, or auto "
+          "(leaves when the objective's hessian is a stand-in, see Objective.hessian_kind)",
+          **_choices("none", "leaves", "step", "auto")),
     Param("refit_iter", 3, _int(1), "Newton steps of refit='leaves'"),
     Param("n_jobs", None, _n_jobs, "threads for large nodes (None or -1: every core)", ("nthread",)),
 )

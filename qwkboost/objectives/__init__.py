@@ -25,10 +25,11 @@ from qwkboost.objectives.base import Objective
 from qwkboost.objectives.extended_qwk import ExtendedQWK
 from qwkboost.objectives.multiclass import Multiclass
 from qwkboost.objectives.ordinal_logit import OrdinalLogit
+from qwkboost.objectives.soft_qwk import SoftQWK
 from qwkboost.objectives.squared_error import SquaredError
 
 __all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "ExtendedQWK", "SquaredError",
-           "Multiclass", "OrdinalLogit"]
+           "Multiclass", "OrdinalLogit", "SoftQWK"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
@@ -138,3 +139,4 @@ register("squared_error", SquaredError)
 register("extended_qwk", ExtendedQWK)
 register("multiclass", Multiclass)
 register("ordinal_logit", OrdinalLogit)
+register("soft_qwk", SoftQWK)

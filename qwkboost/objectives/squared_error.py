@@ -19,7 +19,7 @@ class SquaredError(Objective):
 
     metric_name = "rmse"
     higher_is_better = False
-    hessian_kind = "constant"
+    hessian_kind = "exact"          # the true curvature, which happens to be constant
 
     def __init__(self):
         pass
