@@ -5,7 +5,8 @@ built-in multiclass, in one run.
     python benchmarks/multiclass_speed.py --repeats 1 --rows 20000
 
 The DSB2019 article's quartile data (K = 4 classes), one training fold of 80,000 rows, an eval set of
-20,000 rows scored every round (as cross-validation does). Each configuration runs in a fresh process
+20,000 rows scored every round (as cross-validation does), trees of depth 5 with at most 32 leaves on every
+engine (LightGBM's other limits as in ``native_speed.py``), learning rate 0.1. Each configuration runs in a fresh process
 (``qwkboost.train`` from a plain ``import qwkboost``, 2 threads), the configurations interleaved; a
 configuration's figure is the median gap between progress callbacks over rounds 6..60, best of the repeats.
 Built-in rows use the engine's own ``multi:softprob`` / ``multiclass`` objective and log-loss metric
@@ -38,12 +39,17 @@ ds = quartiles(n_train=rows + rows // 4, n_test=10)
 X, y = ds.X_train[:rows], ds.y_train[:rows]
 Xv, yv = ds.X_train[rows:], ds.y_train[rows:]
 stamps = []
+# one tree shape for every engine, as in native_speed.py: depth 5, at most 32 leaves
+SHAPE = {"native": {"max_depth": 5}, "xgboost": {"max_depth": 5},
+         "lightgbm": {"max_depth": 5, "num_leaves": 32, "min_data_in_leaf": 1, "min_sum_hessian_in_leaf": 1.0,
+                      "lambda_l2": 1.0}}
 if objective == "builtin":
     from threadpoolctl import threadpool_limits
     if engine == "lightgbm":
         import lightgbm as lgb
         cb = lambda env: stamps.append(time.perf_counter())
-        lgb.train({"objective": "multiclass", "num_class": 4, "num_threads": 2, "verbose": -1, "learning_rate": 0.1},
+        lgb.train({"objective": "multiclass", "num_class": 4, "num_threads": 2, "verbose": -1, "learning_rate": 0.1,
+                   **SHAPE["lightgbm"]},
                   lgb.Dataset(X, y), rounds, valid_sets=[lgb.Dataset(Xv, yv)], callbacks=[cb])
     else:
         import xgboost as xgb
@@ -52,12 +58,12 @@ if objective == "builtin":
                 stamps.append(time.perf_counter())
                 return False
         xgb.train({"objective": "multi:softprob", "num_class": 4, "nthread": 2, "learning_rate": 0.1,
-                   "max_depth": 6, "tree_method": "hist", "eval_metric": "mlogloss"},
+                   "tree_method": "hist", "eval_metric": "mlogloss", **SHAPE["xgboost"]},
                   xgb.DMatrix(X, label=y), rounds, evals=[(xgb.DMatrix(Xv, label=yv), "valid")],
                   callbacks=[CB()], verbose_eval=False)
 else:
     import qwkboost as qb
-    params = {"learning_rate": 0.1}
+    params = {"learning_rate": 0.1, **SHAPE[engine]}
     qb.train(X, y, engine, objective, params, num_boost_round=rounds, eval_set=(Xv, yv), n_jobs=2,
              callbacks=[lambda r, e: stamps.append(time.perf_counter())])
 gaps = np.diff(stamps)[5:]
