@@ -142,12 +142,18 @@ def test_commands_started_together_on_a_new_store(tmp_path):
     assert len(runs(uri, "qwkboost")) == 4
 
 
+def _default_sigint():
+    # a command typed at a terminal gets Ctrl-C; a test suite started as a background job (`cmd &` in a
+    # non-interactive shell) hands its children SIGINT ignored, and Python keeps it ignored
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_and_wait_running(tmp_path, uri, args, n_running=1, **popen):
     from qwkboost.tracking import prepare_store
 
     prepare_store(uri)        # created first: this test's polling client must not migrate it alongside the command
     p = subprocess.Popen(cmd(*args, f"tracking.uri={uri}"), cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, **popen)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint, **popen)
     client = mlflow.MlflowClient(uri)
     deadline = time.time() + 300
     while True:
