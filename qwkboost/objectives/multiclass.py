@@ -20,7 +20,7 @@ import numpy as np
 
 from qwkboost.objectives.base import Objective
 
-__all__ = ["Multiclass", "MAX_CLASSES", "class_indices", "softmax"]
+__all__ = ["Multiclass", "MAX_CLASSES", "class_indices", "class_scale", "softmax"]
 
 #: Class objectives refuse more classes than this (a score per class per row).
 MAX_CLASSES = 100
@@ -53,6 +53,27 @@ def log_softmax_at(score: np.ndarray, idx: np.ndarray) -> np.ndarray:
     m = _row_max(score)
     lse = np.log(_row_sum(np.exp(score - m[:, None])))
     return score[np.arange(idx.size), idx] - m - lse
+
+
+def class_scale(y: np.ndarray, name: str) -> tuple[float, int]:
+    """The lowest class and the number of classes of whole-numbered labels, checked for a class objective.
+
+    Raises
+    ------
+    ValueError
+        For fractional labels, a single class, or more than :data:`MAX_CLASSES` classes.
+    """
+    if np.any(y != np.round(y)):
+        i = int(np.flatnonzero(y != np.round(y))[0])
+        raise ValueError(f"objective {name!r} needs whole-numbered class labels; y[{i}] is {y[i]!r}")
+    lo, hi = float(y.min()), float(y.max())
+    if lo == hi:
+        raise ValueError(f"y contains a single class ({lo:g}); a class objective needs at least 2")
+    k = int(hi - lo) + 1
+    if k > MAX_CLASSES:
+        raise ValueError(f"y spans {k} classes ({lo:g}..{hi:g}); class objectives take at most {MAX_CLASSES} "
+                         "(one score per class per row)")
+    return lo, k
 
 
 def class_indices(y: np.ndarray, lo: float, k: int, name: str = "y") -> np.ndarray:
@@ -89,16 +110,7 @@ class Multiclass(Objective):
 
     def fit(self, y, sample_weight=None):
         y = np.asarray(y, dtype=np.float64)
-        if np.any(y != np.round(y)):
-            i = int(np.flatnonzero(y != np.round(y))[0])
-            raise ValueError(f"objective {self.name!r} needs whole-numbered class labels; y[{i}] is {y[i]!r}")
-        lo, hi = float(y.min()), float(y.max())
-        if lo == hi:
-            raise ValueError(f"y contains a single class ({lo:g}); a class objective needs at least 2")
-        k = int(hi - lo) + 1
-        if k > MAX_CLASSES:
-            raise ValueError(f"y spans {k} classes ({lo:g}..{hi:g}); class objectives take at most {MAX_CLASSES} "
-                             "(one score per class per row)")
+        lo, k = class_scale(y, self.name)
         self.lo_ = lo
         self.n_outputs_ = k
         counts = np.bincount((y - lo).astype(np.int64), weights=sample_weight, minlength=k)

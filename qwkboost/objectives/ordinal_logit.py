@@ -29,7 +29,7 @@ import numpy as np
 from scipy import special
 
 from qwkboost.objectives.base import Objective
-from qwkboost.objectives.multiclass import MAX_CLASSES, class_indices
+from qwkboost.objectives.multiclass import class_indices, class_scale
 
 __all__ = ["OrdinalLogit"]
 
@@ -93,15 +93,7 @@ class OrdinalLogit(Objective):
     # -- fitting ---------------------------------------------------------------
     def fit(self, y, sample_weight=None):
         y = np.asarray(y, dtype=np.float64)
-        if np.any(y != np.round(y)):
-            i = int(np.flatnonzero(y != np.round(y))[0])
-            raise ValueError(f"objective {self.name!r} needs whole-numbered class labels; y[{i}] is {y[i]!r}")
-        lo, hi = float(y.min()), float(y.max())
-        if lo == hi:
-            raise ValueError(f"y contains a single class ({lo:g}); a class objective needs at least 2")
-        k = int(hi - lo) + 1
-        if k > MAX_CLASSES:
-            raise ValueError(f"y spans {k} classes ({lo:g}..{hi:g}); class objectives take at most {MAX_CLASSES}")
+        lo, k = class_scale(y, self.name)
         self.lo_, self.n_classes_ = lo, k
         counts = np.bincount((y - lo).astype(np.int64), weights=sample_weight, minlength=k)
         cum = np.clip(np.cumsum(counts)[:-1] / counts.sum(), 1e-12, 1 - 1e-12)
