@@ -212,3 +212,23 @@ def test_bad_storage_is_refused_before_any_trial(tmp_path, mlflow_store, storage
     assert proc.returncode != 0
     assert match in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("engine,objective", [("native", "multiclass"), ("lightgbm", "ordinal_logit")])
+def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, objective):
+    """Tuning drives the class objectives like the scalar ones: trials complete, score the decoded
+    out-of-fold QWK, and log the objective's learned state."""
+    db = tmp_path / "optuna.db"
+    proc = subprocess.run(tune_cmd(mlflow_store, db, f"tune_{objective}", 2,
+                                   [f"engine={engine}", f"objective={objective}"]),
+                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    done = trials(db)
+    assert len(done) == 2 and done[0].params != done[1].params
+    client = mlflow.MlflowClient(mlflow_store)
+    for t in done:
+        run = client.get_run(t.user_attrs["mlflow_run_id"])
+        assert run.data.params["objective.name"] == objective
+        assert run.data.metrics["qwk_thresholds_oof"] == pytest.approx(t.value)
+        assert 0.5 < t.value <= 1.0    # the quartile data is easy; a broken decode would land near 0
+        assert "objective_state.json" in {f.path for f in client.list_artifacts(run.info.run_id)}
