@@ -79,10 +79,38 @@ def main(cfg: DictConfig) -> float | None:
         return _main(cfg)
 
 
+def study_cells(cfg: DictConfig):
+    """The study's spec and cells: each (regime, engine, method) composed with the user's other overrides."""
+    from qwkboost.study import StudySpec, build_cells
+
+    hc = HydraConfig.get()
+    spec = StudySpec.from_config(OmegaConf.to_container(cfg.study, resolve=True))
+    keep = [o for o in hc.overrides.task if _key(o) not in ("data", "engine", "objective")
+            and not _key(o).startswith("study.")]
+
+    def compose(overrides):
+        rc = hydra.compose(config_name=hc.job.config_name, overrides=[*keep, *overrides])
+        return OmegaConf.to_container(rc, resolve=True)
+
+    return spec, build_cells(spec, compose)
+
+
 def _main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     out_dir = hc.runtime.output_dir
     container = OmegaConf.to_container(cfg, resolve=True)
+    if cfg.study:
+        from qwkboost.study import check_cells, run_study
+
+        with config_errors():
+            check_config(container)
+            spec, cells = study_cells(cfg)
+            for rc in [c.config for c in cells if c.method.peer is None and c.seed == spec.first_seed]:
+                check_config(rc)
+            check_cells(cells)
+        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+        run_study(spec, cells, experiment_id, out_dir, command=tracking.command_line(), run_name=cfg.run_name or "study")
+        return None
     if cfg.table:
         with config_errors():
             check_config(container)

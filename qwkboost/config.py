@@ -20,6 +20,19 @@ __all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "THRESH
            "TUNE_METRICS"]
 
 
+def register_resolvers() -> None:
+    """Config interpolations of qwkboost: ``${dataset:era.csv}``, the path of a shipped data set."""
+    from omegaconf import OmegaConf
+
+    from qwkboost.data import dataset_path
+
+    if not OmegaConf.has_resolver("dataset"):
+        OmegaConf.register_new_resolver("dataset", dataset_path)
+
+
+register_resolvers()
+
+
 class ConfigError(ValueError):
     """A bad configuration or input found before training: the entry points print its message alone."""
 
@@ -50,7 +63,7 @@ GROUP_KEYS = {
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
              "max_retry"),
 }
-TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table",
+TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table", "study",
             "tune", "optimized_metric", "hydra")
 
 
@@ -80,7 +93,7 @@ def check_config(cfg: Mapping) -> None:
     must be set and exist; column checks need the file and happen when it is
     read (:func:`qwkboost.data.from_file`), still before any training.
     """
-    from qwkboost.data import SOURCE_KEYS, SOURCES, check_chisq_args, check_quartiles_args
+    from qwkboost.data import SOURCE_CHECKS, SOURCE_KEYS, SOURCES
 
     _known_keys(cfg, TOP_KEYS, "the config")
     for group, allowed in GROUP_KEYS.items():
@@ -145,10 +158,8 @@ def check_config(cfg: Mapping) -> None:
     if data.get("name") not in SOURCES:
         raise ValueError(f"data.name={data.get('name')!r} is unknown; choose one of: {', '.join(SOURCES)}")
     _known_keys(data, SOURCE_KEYS[data["name"]], f"data={data['name']}")
-    if data["name"] == "quartiles":
-        check_quartiles_args(**{k: v for k, v in data.items() if k not in ("name", "_target_")})
-    elif data["name"] == "chisq":
-        check_chisq_args(**{k: v for k, v in data.items() if k not in ("name", "_target_")})
+    if data["name"] in SOURCE_CHECKS:
+        SOURCE_CHECKS[data["name"]](**{k: v for k, v in data.items() if k not in ("name", "_target_")})
     else:
         from pathlib import Path
 

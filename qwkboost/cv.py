@@ -43,6 +43,8 @@ class CVResult:
         The feature columns the fold models were trained on.
     oof_proba : ndarray of shape (n_train, K) or None
         Out-of-fold class probabilities, for a probabilistic objective.
+    test_proba : ndarray of shape (n_test, K) or None
+        Mean of the fold models' test class probabilities, for a probabilistic objective.
     """
 
     oof: np.ndarray
@@ -53,6 +55,7 @@ class CVResult:
     fold_seconds: list[float] = field(default_factory=list)
     schema: FeatureSchema | None = None
     oof_proba: np.ndarray | None = None
+    test_proba: np.ndarray | None = None
 
     @property
     def best_iterations(self) -> list[int]:
@@ -150,7 +153,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     oof = np.zeros(len(y))
     test = None if X_test is None else np.zeros(len(X_test))
     models, times = [], []
-    oof_proba = None
+    oof_proba = test_proba = None
     bar = tqdm(total=n_splits, disable=not progress, desc=name, unit="fold", leave=False, dynamic_ncols=True)
     try:
         for k, (tr, va) in enumerate(folds):
@@ -171,14 +174,18 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
             times.append(time.perf_counter() - t0)
             raw = model.predict_raw(EncodedFeatures(X[va], schema))
             oof[va] = model.objective.decode(raw)
+            raw_test = None if test is None else model.predict_raw(EncodedFeatures(X_test, schema))
+            if test is not None:
+                test += model.objective.decode(raw_test) / n_splits
             try:
                 proba = model.objective.predict_proba(raw)
                 oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
                 oof_proba[va] = proba
+                if test is not None:
+                    pt = model.objective.predict_proba(raw_test) / n_splits
+                    test_proba = pt if test_proba is None else test_proba + pt
             except NotImplementedError:
                 pass
-            if test is not None:
-                test += model.predict(EncodedFeatures(X_test, schema)) / n_splits
             models.append(model)
             bar.update(1)
             if not progress:
@@ -188,4 +195,4 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                          model.best_iteration, "".join(f"valid {m}={v:.4f}, " for m, v in valid.items()), times[-1])
     finally:
         bar.close()
-    return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba)
+    return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba, test_proba)

@@ -16,8 +16,8 @@ import numpy as np
 from qwkboost.features import FeatureSchema
 from qwkboost.validation import check_bool, check_int, check_real, check_seed
 
-__all__ = ["Dataset", "quartiles", "chisq", "from_file", "class_range", "warn_empty_classes", "check_quartiles_args",
-           "check_chisq_args", "read_table", "SOURCES", "SOURCE_KEYS"]
+__all__ = ["Dataset", "quartiles", "latent_classes", "check_latent_classes_args", "chisq", "from_file", "class_range", "warn_empty_classes", "check_quartiles_args",
+           "check_chisq_args", "read_table", "SOURCES", "SOURCE_KEYS", "SOURCE_CHECKS", "dataset_path"]
 
 
 
@@ -45,6 +45,9 @@ class Dataset:
         Row weights (``data.weight``); ``w_test`` only if the test file has the column.
     target : str or None
         The label column's name (for the submission file).
+    test_prior : ndarray or None
+        The test split's class proportions when they are known to differ from
+        the training split's (label shift), one per class of ``classes``.
     """
 
     X_train: np.ndarray
@@ -61,6 +64,7 @@ class Dataset:
     target: str | None = None
     w_train: np.ndarray | None = None
     w_test: np.ndarray | None = None
+    test_prior: np.ndarray | None = None
 
     def __post_init__(self):
         if self.schema is None:
@@ -155,6 +159,107 @@ def quartiles(n_train: int = 100_000, n_test: int = 100_000, seed: int = 0, test
                    np.arange(n_classes, dtype=float), "quartiles")
 
 
+def _irwin_hall_mean_quantiles(n_features: int, probs: np.ndarray) -> np.ndarray:
+    r"""Quantiles of the mean of ``n_features`` uniforms (the Irwin-Hall distribution scaled by :math:`1/n`).
+
+    :math:`F(s) = \frac{1}{n!}\sum_{k=0}^{\lfloor s \rfloor} (-1)^k \binom{n}{k} (s-k)^n` for the sum
+    :math:`s = n\bar x` (Irwin 1927, Hall 1927), inverted by bisection to float precision.
+    """
+    from math import comb, factorial
+
+    from scipy.optimize import brentq
+
+    n = n_features
+
+    def cdf(s):
+        return sum((-1) ** k * comb(n, k) * (s - k) ** n for k in range(int(np.floor(s)) + 1)) / factorial(n)
+
+    return np.array([brentq(lambda s: cdf(s) - p, 0.0, float(n), xtol=1e-12) / n for p in probs])
+
+
+def _proportions(value, n_classes: int, key: str) -> np.ndarray | None:
+    if value is None:
+        return None
+    p = np.asarray(list(value), dtype=float)
+    if p.shape != (n_classes,) or not np.all(np.isfinite(p)) or np.any(p <= 0):
+        raise ValueError(f"{key} must be {n_classes} positive class proportions (one per class); got {list(value)!r}")
+    return p / p.sum()
+
+
+def check_latent_classes_args(n_train=20_000, n_test=20_000, seed=0, test_seed=1, n_features=10, n_visible=5,
+                              n_classes=4, proportions=None, test_proportions=None, label_noise=0.0) -> dict:
+    """The arguments of :func:`latent_classes`, checked (messages name the ``data.*`` config keys)."""
+    out = check_quartiles_args(n_train, n_test, seed, test_seed, n_features, n_visible, n_classes)
+    k = out["n_classes"]
+    out["proportions"] = _proportions(proportions, k, "data.proportions")
+    out["test_proportions"] = _proportions(test_proportions, k, "data.test_proportions")
+    out["label_noise"] = check_real(label_noise, "data.label_noise", 0.0, 1.0, hi_open=True)
+    if out["n_features"] > 60:
+        raise ValueError(f"data.n_features={n_features} is too many for the exact class cut points (at most 60)")
+    return out
+
+
+def _latent_draw(rs: np.random.RandomState, n: int, n_features: int, n_visible: int, cuts: np.ndarray):
+    X = rs.rand(n, n_features)
+    return X[:, :n_visible], np.searchsorted(cuts, X.mean(axis=1)).astype(float)
+
+
+def _add_label_noise(rs: np.random.RandomState, y: np.ndarray, share: float, n_classes: int) -> np.ndarray:
+    moved = rs.rand(y.size) < share
+    step = np.where(rs.rand(y.size) < 0.5, -1.0, 1.0)
+    return np.where(moved, np.clip(y + step, 0, n_classes - 1), y)
+
+
+def latent_classes(n_train: int = 20_000, n_test: int = 20_000, seed: int = 0, test_seed: int = 1,
+                   n_features: int = 10, n_visible: int = 5, n_classes: int = 4, proportions=None,
+                   test_proportions=None, label_noise: float = 0.0) -> Dataset:
+    r"""The quartile data generalised: class proportions, label shift and label noise.
+
+    As in :func:`quartiles`, each row has ``n_features`` uniforms of which the
+    first ``n_visible`` are kept, and its class is set by the mean
+    :math:`\bar x` of all of them, here at fixed cut points: the quantiles of
+    :math:`\bar x`'s distribution at the cumulative ``proportions`` (equal
+    classes by default). So :math:`P(y \mid x)` is one rule for both splits.
+
+    ``test_proportions`` gives the test split other class proportions while
+    :math:`P(x \mid y)` stays the same (label shift, as between the DSB2019
+    training and test sets): each class keeps that share of the test rows,
+    drawn from as many rows as it takes. The Dataset's ``test_prior`` then
+    holds them, for methods that are given the target distribution.
+    ``label_noise`` moves that share of the labels, in both splits, one class
+    up or down at random (within the range), as raters who disagree do.
+    """
+    args = check_latent_classes_args(n_train, n_test, seed, test_seed, n_features, n_visible, n_classes,
+                                     proportions, test_proportions, label_noise)
+    k, nf, nv = args["n_classes"], args["n_features"], args["n_visible"]
+    p = args["proportions"] if args["proportions"] is not None else np.full(k, 1.0 / k)
+    cuts = _irwin_hall_mean_quantiles(nf, np.cumsum(p)[:-1])
+    rs = np.random.RandomState(args["seed"])
+    Xtr, ytr = _latent_draw(rs, args["n_train"], nf, nv, cuts)
+    rt = np.random.RandomState(args["test_seed"])
+    q = args["test_proportions"]
+    if q is None:
+        Xte, yte = _latent_draw(rt, args["n_test"], nf, nv, cuts)
+    else:
+        want = np.floor(q * args["n_test"]).astype(int)
+        want[np.argmax(q)] += args["n_test"] - want.sum()
+        parts_X, parts_y, have = [], [], np.zeros(k, dtype=int)
+        while (have < want).any():
+            Xb, yb = _latent_draw(rt, max(args["n_test"], 10_000), nf, nv, cuts)
+            for c in range(k):
+                take = np.flatnonzero(yb == c)[: want[c] - have[c]]
+                parts_X.append(Xb[take])
+                parts_y.append(yb[take])
+                have[c] += take.size
+        order = rt.permutation(args["n_test"])
+        Xte, yte = np.concatenate(parts_X)[order], np.concatenate(parts_y)[order]
+    if args["label_noise"] > 0:
+        ytr = _add_label_noise(rs, ytr, args["label_noise"], k)
+        yte = _add_label_noise(rt, yte, args["label_noise"], k)
+    return Dataset(Xtr, ytr, Xte, yte, [f"x{i}" for i in range(nv)], np.arange(k, dtype=float), "latent_classes",
+                   test_prior=None if q is None else q)
+
+
 def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int = 1) -> Dataset:
     r"""Chi-square data: :math:`Y = \sum_{i=1}^{10} X_i^2`, :math:`X_i \sim N(0, 1)`, split 80/20.
 
@@ -173,13 +278,14 @@ def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int
 
 def from_file(path: str, target: str, test_path: str | None = None, test_size: float | None = 0.2,
               ordinal: bool = True, seed: int = 0, id: str | None = None, drop=(), categorical=(),
-              weight: str | None = None) -> Dataset:
+              weight: str | None = None, stratify: bool = False) -> Dataset:
     """Load a CSV or Parquet file; the label column is ``target``.
 
     Ordinal labels keep their own scale (1..9, 3..8, ...); their classes are
     the whole numbers from the lowest to the highest (:func:`class_range`).
     Without ``test_path``, ``test_size`` of the rows are held out as the test
-    set. A test file without the ``target`` column is a competition's test set:
+    set, drawn with ``seed`` and, if ``stratify``, in each class's proportion
+    (scikit-learn's ``train_test_split``). A test file without the ``target`` column is a competition's test set:
     it is predicted, not scored. ``id`` names a column carried to the
     predictions and never used as a feature; ``drop`` lists columns to ignore;
     ``weight`` names a column of row weights (in training, thresholds and
@@ -244,9 +350,21 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         if not 0 < n_test < len(df):
             raise ValueError(f"data.test_size={test_size!r} of {len(df)} rows leaves {n_test} test rows and "
                              f"{len(df) - n_test} training rows; both need at least one (or give data.test_path)")
-        rs = np.random.RandomState(seed)
-        idx = rs.permutation(len(df))
-        dft, df = df.iloc[idx[:n_test]], df.iloc[idx[n_test:]]
+        if check_bool(stratify, "data.stratify"):
+            from sklearn.model_selection import train_test_split
+
+            labels = df[target].to_numpy()
+            _, counts = np.unique(labels, return_counts=True)
+            if counts.min() < 2:
+                raise ValueError(f"data.stratify=true needs two rows of every class of data.target={target!r}; "
+                                 f"the smallest class has {counts.min()}")
+            tr_idx, te_idx = train_test_split(np.arange(len(df)), test_size=n_test, stratify=labels,
+                                              random_state=seed)
+            dft, df = df.iloc[np.sort(te_idx)], df.iloc[np.sort(tr_idx)]
+        else:
+            rs = np.random.RandomState(seed)
+            idx = rs.permutation(len(df))
+            dft, df = df.iloc[idx[:n_test]], df.iloc[idx[n_test:]]
         src_train = src_test = "data.path"
         labelled = True
     if id:
@@ -398,6 +516,21 @@ def _check_target_column(df, target: str, src: str) -> None:
 
 
 #: The data sources a config can name (``data.name``), each a loader above.
-SOURCES = {"quartiles": quartiles, "chisq": chisq, "csv": from_file}
+SOURCES = {"quartiles": quartiles, "latent_classes": latent_classes, "chisq": chisq, "csv": from_file}
 #: The settings of each data source (``data.*`` in a config): its loader's arguments; any other key is refused.
 SOURCE_KEYS = {name: ("_target_", "name", *inspect.signature(fn).parameters) for name, fn in SOURCES.items()}
+#: The argument checks of the generated sources, run on a config before anything is drawn.
+SOURCE_CHECKS = {"quartiles": check_quartiles_args, "latent_classes": check_latent_classes_args,
+                 "chisq": check_chisq_args}
+
+#: The real ordinal data sets shipped with qwkboost (``qwkboost/datasets/README.md``).
+DATASETS_DIR = Path(__file__).resolve().parent / "datasets"
+
+
+def dataset_path(name: str) -> str:
+    """The path of a data set shipped with qwkboost (the ``${dataset:era.csv}`` resolver of the data configs)."""
+    path = DATASETS_DIR / name
+    if not path.is_file():
+        shipped = sorted(p.name for p in DATASETS_DIR.glob("*.csv"))
+        raise ValueError(f"no shipped data set {name!r}; qwkboost ships: {', '.join(shipped)}")
+    return str(path)

@@ -282,11 +282,12 @@ def setup(uri: str | None, experiment_name: str) -> str:
 
 @contextlib.contextmanager
 def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
-        tags: Mapping[str, str] | None = None) -> Iterator[Any]:
+        tags: Mapping[str, str] | None = None, run_id: str | None = None) -> Iterator[Any]:
     """An MLflow run that is always ended: FINISHED on success, FAILED on error, KILLED on Ctrl-C or SIGTERM.
 
     The run is tagged with its process (:data:`PROCESS_TAG`), so that a later
     command can mark it KILLED if the process was killed outright (:func:`reap_dead_runs`).
+    With ``run_id``, that existing run is continued (a resumed study) instead of a new one started.
 
     Any run left active in this process (a reused launcher worker) is ended
     first, so nothing leaks from one job into the next.
@@ -297,8 +298,13 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         mlflow.end_run("KILLED")
     nested = parent_run_id is not None and mlflow.active_run() is not None
     tags = {PROCESS_TAG: process_tag(), **(tags or {})}
-    active = _retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
-                    parent_run_id=None if nested else parent_run_id, nested=nested, tags=tags)
+    if run_id is not None:
+        active = _retry(mlflow.start_run, run_id=run_id)
+        _retry(mlflow.MlflowClient().update_run, run_id, "RUNNING")
+        mlflow.set_tags(tags)
+    else:
+        active = _retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
+                        parent_run_id=None if nested else parent_run_id, nested=nested, tags=tags)
     status = "FAILED"
     try:
         yield active
