@@ -215,7 +215,8 @@ def optimized_metric(cfg: Mapping) -> str:
 
 def is_ordinal(data: Mapping) -> bool:
     """Whether the configured data has ordinal labels (QWK, thresholds) or a regression target."""
-    return data.get("name") == "quartiles" or (data.get("name") == "csv" and bool(data.get("ordinal", True)))
+    return data.get("name") in ("quartiles", "latent_classes") or (data.get("name") == "csv"
+                                                                   and bool(data.get("ordinal", True)))
 
 
 #: Out-of-fold results a study may select on (test-set figures would leak), and their direction.

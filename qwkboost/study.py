@@ -460,17 +460,17 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
                 r["p_holm"] = float(next(adj))
                 r["worse"] = bool(r["p_holm"] <= alpha and r["diff"] < 0)
         out += recs
-        eq = g[(g["objective"] == "extended_qwk")]
+        # the headline: the best extended-QWK row on an engine that also has the reference row
+        refs = g[(g["method"] + "+" + g["decoder"]) == reference].drop_duplicates("engine").set_index("engine")["row"]
+        eq = g[(g["objective"] == "extended_qwk") & g["engine"].isin(refs.index)]
         eq_rows = [r for r in means.index if r in set(eq["row"])]
         if eq_rows:
             best_eq = eq_rows[0]
-            engine = g.loc[g["row"] == best_eq, "engine"].iloc[0]
-            ref_rows = g[(g["engine"] == engine) & ((g["method"] + "+" + g["decoder"]) == reference)]["row"].unique()
-            if len(ref_rows) and ref_rows[0] in wide:
-                pc = paired_comparison(wide[best_eq], wide[ref_rows[0]], confidence)
-                heads.append({"regime": regime, "best_eqwk": best_eq, "reference": ref_rows[0], "diff": pc.diff.mean,
-                              "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins,
-                              "losses": pc.losses, "n": pc.diff.n, "best": best})
+            ref = refs[g.loc[g["row"] == best_eq, "engine"].iloc[0]]
+            pc = paired_comparison(wide[best_eq], wide[ref], confidence)
+            heads.append({"regime": regime, "best_eqwk": best_eq, "reference": ref, "diff": pc.diff.mean,
+                          "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins,
+                          "losses": pc.losses, "n": pc.diff.n, "best": best})
     summary = pd.DataFrame(out)
     headline = pd.DataFrame(heads, columns=["regime", "best_eqwk", "reference", "diff", "diff_low", "diff_high", "p",
                                             "wins", "losses", "n", "best"])
@@ -513,9 +513,10 @@ def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int,
     b, w, n = int(counts.get("better", 0)), int(counts.get("worse", 0)), int(counts.get("no difference", 0))
     ranks = summary.groupby("row")["rank"].mean().sort_values()
     top = ", ".join(f"`{r}` ({v:.1f})" for r, v in ranks.head(3).items())
-    return (f"Over {len(headline)} regimes and {n_seeds} seeds, optimising QWK directly (its best variant in each "
-            f"regime) beat squared error with exact cut points significantly in {b}, lost significantly in {w}, and "
-            f"was indistinguishable in {n} (Wilcoxon signed-rank, Holm-corrected across regimes at {alpha:.0%}). "
+    return (f"Over {len(headline)} regime{'s' * (len(headline) != 1)} and {n_seeds} seed{'s' * (n_seeds != 1)}, "
+            f"optimising QWK directly (its best variant in each regime) beat squared error with exact cut points "
+            f"significantly in {b}, lost significantly in {w}, and was indistinguishable in {n} (Wilcoxon "
+            f"signed-rank, Holm-corrected across regimes at {alpha:.0%}). "
             f"Mean rank over regimes, lower is better: {top}.")
 
 
