@@ -109,7 +109,8 @@ def _main(cfg: DictConfig) -> float | None:
                 check_config(rc)
             check_cells(cells)
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
-        run_study(spec, cells, experiment_id, out_dir, command=tracking.command_line(), run_name=cfg.run_name or "study")
+        run_study(spec, cells, experiment_id, out_dir, command=tracking.command_line(),
+                  run_name=cfg.run_name or "study")
         return None
     if cfg.table:
         with config_errors():

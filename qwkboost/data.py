@@ -16,7 +16,8 @@ import numpy as np
 from qwkboost.features import FeatureSchema
 from qwkboost.validation import check_bool, check_int, check_real, check_seed
 
-__all__ = ["Dataset", "quartiles", "latent_classes", "check_latent_classes_args", "chisq", "from_file", "class_range", "warn_empty_classes", "check_quartiles_args",
+__all__ = ["Dataset", "quartiles", "latent_classes", "check_latent_classes_args", "chisq", "from_file", "class_range",
+           "warn_empty_classes", "check_quartiles_args",
            "check_chisq_args", "read_table", "SOURCES", "SOURCE_KEYS", "SOURCE_CHECKS", "dataset_path"]
 
 

@@ -33,7 +33,8 @@ import pandas as pd
 
 from qwkboost import tracking
 
-__all__ = ["Cell", "MethodSpec", "StudySpec", "check_cells", "cell_key", "run_cell", "run_study", "summarise", "render_report",
+__all__ = ["Cell", "MethodSpec", "StudySpec", "check_cells", "cell_key", "run_cell", "run_study", "summarise",
+           "render_report",
            "DECODERS"]
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,12 @@ class StudySpec:
     @classmethod
     def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
         from qwkboost.engines import ENGINES
+        from qwkboost.parallel import available_cores
         from qwkboost.peers import check_peer
         from qwkboost.validation import check_bool, check_int, check_real
 
-        known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "max_train", "max_test",
-                 "cache_dir", "confidence", "alpha", "reference", "log_children"}
+        known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "cap", "cache_dir",
+                 "confidence", "alpha", "reference", "log_children"}
         unknown = sorted(set(study) - known)
         if unknown:
             raise ValueError(f"study: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -151,12 +153,15 @@ class StudySpec:
             methods = [m for m in methods if m.name in only]
         if not methods:
             raise ValueError("study.methods: every method is switched off")
-        max_train = study.get("max_train")
-        max_test = study.get("max_test")
+        cap = study.get("cap") or {}
+        if not isinstance(cap, Mapping) or set(cap) - {"n_train", "n_test"}:
+            raise ValueError(f"study.cap must be null or {{n_train: rows, n_test: rows}}; got {cap!r}")
+        max_train, max_test = cap.get("n_train"), cap.get("n_test")
+        n_jobs = available_cores() if study.get("n_jobs") is None else check_int(study["n_jobs"], "study.n_jobs", 1)
         return cls(seeds, first, regimes, engines, tuple(methods),
-                   check_int(study.get("n_jobs", 2), "study.n_jobs", 1),
-                   None if max_train is None else check_int(max_train, "study.max_train", 10),
-                   None if max_test is None else check_int(max_test, "study.max_test", 10),
+                   n_jobs,
+                   None if max_train is None else check_int(max_train, "study.cap.n_train", 10),
+                   None if max_test is None else check_int(max_test, "study.cap.n_test", 10),
                    str(study.get("cache_dir") or "outputs/study_cache"),
                    check_real(study.get("confidence", 0.95), "study.confidence", 0.5, 1.0, hi_open=True),
                    check_real(study.get("alpha", 0.05), "study.alpha", 0.0, 0.5, lo_open=True),
@@ -413,6 +418,26 @@ def cells_frame(cells: Sequence[Cell]) -> pd.DataFrame:
     return df
 
 
+#: Generated data whose best rule is known: cut points on the sum of the visible columns.
+CEILING_SOURCES = ("quartiles", "latent_classes")
+
+
+def ceilings(cells: Sequence[Cell]) -> pd.DataFrame:
+    """Test QWK of the generator's own rule per regime and seed, for generated data
+    (:func:`qwkboost.table.bayes_ceiling`)."""
+    from qwkboost.experiment import load_dataset
+    from qwkboost.table import bayes_ceiling
+
+    rows, seen = [], set()
+    for c in cells:
+        data = c.config["data"]
+        if data.get("name") not in CEILING_SOURCES or (c.regime, c.seed) in seen or c.result is None:
+            continue
+        seen.add((c.regime, c.seed))
+        rows.append({"regime": c.regime, "seed": c.seed, "ceiling": bayes_ceiling(load_dataset(data, c.seed))})
+    return pd.DataFrame(rows, columns=["regime", "seed", "ceiling"])
+
+
 def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
               reference: str = "squared_error+exact") -> tuple[pd.DataFrame, pd.DataFrame]:
     r"""Per regime and row: mean test QWK with its interval, and the paired comparison with the regime's best.
@@ -593,7 +618,10 @@ def plot_ranking(summary: pd.DataFrame):
 # --------------------------------------------------------------------------- the report
 
 def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, headline: pd.DataFrame,
-                  timing: Mapping[str, Any], command: str) -> str:
+                  timing: Mapping[str, Any], command: str, ceiling: pd.DataFrame | None = None) -> str:
+    """``study.md``: the overall verdict, a section per regime (verdict, ceiling, table) and the time taken."""
+    from qwkboost.stats import mean_interval
+
     lines = ["# Study: optimising QWK directly against squared error with cut points, classification and ordinal "
              "models", "", f"Command: `{command}`", "",
              f"Seeds: {spec.seeds} ({spec.first_seed}..{spec.first_seed + spec.seeds - 1}); regimes: "
@@ -603,8 +631,13 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
     for regime in dict.fromkeys(summary["regime"]):
         head = headline[headline["regime"] == regime]
         lines += [f"## {regime}", "",
-                  regime_verdict(regime, summary, head.iloc[0] if len(head) else None, spec.alpha), "",
-                  "| method | mean test QWK [95% CI] | − best [95% CI] | Wilcoxon p | Holm p | mean rank |",
+                  regime_verdict(regime, summary, head.iloc[0] if len(head) else None, spec.alpha), ""]
+        ceil = None if ceiling is None else ceiling.loc[ceiling["regime"] == regime, "ceiling"]
+        if ceil is not None and len(ceil):
+            iv = mean_interval(ceil, spec.confidence)
+            lines += [f"Bayes ceiling (cut points on the sum of the visible columns, the generator's rule): "
+                      f"{iv.mean:.4f} [{iv.low:.4f}, {iv.high:.4f}].", ""]
+        lines += ["| method | mean test QWK [95% CI] | − best [95% CI] | Wilcoxon p | Holm p | mean rank |",
                   "|---|---|---|---:|---:|---:|"]
         for r in summary[summary["regime"] == regime].itertuples():
             mark = " (best)" if r.is_best else (" (worse)" if r.worse else "")
@@ -751,10 +784,12 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         summary, headline = summarise(df, spec.confidence, spec.alpha, spec.reference)
         timing = {"wall": time.perf_counter() - t_start, "computed": len(pending), "reused": n_reused,
                   "cell_total": float(df.drop_duplicates("key")["cell_seconds"].sum())}
-        md = render_report(spec, df, summary, headline, timing, command)
+        ceiling = ceilings(cells)
+        md = render_report(spec, df, summary, headline, timing, command, ceiling)
         (out / "study.md").write_text(md)
         summary.to_csv(out / "study.csv", index=False)
         headline.to_csv(out / "headline.csv", index=False)
+        ceiling.to_csv(out / "ceiling.csv", index=False)
         df.to_csv(out / "cells.csv", index=False)
         (out / "plots").mkdir(exist_ok=True)
         import matplotlib.pyplot as plt
@@ -767,13 +802,14 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
             tracking.log_params({"study": {"seeds": spec.seeds, "first_seed": spec.first_seed,
                                            "regimes": ",".join(spec.regimes), "engines": ",".join(spec.engines),
                                            "methods": ",".join(m.name for m in spec.methods),
-                                           "max_train": spec.max_train, "max_test": spec.max_test}})
+                                           "cap_n_train": spec.max_train, "cap_n_test": spec.max_test}})
             metrics = {f"{r.regime}.{r.row}.mean".replace("+", "_"): r.mean for r in summary.itertuples()}
             metrics.update({f"{h.regime}.headline_diff": h.diff for h in headline.itertuples()})
+            metrics.update({f"{r}.bayes_ceiling": v for r, v in ceiling.groupby("regime")["ceiling"].mean().items()})
             metrics["wall_seconds"] = timing["wall"]
             tracking.log_metrics(metrics)
-            for f in ("study.md", "study.csv", "headline.csv", "cells.csv", "plots/paired_differences.png",
-                      "plots/ranking.png"):
+            for f in ("study.md", "study.csv", "headline.csv", "ceiling.csv", "cells.csv",
+                      "plots/paired_differences.png", "plots/ranking.png"):
                 tracking.log_file(out / f, str(Path(f).parent) if "/" in f else None)
         log.info("study written to %s (study.md, study.csv, cells.csv, plots/) in %.0f s", out, timing["wall"])
         return summary, headline

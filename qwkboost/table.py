@@ -76,10 +76,16 @@ def bayes_ceiling(ds: Dataset) -> float:
     :math:`P(\text{class} \ge k \mid x)` depends on :math:`x` only through
     :math:`S` and rises with it: monotone cut points on :math:`S` are the best
     achievable rule. They are fitted exactly (:func:`qwkboost.thresholds.fit_exact`)
-    on the training sum and labels and scored on the test set.
+    on the training sum and labels and scored on the test set. The same holds
+    for :func:`qwkboost.data.latent_classes`; under label shift the training
+    rows are weighted to the test proportions (:func:`qwkboost.shift.shift_weights`).
     """
+    from qwkboost.shift import shift_weights
+
     lo = ds.y_train.min()
-    cuts = fit_exact(ds.X_train.sum(axis=1), (ds.y_train - lo).astype(int))
+    y = (ds.y_train - lo).astype(int)
+    w = None if ds.test_prior is None else shift_weights(y, ds.test_prior)
+    cuts = fit_exact(ds.X_train.sum(axis=1), y, sample_weight=w)
     return qwk((ds.y_test - lo).astype(int), apply_thresholds(ds.X_test.sum(axis=1), cuts))
 
 

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import mlflow
-import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
@@ -20,7 +19,7 @@ from qwkboost.study import Cell, MethodSpec, StudySpec, cell_key, check_cells, s
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "CI": "true"}
 SMALL = ["engine.num_boost_round=60", "engine.early_stopping_rounds=10", "engine.params.learning_rate=0.3",
-         "cv.n_splits=3", "study.max_train=600", "study.max_test=600"]
+         "cv.n_splits=3", "study.cap.n_train=600", "study.cap.n_test=600"]
 
 
 def study_cmd(store, cache, *extra):
@@ -28,6 +27,15 @@ def study_cmd(store, cache, *extra):
     return [sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=study", *SMALL,
             f"tracking.uri={store}", f"tracking.experiment_name=study_{cache.parent.name}", f"study.cache_dir={cache}",
             *extra]
+
+
+def study_runs(client, tmp_path):
+    """The test's study runs: its one parent (FINISHED) and the children."""
+    exp = client.get_experiment_by_name(f"study_{tmp_path.name}")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    return parents, [r for r in runs if "mlflow.parentRunId" in r.data.tags]
 
 
 def output_dir(cwd: Path) -> Path:
@@ -68,11 +76,7 @@ def test_tiny_study_reports_paired_statistics_and_nests_runs(tmp_path, mlflow_st
         assert (out / "plots" / png).stat().st_size > 10_000
     # MLflow: one parent, a child per seed and method, with the cells' numbers
     client = mlflow.MlflowClient(mlflow_store)
-    exp = client.get_experiment_by_name(f"study_{tmp_path.name}")
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    parents, children = study_runs(client, tmp_path)
     assert len(children) == 6 and all(r.info.status == "FINISHED" for r in children)
     for r in children:
         c = cells[(cells["key"] == r.data.tags["study.cell"]) & (cells["decoder"] == "exact")].iloc[0]
@@ -107,11 +111,7 @@ def test_killed_study_resumes_without_running_a_cell_twice(tmp_path, mlflow_stor
     assert len(pd.read_csv(output_dir(tmp_path) / "cells.csv")) == 8 * 3
     # the same parent run continues; one child per cell, none twice
     client = mlflow.MlflowClient(mlflow_store)
-    exp = client.get_experiment_by_name(f"study_{tmp_path.name}")
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    parents, children = study_runs(client, tmp_path)
     assert sorted(r.data.tags["study.cell"] for r in children) == sorted(keys)
     # a third run computes nothing
     third = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
@@ -146,6 +146,8 @@ GOOD = {"seeds": 2, "regimes": ["quartiles"], "engines": ["lightgbm"],
     ({"methods": {"se": {"decode": ["exact"]}}}, "study.methods.se.overrides must choose an objective"),
     ({"methods": {"p": {"peer": "catboost"}}}, "study peer 'catboost' is unknown"),
     ({"only": ["nope"]}, r"study.only: \['nope'\] not among study.methods \(se\)"),
+    ({"cap": {"rows": 5}}, "study.cap must be null or"),
+    ({"cap": {"n_train": 3}}, "study.cap.n_train"),
 ])
 def test_bad_study_settings_are_refused(patch, match):
     with pytest.raises(ValueError, match=match):
