@@ -117,6 +117,8 @@ def test_killed_study_resumes_without_running_a_cell_twice(tmp_path, mlflow_stor
     third = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
     assert "8 reused from" in third.stdout + third.stderr and "0 to compute" in third.stdout + third.stderr
     assert len(journal.read_text().splitlines()) == 8
+    # the killed command recorded nothing; the two that finished are in the report's time
+    assert "The 2 commands that ran this study took" in (output_dir(tmp_path) / "study.md").read_text()
 
 
 def test_a_cell_key_changes_with_what_decides_its_result_only():
