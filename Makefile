@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: run test demo table-small mlflow-ui clean
+.PHONY: run test demo table-small study mlflow-ui clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: $(STAMP)
 ## quick end-to-end demo without Hydra or MLflow
 demo: $(STAMP)
 	$(BIN)/python experiments/demo.py
+
+## the multi-seed study of every ordinal method (experiment=study; about 30 minutes on 2 cores, resumable)
+study: $(STAMP)
+	$(BIN)/python experiments/run.py experiment=study
 
 table-small: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=qwk_table_small
