@@ -24,7 +24,7 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python experiments/demo.py
 
-## the multi-seed study of every ordinal method (experiment=study; about 30 minutes on 2 cores, resumable)
+## the multi-seed study of every ordinal method (experiment=study; about 33 minutes on 2 cores, resumable)
 study: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=study
 

@@ -26,6 +26,16 @@ from the values.
 :meth:`Objective.loss` is the scalar the gradient descends; the native engine
 uses it for line searches.
 
+**Rows or sums.** ``gradient_needs`` says what a row's gradient depends on:
+``"rows"`` -- only its own label and score (given the fitted state), so any
+subset of rows can be processed alone; ``"sums"`` -- also sums over every
+training row (extended QWK's numerator and denominator). A distributed engine
+gives such an objective an :attr:`Objective.allreduce` (the sum of an array
+over all workers), and the objective passes its partial sums through
+:meth:`Objective.global_sums`; on one machine that is the identity, and the
+code path is unchanged. ``allreduce_ready`` says whether an objective that
+needs sums does so (one that does not cannot train distributed).
+
 **Sample weights.** Each method may take ``sample_weight`` (one weight per
 row). The built-in objectives weigh every sum by it, so that with integer
 weights they equal the data with rows repeated. An objective whose
@@ -92,6 +102,18 @@ class Objective:
     #: Whether labels far from zero may be centred before the engines see them (see
     #: :func:`qwkboost.engines.label_offset`); class objectives index their labels themselves.
     centre_labels: ClassVar[bool] = True
+    #: What a row's gradient needs: "rows" (its own label and score) or "sums" (over every training row).
+    gradient_needs: ClassVar[str] = "rows"
+    #: Whether an objective that needs sums takes them through :meth:`global_sums`.
+    allreduce_ready: ClassVar[bool] = False
+    #: Set by a distributed engine: sums a float array over all workers. ``None`` on one machine.
+    allreduce = None
+
+    def global_sums(self, *sums: float) -> tuple[float, ...]:
+        """Sums over every training row from this worker's partial ``sums`` (the identity on one machine)."""
+        if self.allreduce is None:
+            return sums
+        return tuple(float(v) for v in self.allreduce(np.asarray(sums, dtype=np.float64)))
 
     # -- fitting -----------------------------------------------------------------
     def fit(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "Objective":

@@ -75,6 +75,8 @@ class ExtendedQWK(Objective):
     higher_is_better = True
     ordinal = True
     state = ("a_", "b_", "lo_", "hi_", "init_score_")
+    gradient_needs = "sums"      # the numerator f and denominator g over every row
+    allreduce_ready = True
 
     def __init__(self, a: float | None = None, b: float | None = None,
                  hessian: str = "constant", clip: str = "range"):
@@ -129,11 +131,15 @@ class ExtendedQWK(Objective):
             n = y.size
             f = 0.5 * float(r @ r)
             g = 0.5 * (float(s @ s) + self.b_ * n)
+            if self.allreduce is not None:      # distributed: f, g and n over every worker's rows
+                f, g, n = self.global_sums(f, g, n)
             grad = (r / g - (f / (g * g)) * s) * n
         else:
             n = float(w.sum())
             f = 0.5 * float(w @ (r * r))
             g = 0.5 * (float(w @ (s * s)) + self.b_ * n)
+            if self.allreduce is not None:
+                f, g, n = self.global_sums(f, g, n)
             grad = (r / g - (f / (g * g)) * s) * (n * w)
         if self.clip == "hold":
             grad[(score >= self.hi_) & (grad < 0)] = 0.0

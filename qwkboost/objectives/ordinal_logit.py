@@ -76,6 +76,7 @@ class OrdinalLogit(Objective):
     """
 
     metric_name = "logloss"
+    gradient_needs = "sums"      # the cut points' Newton steps sum over every row
     higher_is_better = False
     ordinal = True
     centre_labels = False

@@ -55,6 +55,7 @@ class SoftQWK(Multiclass):
     """
 
     metric_name = "kappa"
+    gradient_needs = "sums"      # the expected confusion matrix over every row
     higher_is_better = True
 
     def __init__(self, hessian: str = "local"):
