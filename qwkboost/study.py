@@ -636,6 +636,10 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
              f"{', '.join(spec.regimes)}; engines: {', '.join(spec.engines)}; {spec.confidence:.0%} intervals; "
              f"tests at {spec.alpha:.0%}.", "",
              "## Verdict", "", overall_verdict(headline, summary, spec.seeds, spec.alpha), ""]
+    if spec.seeds < 6:
+        # the smallest two-sided signed-rank p-value with n pairs is 2 / 2**n
+        lines += [f"With {spec.seeds} seed{'s' * (spec.seeds != 1)} no difference can be significant: the two-sided "
+                  f"Wilcoxon test's smallest p-value is {2 / 2 ** spec.seeds:.3f}. Use study.seeds=6 or more.", ""]
     for regime in dict.fromkeys(summary["regime"]):
         head = headline[headline["regime"] == regime]
         lines += [f"## {regime}", "",

@@ -71,6 +71,7 @@ def test_tiny_study_reports_paired_statistics_and_nests_runs(tmp_path, mlflow_st
     assert h["diff"] == pytest.approx((wide[h["best_eqwk"]] - wide["squared_error+exact"]).mean())
     md = (out / "study.md").read_text()
     assert "## Verdict" in md and "## quartiles" in md and "Optimising QWK directly" in md
+    assert "With 3 seeds no difference can be significant" in md
     assert "Wall time of this command" in md and "median s per cell" in md
     for png in ("paired_differences.png", "ranking.png"):
         assert (out / "plots" / png).stat().st_size > 10_000
