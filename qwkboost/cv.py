@@ -21,7 +21,7 @@ from qwkboost.features import EncodedFeatures, FeatureSchema
 from qwkboost.validation import (SEED_MAX, check_1d, check_bool, check_features, check_int, check_same_length,
                                  check_weight)
 
-__all__ = ["CVResult", "cross_validate", "progress_enabled"]
+__all__ = ["CVResult", "cross_validate", "make_folds", "progress_enabled"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,28 @@ def progress_enabled() -> bool:
     return sys.stderr.isatty() and not os.environ.get("CI")
 
 
+def make_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int):
+    """The (train_idx, valid_idx) pairs of K-fold CV, stratified by label if asked: the same for the same
+    labels and seed, so that every method of a study sees the same folds.
+
+    Raises
+    ------
+    ValueError
+        If ``n_splits`` is above the smallest class count when stratified, or above the number of rows.
+    """
+    if stratified:
+        _, counts = np.unique(y, return_counts=True)
+        if counts.min() < n_splits:
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the smallest class count ({counts.min()}); "
+                             "lower cv.n_splits or set cv.stratified=false")
+        splitter = StratifiedKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
+    else:
+        if n_splits > len(y):
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the number of training rows ({len(y)})")
+        splitter = KFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
+    return list(splitter.split(np.zeros((len(y), 1)), y))
+
+
 def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | None = None,
                    objective_params: dict | None = None, num_boost_round: int = 10_000,
                    early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
@@ -137,17 +159,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     stratified = check_bool(stratified, "cv.stratified")
     shuffle = check_bool(shuffle, "cv.shuffle")
     seed = check_int(seed, "seed", 0, SEED_MAX - n_splits)
-    if stratified:
-        _, counts = np.unique(y, return_counts=True)
-        if counts.min() < n_splits:
-            raise ValueError(f"cv.n_splits={n_splits} exceeds the smallest class count ({counts.min()}); "
-                             "lower cv.n_splits or set cv.stratified=false")
-        splitter = StratifiedKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
-    else:
-        if n_splits > len(y):
-            raise ValueError(f"cv.n_splits={n_splits} exceeds the number of training rows ({len(y)})")
-        splitter = KFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
-    folds = list(splitter.split(X, y))
+    folds = make_folds(y, n_splits, stratified, shuffle, seed)
     progress = progress_enabled() if progress is None else progress
     name = description or f"{engine}/{getattr(objective, 'name', objective)}"
     oof = np.zeros(len(y))

@@ -252,7 +252,7 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1) ->
         ``n_train``, ``n_test``, ``n_classes``.
     """
     from qwkboost.config import objective_ref
-    from qwkboost.cv import cross_validate
+    from qwkboost.cv import cross_validate, make_folds
     from qwkboost.data import class_range
     from qwkboost.experiment import load_dataset
     from qwkboost.metrics import qwk
@@ -275,10 +275,9 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1) ->
     best_iteration = None
     with blas_single_thread():
         if method.peer is not None:
-            from sklearn.model_selection import StratifiedKFold
-
-            # the same folds as cross_validate's (same splitter, labels and seed), so cells pair up
-            folds = list(StratifiedKFold(n_splits, shuffle=True, random_state=seed).split(ds.X_train, ds.y_train))
+            # the folds cross_validate makes for the engines, so cells pair up
+            folds = make_folds(ds.y_train, n_splits, bool(cv_cfg.get("stratified", True)),
+                               bool(cv_cfg.get("shuffle", True)), seed)
             peer = cross_validate_peer(method.peer, ds.X_train, y_idx, ds.X_test, folds, k, seed)
             oof_proba, test_proba, fit_seconds = peer.oof_proba, peer.test_proba, peer.fit_seconds
             oof = test = None
