@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,study]'
+	$(BIN)/pip install --quiet -e '.[dev,study,cluster]'
 	touch $(STAMP)
 
 ## the main job: the DSB2019 article's QWK table, with the native engine as extra rows

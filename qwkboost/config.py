@@ -60,11 +60,12 @@ GROUP_KEYS = {
     "engine": ("name", "num_boost_round", "early_stopping_rounds", "params", "search_space"),
     "objective": ("name", "params", "_target_"),
     "table": ("engines", "objectives"),
+    "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit"),
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
              "max_retry"),
 }
 TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table", "study",
-            "tune", "optimized_metric", "hydra")
+            "tune", "optimized_metric", "cluster", "hydra")
 
 
 def _positive_int(value: Any, key: str, minimum: int = 1) -> None:
@@ -80,6 +81,22 @@ def _known_keys(group: Mapping, allowed, where: str) -> None:
 def objective_ref(objective) -> str:
     """What names an objective config's class: its ``_target_`` import path, else its registry ``name``."""
     return objective.get("_target_") or objective["name"]
+
+
+def _check_cluster(cfg: Mapping) -> None:
+    """A Dask cluster trains on engines with a Dask interface only (:mod:`qwkboost.cluster`)."""
+    from qwkboost.cluster import DASK_ENGINES, ClusterSpec
+
+    if ClusterSpec.from_config(cfg.get("cluster")) is None:
+        return
+    engine = cfg["engine"]
+    if engine.get("name") not in DASK_ENGINES:
+        raise ValueError(f"engine={engine.get('name')} has no Dask interface; with cluster=... use engine=xgboost "
+                         "or engine=lightgbm (the native engine trains on one machine)")
+    if engine.get("name") == "lightgbm" and engine.get("early_stopping_rounds") is not None:
+        raise ValueError("engine=lightgbm on a cluster: lightgbm.dask scores the validation fold on each worker's "
+                         "own rows, so it cannot stop early on the fold's metric; set engine.early_stopping_rounds=null "
+                         "(and engine.num_boost_round), or use engine=xgboost")
 
 
 def check_config(cfg: Mapping) -> None:
@@ -114,6 +131,7 @@ def check_config(cfg: Mapping) -> None:
     base_score = params.get("base_score")
     if base_score is not None and (isinstance(base_score, bool) or not isinstance(base_score, (int, float))):
         raise ValueError(f"engine.params.base_score must be a number or null; got {base_score!r}")
+    _check_cluster(cfg)
     n_splits = check_int(cfg["cv"].get("n_splits"), "cv.n_splits", 2)
     check_int(cfg.get("seed", 0), "seed", 0, SEED_MAX - n_splits)
     n_jobs = cfg.get("n_jobs")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold
 
+from qwkboost.cluster import train_dask
 from qwkboost.engines import Model, train
 from qwkboost.features import EncodedFeatures, FeatureSchema
 from qwkboost.validation import (SEED_MAX, check_1d, check_bool, check_features, check_int, check_same_length,
@@ -109,7 +110,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                    early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
                    shuffle: bool = True, seed: int = 0, progress: bool | None = None,
                    description: str = "", n_jobs: int | None = None, categorical=None,
-                   schema: FeatureSchema | None = None, sample_weight=None) -> CVResult:
+                   schema: FeatureSchema | None = None, sample_weight=None, client=None) -> CVResult:
     """Cross-validate one configuration.
 
     Parameters
@@ -133,6 +134,9 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
         ``X`` and ``X_test`` are already encoded by it (a :class:`~qwkboost.data.Dataset`'s).
     sample_weight : array-like, optional
         Row weights: each fold trains and early-stops with its rows' weights.
+    client : distributed.Client, optional
+        Train each fold on this Dask cluster (:func:`qwkboost.cluster.train_dask`;
+        ``engine`` xgboost or lightgbm, numeric features); ``n_jobs`` is then the workers'.
     progress : bool, optional
         A bar over the folds showing the current round and validation metric
         (default: on a terminal, not under CI). Without it, one log line per fold.
@@ -155,6 +159,9 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
     w = check_weight(sample_weight, y.size)
+    if client is not None and schema.categorical:
+        raise ValueError(f"categorical columns {[schema.column_name(j) for j in schema.categorical]}: on a Dask "
+                         "cluster qwkboost trains numeric features only; train on one machine, or encode them")
     n_splits = check_int(n_splits, "cv.n_splits", 2)
     stratified = check_bool(stratified, "cv.stratified")
     shuffle = check_bool(shuffle, "cv.shuffle")
@@ -178,11 +185,19 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                         f"{m}={v:.4f}" for m, v in last.items()))
 
             t0 = time.perf_counter()
-            model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective, params=params,
-                          objective_params=objective_params, num_boost_round=num_boost_round,
-                          eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
-                          early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
-                          seed=seed + k, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
+            if client is not None:
+                model = train_dask(client, X[tr], y[tr], engine=engine, objective=objective, params=params,
+                                   objective_params=objective_params, num_boost_round=num_boost_round,
+                                   eval_set=(X[va], y[va], None if w is None else w[va]) if engine == "xgboost"
+                                   else None,    # lightgbm.dask would score each worker's rows alone
+                                   early_stopping_rounds=early_stopping_rounds, seed=seed + k,
+                                   sample_weight=None if w is None else w[tr])
+            else:
+                model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
+                              params=params, objective_params=objective_params, num_boost_round=num_boost_round,
+                              eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
+                              early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
+                              seed=seed + k, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
             times.append(time.perf_counter() - t0)
             raw = model.predict_raw(EncodedFeatures(X[va], schema))
             oof[va] = model.objective.decode(raw)

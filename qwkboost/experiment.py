@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from qwkboost import plots, tracking
+from qwkboost.cluster import ClusterSpec, connect
 from qwkboost.config import config_errors, objective_ref
 from qwkboost.cv import CVResult, cross_validate
 from qwkboost.data import SOURCES, Dataset, class_range, from_file
@@ -141,7 +142,17 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         ds = dataset if dataset is not None else load_dataset(cfg["data"], seed)
         check_against_data(cfg, ds)
 
+    spec = ClusterSpec.from_config(cfg.get("cluster"))
+
     def body(active=None) -> dict[str, Any]:
+        if spec is None:
+            return fit_and_log(active, None)
+        with connect(spec) as client:
+            log.info("%s: training on the Dask cluster at %s (%d workers)", run_name,
+                     spec.address or "127.0.0.1 (LocalCluster)", len(client.scheduler_info()["workers"]))
+            return fit_and_log(active, client)
+
+    def fit_and_log(active, client) -> dict[str, Any]:
         if active is not None:
             if on_start is not None:
                 on_start(active.info.run_id)
@@ -149,6 +160,8 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             tracking.set_tags({"engine": engine["name"], "objective": objective["name"],
                                **({"objective.class": objective["_target_"]} if objective.get("_target_") else {}),
                                "data": cfg["data"]["name"], "command": tracking.command_line(),
+                               **({} if spec is None else {"cluster": spec.address or
+                                                           f"local:{spec.n_workers}x{spec.threads_per_worker}"}),
                                **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
         cv = cross_validate(
             ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
@@ -156,7 +169,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
             n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
-            schema=ds.schema, sample_weight=ds.w_train)
+            schema=ds.schema, sample_weight=ds.w_train, client=client)
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
@@ -225,6 +238,11 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
                          "regression target; use objective=squared_error")
+    if engine == "lightgbm" and ClusterSpec.from_config(cfg.get("cluster")) is not None \
+            and obj.gradient_needs == "sums":
+        raise ValueError(f"objective={obj.name} needs sums over every training row for its gradient, which "
+                         "lightgbm.dask cannot combine across workers; on a cluster use engine=xgboost, or a per-row "
+                         "objective such as objective=squared_error")
     try:
         obj.fit(ds.y_train)     # what it learns from the labels (a label mean outside their range, ...)
     except ValueError as exc:

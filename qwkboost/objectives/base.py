@@ -34,7 +34,10 @@ gives such an objective an :attr:`Objective.allreduce` (the sum of an array
 over all workers), and the objective passes its partial sums through
 :meth:`Objective.global_sums`; on one machine that is the identity, and the
 code path is unchanged. ``allreduce_ready`` says whether an objective that
-needs sums does so (one that does not cannot train distributed).
+needs sums does so (one that does not cannot train distributed). The metric
+is made global the same way: :meth:`Objective.metric_sums` gives sums over a
+worker's rows from which :meth:`Objective.metric_from_sums` computes the metric
+of all rows, once the sums are added over the workers.
 
 **Sample weights.** Each method may take ``sample_weight`` (one weight per
 row). The built-in objectives weigh every sum by it, so that with integer
@@ -151,6 +154,25 @@ class Objective:
         from qwkboost.metrics import rmse_fast
 
         return rmse_fast(y, np.asarray(score, dtype=np.float64), sample_weight)
+
+    def metric_sums(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None):
+        r"""Sums over rows from which :meth:`metric_from_sums` computes :meth:`metric`, or ``None``.
+
+        The sums of two sets of rows add up to the sums of their union, so a
+        distributed engine all-reduces them and every worker scores all rows.
+        Default (the RMSE): :math:`(\sum_k w_k, \sum_k w_k (\hat y_k - y_k)^2)`; ``None`` for a
+        subclass that overrides :meth:`metric` without this method.
+        """
+        if type(self).metric is not Objective.metric:
+            return None
+        r = np.asarray(score, dtype=np.float64) - y
+        if sample_weight is None:
+            return np.array([float(r.size), float(r @ r)])
+        return np.array([float(sample_weight.sum()), float(sample_weight @ (r * r))])
+
+    def metric_from_sums(self, sums: np.ndarray) -> float:
+        r"""The metric from :meth:`metric_sums` added over every row. Default: :math:`\sqrt{S_1 / S_0}`."""
+        return float(np.sqrt(sums[1] / sums[0]))
 
     def loss(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Scalar minimised by :meth:`grad_hess`. Default: the metric, negated if higher is better."""

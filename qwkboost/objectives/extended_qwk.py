@@ -159,6 +159,23 @@ class ExtendedQWK(Objective):
         a, b = weighted_mean_var(y, sample_weight)
         return 1.0 - extended_qwk_ratio(y, self._clipped(score), a, b, sample_weight)
 
+    def metric_sums(self, y, score, sample_weight=None):
+        r""":math:`(W, \sum wy, \sum wy^2, \sum w(\hat y - y)^2, \sum w\hat y, \sum w\hat y^2)`, clipped as in
+        :meth:`metric`: enough for :math:`a, b` of the labels and both sums of the ratio."""
+        p = self._clipped(score)
+        w = np.ones_like(y) if sample_weight is None else sample_weight
+        r = p - y
+        return np.array([float(w.sum()), float(w @ y), float(w @ (y * y)), float(w @ (r * r)), float(w @ p),
+                         float(w @ (p * p))])
+
+    def metric_from_sums(self, sums):
+        r""":math:`\tilde\kappa = 1 - \sum w(\hat y - y)^2 / \sum w((\hat y - a)^2 + b)`, the denominator expanded
+        as :math:`\sum w\hat y^2 - 2a\sum w\hat y + (a^2 + b) W`."""
+        W, sy, syy, srr, sp, spp = (float(v) for v in sums)
+        a = sy / W
+        b = max(syy / W - a * a, 0.0)
+        return 1.0 - srr / (spp - 2.0 * a * sp + (a * a + b) * W)
+
     def loss(self, y, score, sample_weight=None):
         """:math:`f/g = 1 - \\tilde\\kappa` with the fitted ``a``, ``b``, clipped as in training."""
         p = score if self.clip == "none" else self._clipped(score)

@@ -145,6 +145,16 @@ class Multiclass(Objective):
         idx = class_indices(y, self.lo_, self.n_outputs_)
         return float(-np.average(log_softmax_at(score, idx), weights=sample_weight))
 
+    def metric_sums(self, y, score, sample_weight=None):
+        """:math:`(W, -\\sum_k w_k \\log p_{k, y_k})`: the log-loss is their ratio."""
+        ll = log_softmax_at(score, class_indices(y, self.lo_, self.n_outputs_))
+        if sample_weight is None:
+            return np.array([float(ll.size), -float(ll.sum())])
+        return np.array([float(sample_weight.sum()), -float(sample_weight @ ll)])
+
+    def metric_from_sums(self, sums):
+        return float(sums[1] / sums[0])
+
     def loss(self, y, score, sample_weight=None):
         return self.metric(y, score, sample_weight)
 
