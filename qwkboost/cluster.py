@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -523,7 +523,9 @@ def _train_lightgbm(client, data: DaskData, valid, obj, offset, params, num_boos
     reg = lgb.DaskLGBMRegressor(client=client, objective=_LightGBMObjective(obj, offset),
                                 n_estimators=num_boost_round, random_state=seed,
                                 **{"verbosity": -1, **params})
-    reg.fit(data.X, data.y - offset, sample_weight=data.weight, init_score=init)
+    with warnings.catch_warnings():      # lightgbm.dask sets its own threads per worker and says so
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        reg.fit(data.X, data.y - offset, sample_weight=data.weight, init_score=init)
     booster = reg.to_local().booster_
     return booster, booster.current_iteration(), None, {}
 

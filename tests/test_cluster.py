@@ -19,6 +19,7 @@ from qwkboost.cluster import ClusterSpec, DaskData, as_dask, connect, predict_da
 from qwkboost.config import ConfigError
 from qwkboost.data import quartiles
 from qwkboost.metrics import qwk
+from qwkboost.objectives.extended_qwk import ExtendedQWK
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS = {"max_depth": 4, "learning_rate": 0.2}
@@ -168,3 +169,70 @@ def test_cli_trains_every_fold_on_a_local_cluster(tmp_path, mlflow_store):
         bad = subprocess.run([*cmd, *extra], cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True,
                              text=True, timeout=120)
         assert bad.returncode != 0 and msg in bad.stdout + bad.stderr
+
+
+def test_hydra_submitit_launcher_runs_a_sweep(tmp_path, mlflow_store):
+    """SLURM's launcher, with submitit's local executor: each job a separate process, one parent run."""
+    import mlflow
+
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), "-m", "hydra/launcher=submitit_local",
+           "hydra.launcher.timeout_min=10", *TINY_OVERRIDES, "engine=xgboost,lightgbm", f"tracking.uri={mlflow_store}",
+           "tracking.experiment_name=submitit_sweep", f"hydra.sweep.dir={tmp_path}/sweep"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client = mlflow.MlflowClient(mlflow_store)
+    exp = client.get_experiment_by_name("submitit_sweep")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 2
+    assert {r.data.tags["engine"] for r in children} == {"xgboost", "lightgbm"}
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in children)
+    assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2   # submitit ran the jobs
+
+
+class RecordingQWK(ExtendedQWK):
+    """Extended QWK that saves, on the worker, each round's labels, scores, gradients and hessians."""
+
+    def __init__(self, record_dir: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.record_dir = record_dir
+
+    def grad_hess(self, y, score, sample_weight=None):
+        g, h = super().grad_hess(y, score, sample_weight)
+        self.calls = getattr(self, "calls", 0) + 1
+        np.savez(Path(self.record_dir) / f"{os.getpid()}-{self.calls}.npz", y=y, score=score, g=g, h=h,
+                 w=np.zeros(0) if sample_weight is None else sample_weight)
+        return g, h
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_every_rounds_gradients_on_the_workers_equal_one_process(client, data, tmp_path, weighted):
+    """Inside a real xgboost.dask run: each worker's gradients, from all-reduced sums, equal the one-process
+    gradients of all rows at the same scores, to 1e-10, at every round."""
+    X, y, _, _ = data
+    order = np.argsort(X[:, 0], kind="stable")     # the workers' rows differ (sorted by label they are symmetric)
+    X, y = X[order], y[order]
+    w = np.random.default_rng(1).uniform(0.5, 2.0, y.size) if weighted else None
+    train_dask(client, X, y, engine="xgboost", objective=RecordingQWK(str(tmp_path)), params=PARAMS,
+               num_boost_round=5, sample_weight=w)
+    files = sorted(tmp_path.glob("*.npz"))
+    pids = {f.name.split("-")[0] for f in files}
+    assert len(pids) == 2 and len(files) == 10                  # two workers, five rounds each
+    reference = RecordingQWK().fit(y, sample_weight=w)
+    for rnd in range(1, 6):
+        parts = [np.load(f) for f in files if f.stem.endswith(f"-{rnd}")]
+        assert sum(p["y"].size for p in parts) == y.size        # the workers' rows are all the rows
+        cat = {k: np.concatenate([p[k] for p in parts]) for k in ("y", "score", "g", "h", "w")}
+        g, h = super(RecordingQWK, reference).grad_hess(cat["y"], cat["score"], cat["w"] if weighted else None)
+        assert np.abs(cat["g"] - g).max() <= 1e-10 * max(1.0, np.abs(g).max())
+        assert np.abs(cat["h"] - h).max() <= 1e-10 * max(1.0, np.abs(h).max())
+    # a worker's own sums alone would give other gradients (not at round 1: every score is F0 = a there, and
+    # n / g = 2 / b on any rows)
+    own = parts[0]
+    local = reference.clone()
+    local.a_, local.b_, local.lo_, local.hi_ = reference.a_, reference.b_, reference.lo_, reference.hi_
+    gl, _ = super(RecordingQWK, local).grad_hess(own["y"], own["score"], own["w"] if weighted else None)
+    assert np.abs(gl - own["g"]).max() > 1e-3
