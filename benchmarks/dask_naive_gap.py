@@ -18,7 +18,9 @@ per-round sums differ. Partitionings of the training rows over the two workers:
 * ``by_feature``: sorted by the first informative feature (data partitioned by time or region);
 * ``by_label``: sorted by label, so one worker holds the low classes, the other the high ones.
 
-Test QWK is of the scores rounded to the nearest class.
+Test QWK is of the scores rounded to the nearest class. The ``*_se`` columns train squared error (a per-row
+objective, exact on lightgbm.dask) on the same partitionings: what LightGBM's distributed training changes by
+itself, apart from the objective.
 """
 
 from __future__ import annotations
@@ -86,27 +88,38 @@ def main() -> None:
         for seed in range(args.seeds):
             ds = quartiles(n_train=40_000, n_test=20_000, seed=seed, test_seed=100 + seed)
             score = lambda p: qwk(ds.y_test, np.clip(np.round(p), 0, 3))
+            lgb_params = {k: v for k, v in LGB.items() if k != "verbosity"}
             single = {e: score(qwkboost.train(ds.X_train, ds.y_train, engine=e, params=XGB if e == "xgboost" else
-                                              {k: v for k, v in LGB.items() if k != "verbosity"},
-                                              num_boost_round=args.rounds, seed=seed, n_jobs=2).predict(ds.X_test))
+                                              lgb_params, num_boost_round=args.rounds, seed=seed,
+                                              n_jobs=2).predict(ds.X_test))
                       for e in ("xgboost", "lightgbm")}
+            single["lightgbm_se"] = score(qwkboost.train(ds.X_train, ds.y_train, engine="lightgbm",
+                                                         objective="squared_error", params=lgb_params,
+                                                         num_boost_round=args.rounds, seed=seed,
+                                                         n_jobs=2).predict(ds.X_test))
             orders = {"shuffled": np.random.default_rng(seed).permutation(len(ds.y_train)),
                       "by_feature": np.argsort(ds.X_train[:, 0], kind="stable"),
                       "by_label": np.argsort(ds.y_train, kind="stable")}
             for name, order in orders.items():
-                d = as_dask(ds.X_train[order], ds.y_train[order], n_partitions=2)
+                d = as_dask(ds.X_train[order], ds.y_train[order], n_partitions=2, client=client)
                 exact = train_dask(client, d, engine="xgboost", params=XGB, num_boost_round=args.rounds, seed=seed)
                 row = {"seed": seed, "partitioning": name, "single_xgboost": single["xgboost"],
-                       "single_lightgbm": single["lightgbm"], "dask_xgboost_allreduced": score(exact.predict(ds.X_test)),
+                       "single_lightgbm": single["lightgbm"],
+                       "dask_xgboost_allreduced": score(exact.predict(ds.X_test)),
                        "dask_xgboost_naive": score(naive_xgboost(client, d.X, d.y, args.rounds, seed)(ds.X_test)),
-                       "dask_lightgbm_naive": score(naive_lightgbm(client, d.X, d.y, args.rounds, seed)(ds.X_test))}
+                       "dask_lightgbm_naive": score(naive_lightgbm(client, d.X, d.y, args.rounds, seed)(ds.X_test)),
+                       # the same partitioning with a per-row objective: what lightgbm.dask itself changes
+                       "single_lightgbm_se": single["lightgbm_se"],
+                       "dask_lightgbm_se": score(train_dask(client, d, engine="lightgbm", objective="squared_error",
+                                                            params=lgb_params, num_boost_round=args.rounds,
+                                                            seed=seed).predict(ds.X_test))}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     import pandas as pd
 
     df = pd.DataFrame(rows)
     cols = ["single_xgboost", "dask_xgboost_allreduced", "dask_xgboost_naive", "single_lightgbm",
-            "dask_lightgbm_naive"]
+            "dask_lightgbm_naive", "single_lightgbm_se", "dask_lightgbm_se"]
     print("\nmean test QWK over seeds (sd)")
     mean, sd = df.groupby("partitioning")[cols].mean(), df.groupby("partitioning")[cols].std()
     print("| partitioning | " + " | ".join(cols) + " |")

@@ -205,11 +205,14 @@ def _numeric(dtype) -> bool:
     return is_numeric_dtype(dtype) or is_bool_dtype(dtype)
 
 
-def as_dask(X, y=None, weight=None, n_partitions: int = 2) -> DaskData:
+def as_dask(X, y=None, weight=None, n_partitions: int = 2, client=None) -> DaskData:
     """``X``, ``y`` and ``weight`` as Dask arrays with the same row chunks.
 
-    NumPy and pandas inputs are split into ``n_partitions`` row blocks; Dask
-    DataFrames keep their partitions (row counts are computed once).
+    NumPy and pandas inputs are split into ``n_partitions`` row blocks; with a
+    ``client``, block ``i`` is placed on worker ``i mod n_workers`` (by
+    address), so the same call trains on the same split of rows every time.
+    Dask collections keep their partitions (row counts are computed once),
+    placed by Dask's scheduler.
 
     Raises
     ------
@@ -228,21 +231,12 @@ def as_dask(X, y=None, weight=None, n_partitions: int = 2) -> DaskData:
             raise ValueError(f"X: columns {bad} are not numeric; on a Dask cluster qwkboost trains numeric "
                              "features only (encode categories as numbers, or train on one machine)")
         names = [str(c) for c in X.columns]
-        if isinstance(X, pd.DataFrame):
-            X = X.to_numpy(dtype=np.float64)
-        else:
-            X = X.astype(np.float64).to_dask_array(lengths=True)
+        X = X.to_numpy(dtype=np.float64) if isinstance(X, pd.DataFrame) else \
+            X.astype(np.float64).to_dask_array(lengths=True)
     if not isinstance(X, da.Array):
         X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (rows, features); got shape {X.shape}")
-        step = max(1, math.ceil(X.shape[0] / max(1, n_partitions)))
-        X = da.from_array(X, chunks=(step, X.shape[1]))
-    elif X.ndim != 2:
+    if X.ndim != 2:
         raise ValueError(f"X must be 2-D (rows, features); got shape {X.shape}")
-    if any(math.isnan(c) for c in X.chunks[0]):
-        X = X.compute_chunk_sizes()
-    X = X.rechunk({1: -1})
 
     def column(v, name):
         if v is None:
@@ -255,10 +249,43 @@ def as_dask(X, y=None, weight=None, n_partitions: int = 2) -> DaskData:
             raise ValueError(f"{name} must be 1-D; got shape {v.shape}")
         if v.shape[0] != X.shape[0]:
             raise ValueError(f"{name} has {v.shape[0]} rows but X has {X.shape[0]}")
+        return v
+
+    y, weight = column(y, "y"), column(weight, "sample_weight")
+    present = [v for v in (X, y, weight) if v is not None]
+    step = max(1, math.ceil(X.shape[0] / max(1, n_partitions)))
+    if client is not None and not any(isinstance(v, da.Array) for v in present):
+        placed = iter(_place_rows(client, present, step))
+        return DaskData(next(placed), next(placed) if y is not None else None,
+                        next(placed) if weight is not None else None, names)
+    if not isinstance(X, da.Array):
+        X = da.from_array(X, chunks=(step, X.shape[1]))
+    if any(math.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    X = X.rechunk({1: -1})
+
+    def aligned(v):
+        if v is None:
+            return None
         v = da.from_array(v, chunks=(X.chunks[0],)) if not isinstance(v, da.Array) else v.rechunk((X.chunks[0],))
         return v.astype(np.float64)
 
-    return DaskData(X, column(y, "y"), column(weight, "sample_weight"), names)
+    return DaskData(X, aligned(y), aligned(weight), names)
+
+
+def _place_rows(client, arrays: list[np.ndarray], step: int) -> list:
+    """Row blocks of ``step`` rows of each array, block ``i`` of all of them on worker ``i mod n`` (sorted)."""
+    import dask.array as da
+
+    workers = sorted(client.scheduler_info()["workers"])
+    blocks: list[list] = [[] for _ in arrays]
+    for b, start in enumerate(range(0, arrays[0].shape[0], step)):
+        where = [workers[b % len(workers)]]
+        for k, a in enumerate(arrays):
+            part = np.ascontiguousarray(a[start:start + step], dtype=np.float64)
+            future = client.scatter(part, workers=where, hash=False)
+            blocks[k].append(da.from_delayed(future, shape=part.shape, dtype=np.float64))
+    return [da.concatenate(b) for b in blocks]
 
 
 def _label_counts(y, weight) -> tuple[np.ndarray, np.ndarray]:
@@ -389,7 +416,7 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
     params = check_mapping(params, "params")
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-    data = X if isinstance(X, DaskData) else as_dask(X, y, sample_weight, n_partitions=n_workers)
+    data = X if isinstance(X, DaskData) else as_dask(X, y, sample_weight, n_partitions=n_workers, client=client)
     if isinstance(X, DaskData) and (y is not None or sample_weight is not None):
         raise ValueError("X is DaskData, which carries y and the weights itself; do not pass y or sample_weight")
     if data.y is None:
@@ -400,7 +427,7 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
             valid = eval_set
         elif isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
             valid = as_dask(eval_set[0], eval_set[1], eval_set[2] if len(eval_set) == 3 else None,
-                            n_partitions=n_workers)
+                            n_partitions=n_workers, client=client)
         else:
             raise ValueError("eval_set must be a pair (X_val, y_val), a triple (X_val, y_val, weight_val) or DaskData")
         if valid.y is None:

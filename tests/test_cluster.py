@@ -95,6 +95,11 @@ def test_lightgbm_trains_per_row_objectives_and_refuses_the_rest(client, data):
     assert two.init_score == pytest.approx(one.init_score)
     rmse = lambda m: float(np.sqrt(np.mean((m.predict(Xt) - yt) ** 2)))
     assert rmse(two) == pytest.approx(rmse(one), rel=0.02)
+    # in-memory rows go to the same workers every time, so the same call trains the same model
+    for _ in range(2):
+        again = train_dask(client, X, y, engine="lightgbm", objective="squared_error", params={"num_leaves": 15},
+                           num_boost_round=40)
+        assert np.array_equal(again.predict(Xt), two.predict(Xt))
     with pytest.raises(ValueError, match="lightgbm.dask calls the objective on each worker's rows"):
         train_dask(client, X, y, engine="lightgbm", objective="extended_qwk")
     with pytest.raises(ValueError, match="early_stopping_rounds"):

@@ -35,7 +35,7 @@ def test_python_examples_run_as_written(tmp_path, monkeypatch):
 def commands(script):
     out = []
     for block in blocks("bash"):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():      # a command continued with a backslash
             line = line.split("#")[0].strip()
             if line.startswith(f"python experiments/{script}"):
                 line = re.sub(r"\[([^\]]*)\]$", r"\1", line)        # an optional tail, written [like=this]
@@ -64,3 +64,28 @@ def test_tune_commands_compose(args):
         cfg = OmegaConf.to_container(compose("tune", args), resolve=True)
     check_config(cfg)
     assert cfg["engine"]["search_space"]
+
+
+def test_dask_example_runs_as_written(tmp_path):
+    """The Dask example, as a script (Dask starts worker processes), on Parquet files shaped as it says."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from qwkboost.data import quartiles
+
+    (code,) = [b for b in blocks("python") if "train_dask(" in b]
+    ds = quartiles(n_train=6_000, n_test=2_000)
+    frame = lambda X, y=None: pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(
+        **({} if y is None else {"rating": y}))
+    (tmp_path / "data").mkdir()
+    for i, rows in enumerate((slice(0, 2_500), slice(2_500, 5_000))):
+        frame(ds.X_train[rows], ds.y_train[rows]).to_parquet(tmp_path / "data" / f"train-{i}.parquet")
+    frame(ds.X_train[5_000:], ds.y_train[5_000:]).to_parquet(tmp_path / "data" / "valid-0.parquet")
+    frame(ds.X_test).to_parquet(tmp_path / "data" / "test-0.parquet")
+    (tmp_path / "example.py").write_text(code + "    print('scored', len(scores))\n")
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "scored 2000" in proc.stdout
+    assert (tmp_path / "model.json").exists()
