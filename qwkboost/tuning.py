@@ -13,6 +13,13 @@ parallel workers).
   ``(seed, trial number)``: a resumed study goes on where it stopped instead
   of replaying trial 0, parallel workers (which get different trial numbers)
   draw different parameters, and the same study replays the same draws.
+* **Parallel workers share one study.** The same command on several processes
+  or hosts with ``tune.storage=postgresql://user@host/dbname`` draws different
+  parameters in each; every trial records its worker (user attribute
+  ``qwkboost.process``: ``host:pid:start``), and all stop once the study holds
+  ``tune.n_trials`` completed trials. The first to open an empty database
+  creates Optuna's tables under a lock. A password in the URL is masked in
+  messages and MLflow (Hydra still saves the command line: prefer ``~/.pgpass``).
 * **Killed trials are retried.** Trials send heartbeats; a trial whose process
   is gone (found at once on the same host, else after ``grace_period``) is
   failed and retried with the same parameters, and its MLflow run is marked
@@ -27,8 +34,9 @@ import hashlib
 import json
 import logging
 import numbers
+import re
 import warnings
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import optuna
@@ -39,7 +47,7 @@ from qwkboost.experiment import load_dataset, run_experiment
 from qwkboost.interrupt import is_alive, process_tag
 
 __all__ = ["default_storage", "suggest", "check_space", "check_space_against_engine", "config_fingerprint",
-           "study_name", "best_overrides", "TrialSeededSampler", "tune"]
+           "study_name", "best_overrides", "shown_url", "TrialSeededSampler", "tune"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,8 @@ _NOT_FINGERPRINTED = {"tune": ("n_trials", "storage", "study_name", "heartbeat_i
                                "max_retry"),
                       None: ("tracking", "run_name", "n_jobs", "hydra")}
 CONFIG_ATTR = "qwkboost.config"
+#: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
+_PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()[:8], "big", signed=True)
 
 
 def default_storage() -> str:
@@ -233,32 +243,105 @@ class TrialSeededSampler(optuna.samplers.BaseSampler):
         """Nothing to do: every trial's draws are already fixed by its number."""
 
 
+def shown_url(url: str) -> str:
+    """``url`` with its password masked, fit for messages, logs and MLflow."""
+    return re.sub(r"(://[^/:@?]*:)[^/@?]*@", r"\1***@", url)
+
+
+def _with_installed_driver(url: str) -> str:
+    """A ``postgresql://`` URL, which names no driver, with the PostgreSQL driver that is installed.
+
+    SQLAlchemy 2.0 reads it as psycopg2 and 2.1 as psycopg (version 3); the
+    ``cluster`` extra installs psycopg2. A URL naming its driver is left as is.
+    """
+    import importlib.util
+
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.drivername != "postgresql":
+        return url
+    for driver in ("psycopg2", "psycopg"):
+        if importlib.util.find_spec(driver) is not None:
+            return parsed.set(drivername=f"postgresql+{driver}").render_as_string(hide_password=False)
+    return url
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str, parsed) -> Iterator[None]:
+    """Hold a lock across processes while Optuna creates its tables on first use.
+
+    Workers started together on an empty database would otherwise race in
+    Optuna's ``CREATE TABLE`` and version stamp; on PostgreSQL the loser fails
+    with a duplicate key in ``pg_type``. SQLite takes a file lock beside the
+    database, PostgreSQL an advisory lock; other servers take none.
+    """
+    if parsed.drivername.startswith("sqlite"):
+        with tracking.store_lock(tracking.check_sqlite_path(url, "tune.storage")):
+            yield
+        return
+    if parsed.get_backend_name() != "postgresql":
+        yield
+        return
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    engine = sqlalchemy.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            # a session lock: it outlives the transaction and ends with the connection at the latest
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _PG_LOCK_KEY})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_LOCK_KEY})
+    finally:
+        engine.dispose()
+
+
 def _storage(url: str, t: Mapping[str, Any]):
-    """Open (and on first use create, under a lock for SQLite) the study storage.
+    """Open (and on first use create, under a lock across processes) the study storage.
+
+    Parameters
+    ----------
+    url : str
+        ``tune.storage``: an SQLAlchemy URL. ``postgresql://`` without a driver
+        uses the installed one (psycopg2, else psycopg).
+    t : mapping
+        The ``tune`` settings: ``heartbeat_interval``, ``grace_period``, ``max_retry``.
 
     Raises
     ------
     ValueError
-        For a URL SQLAlchemy cannot read, or a database that cannot be opened.
+        Naming ``tune.storage`` (its password masked): a URL SQLAlchemy cannot
+        read, a driver that is not installed, or a database that cannot be
+        opened, e.g. a server that refuses the connection.
     """
     from optuna.storages import RDBStorage
     from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
+    shown = shown_url(url)
     try:
+        url = _with_installed_driver(url)
         parsed = make_url(url)
         parsed.get_dialect()
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise ValueError(f"tune.storage={url!r} is not a database URL qwkboost can use ({exc}); use e.g. "
-                         "sqlite:////absolute/path/optuna.db or postgresql://user@host/dbname") from None
-    kwargs = {"connect_args": {"timeout": 60}} if parsed.drivername.startswith("sqlite") else {}
-    lock = None
-    if parsed.drivername.startswith("sqlite"):
-        lock = tracking.store_lock(tracking.check_sqlite_path(url, "tune.storage"))
+        raise ValueError(f"tune.storage={shown!r} is not a database URL qwkboost can use ({exc}); use e.g. "
+                         "sqlite:////absolute/path/optuna.db or postgresql://user@host:5432/dbname") from None
+    sqlite = parsed.drivername.startswith("sqlite")
+    kwargs = {"connect_args": {"timeout": 60}} if sqlite else {}
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        kwargs = {"connect_args": {"connect_timeout": 10}}     # libpq would wait minutes for a silent host
+    if sqlite:
+        tracking.check_sqlite_path(url, "tune.storage")
     else:
-        tracking.check_database_driver(url, "tune.storage")
+        try:
+            tracking.check_database_driver(url, "tune.storage")
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(url, shown_url(url))) from None
     try:
-        with lock or contextlib.nullcontext(), _quiet_experimental():
+        with _schema_lock(url, parsed), _quiet_experimental():
             retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) \
                 or optuna.storages.RetryFailedTrialCallback
             return RDBStorage(url, heartbeat_interval=int(t.get("heartbeat_interval", 10)),
@@ -266,10 +349,14 @@ def _storage(url: str, t: Mapping[str, Any]):
                               heartbeat_stale_trial_callback=retry(max_retry=int(t.get("max_retry", 2))),
                               engine_kwargs=kwargs)
     except ImportError as exc:
-        raise ValueError(f"tune.storage={url!r} needs a database driver that is not installed ({exc})") from None
+        raise ValueError(f"tune.storage={shown!r} needs a database driver that is not installed ({exc})") from None
     except Exception as exc:
         if type(exc).__module__.startswith(("sqlalchemy", "optuna", "sqlite3")):
-            raise ValueError(f"tune.storage={url!r} cannot be opened: {str(exc).splitlines()[0]}") from None
+            # a server that cannot be reached or refuses the login (not, say, an incompatible schema)
+            hint = "" if sqlite or not isinstance(exc, OperationalError) else (
+                "; check that the server runs and accepts connections there, and the host, port, user, password "
+                "and database name")
+            raise ValueError(f"tune.storage={shown!r} cannot be opened: {str(exc).splitlines()[0]}{hint}") from None
         raise
 
 
@@ -321,9 +408,10 @@ def tune(cfg: Mapping[str, Any]) -> Any:
     """Run (or resume) the study described by ``cfg.tune``; return the Optuna study.
 
     ``tune.n_trials`` is the total: the study stops when it holds that many
-    completed trials, counting those of earlier invocations. Running the same
-    command again resumes an interrupted study, or reports the best trial of a
-    finished one; raise ``tune.n_trials`` for more trials.
+    completed trials, counting those of earlier invocations and of parallel
+    workers (trials still running then finish, so a few more may complete).
+    Running the same command again resumes an interrupted study, or reports the
+    best trial of a finished one; raise ``tune.n_trials`` for more trials.
 
     Raises
     ------
@@ -355,9 +443,9 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         study.set_user_attr(CONFIG_ATTR, fingerprint)
     elif stored != fingerprint:
         diff = _diff(stored, fingerprint)
-        raise ConfigError(f"study {name!r} in {url.split('?')[0]} was created with another configuration "
-                          f"({'; '.join(diff[:8])}); choose another tune.study_name, or leave it unset for a "
-                          "name derived from the configuration")
+        raise ConfigError(f"study {name!r} in {shown_url(url.split('?')[0])} was created with another "
+                          f"configuration ({'; '.join(diff[:8])}); choose another tune.study_name, or leave it "
+                          "unset for a name derived from the configuration")
     client = mlflow.MlflowClient()
     _fail_dead_trials(study)
     with _quiet_experimental():
@@ -387,12 +475,14 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         return row[metric]
 
     with tracking.run(experiment_id, f"tune {name}",
-                      tags={"optuna.study": name, "optuna.storage": url.split("?")[0]}) as parent:
+                      tags={"optuna.study": name, "optuna.storage": shown_url(url.split("?")[0])}) as parent:
         parent_id = parent.info.run_id
-        tracking.log_params({"tune": dict(t), "engine": {"name": cfg["engine"]["name"],
-                                                          "search_space": dict(space)},
+        tracking.log_params({"tune": {**t, "storage": shown_url(url)},
+                             "engine": {"name": cfg["engine"]["name"], "search_space": dict(space)},
                              "objective": dict(cfg["objective"]), "data": dict(cfg["data"])})
-        study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True)
+        # parallel workers stop together once the study holds n_trials completed trials, not n_trials each
+        until_total = optuna.study.MaxTrialsCallback(n_trials, states=(optuna.trial.TrialState.COMPLETE,))
+        study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
         best = study.best_trial
         tracking.log_metrics({f"best_{metric}": best.value, "n_complete": float(len(
             study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))))})

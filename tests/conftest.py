@@ -51,3 +51,20 @@ TINY_OVERRIDES = [
     "data.n_train=1500", "data.n_test=800", "engine.num_boost_round=60", "engine.early_stopping_rounds=10",
     "engine.params.learning_rate=0.3", "cv.n_splits=3",
 ]
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server for the session, on a free loopback port (see ``tests/postgres_server.py``).
+
+    Yields ``postgresql+psycopg2://postgres@127.0.0.1:PORT/qwkboost_test``; the
+    server is stopped and its data removed afterwards. Skips, saying why, when
+    the driver or Debian's server binaries are missing.
+    """
+    from postgres_server import missing_reason, running_postgres
+
+    reason = missing_reason()
+    if reason:
+        pytest.skip(reason)
+    with running_postgres() as url:
+        yield url
