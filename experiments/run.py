@@ -125,7 +125,7 @@ def _main(cfg: DictConfig) -> float | None:
         check_config(container)
     parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
     if parent:   # a multirun job: the store and experiment were set up by the sweep's main process
-        tracking.resolve_and_set(cfg.tracking.uri)
+        tracking.resolve_and_set(cfg.tracking.uri, sweep_run_id=parent["run_id"])
         experiment_id = parent["experiment_id"]
         if container.get("n_jobs") is None and parent.get("parallel", 1) > 1:
             container["n_jobs"] = threads_per_job(parent["parallel"])   # jobs side by side share the cores

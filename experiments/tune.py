@@ -15,6 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from qwkboost import tracking
 from qwkboost.config import check_config, config_errors
 from qwkboost.interrupt import main_guard, report_config_errors
 from qwkboost.tuning import best_overrides, tune
@@ -28,6 +29,8 @@ def main(cfg: DictConfig) -> float:
         container = OmegaConf.to_container(cfg, resolve=True)
         with config_errors():
             check_config(container)
+            # an unreachable tracking server stops the command before the Optuna study is opened or created
+            tracking.check_reachable(tracking.resolve_tracking_uri(container["tracking"]["uri"]))
         study = tune(container)
     if not study.best_trials:
         return float("nan")

@@ -179,17 +179,15 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         out = Path(output_dir) if output_dir is not None else None
         if active is not None:
             row["run_id"] = active.info.run_id
-            _log_run(cfg, ds, cv, ev, pipe)
-        elif out is not None:
-            write_outputs(out, ds, cv, ev, pipe)
         log.info("%s: %s", run_name, ", ".join(f"{k}={v:.4f}" for k, v in ev.metrics.items()
                                                if k.startswith(("qwk", "rmse"))))
-        if out is not None:
+        if out is not None:     # on disk first: a tracking server that goes away while logging loses nothing
             out.mkdir(parents=True, exist_ok=True)
-            if active is not None:
-                write_outputs(out, ds, cv, ev, pipe)
+            write_outputs(out, ds, cv, ev, pipe)
             (out / "result.json").write_text(json.dumps(row, indent=2))
             log.info("predictions: %s", out / "submission.csv")
+        if active is not None:
+            _log_run(cfg, ds, cv, ev, pipe)
         return row
 
     if experiment_id is None:

@@ -12,6 +12,11 @@ every child finished, FAILED otherwise. If the sweep is interrupted (Ctrl-C,
 SIGTERM) or crashes, the parent and every child still RUNNING are ended at
 interpreter exit, KILLED or FAILED: launcher workers may be killed before they
 can end their own runs.
+
+A tracking server that does not answer when the sweep starts stops it before
+any job runs. One that goes away during the sweep fails each job that is left
+at once; at exit the runs it could not end are named, and they stay RUNNING
+until the next command that logs to the experiment marks them KILLED.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import atexit
 import json
 import logging
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from qwkboost import tracking
+from qwkboost.config import ConfigError
 from qwkboost.interrupt import interrupted
 
 __all__ = ["MLflowSweepParent", "PARENT_FILE", "read_parent", "sweep_shape", "SUMMARY_METRICS"]
@@ -75,14 +82,21 @@ class MLflowSweepParent(Callback):
     def __init__(self) -> None:
         self.run_id: str | None = None
         self.uri: str | None = None
+        self.experiment_name: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         import mlflow
 
         if config.get("tracking") is None or config.get("table"):
             return
-        experiment_id = tracking.setup(config.tracking.uri, config.tracking.experiment_name)
+        try:
+            experiment_id = tracking.setup(config.tracking.uri, config.tracking.experiment_name)
+        except ConfigError as exc:
+            # Hydra would only warn about an error raised here and launch every job regardless
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
         self.uri = mlflow.get_tracking_uri()
+        self.experiment_name = config.tracking.experiment_name
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         overrides = list(config.hydra.overrides.task)
@@ -104,6 +118,8 @@ class MLflowSweepParent(Callback):
             return
         import mlflow
 
+        if self._server_gone():
+            sys.exit(1)     # the jobs are logged, but the sweep's parent could not be ended
         client = mlflow.MlflowClient(self.uri)
         children = self._children(client)
         ok = children and all(c.info.status == "FINISHED" for c in children)
@@ -143,7 +159,7 @@ class MLflowSweepParent(Callback):
 
     def _abort(self) -> None:
         """At exit without ``on_multirun_end``: end the parent and any child left RUNNING."""
-        if self.run_id is None:
+        if self.run_id is None or self._server_gone():
             return
         import mlflow
 
@@ -155,6 +171,22 @@ class MLflowSweepParent(Callback):
                     client.set_terminated(c.info.run_id, status)
         finally:
             self._end(status)
+
+    def _server_gone(self) -> bool:
+        """Whether the tracking server went away; if so, say which runs it keeps RUNNING, and forget the parent.
+
+        Every call to a dead server would wait on MLflow's HTTP retries, so none is made.
+        """
+        reason = tracking.unreachable(self.uri)
+        if reason is None:
+            return False
+        print(f"error: the MLflow tracking server at tracking.uri={self.uri} went away ({reason}) during the sweep; "
+              f"the sweep's parent run {self.run_id} and any of its child runs that had not ended stay RUNNING "
+              f"there: once the server is back, the next qwkboost command logging to experiment "
+              f"{self.experiment_name!r} on this host marks them KILLED (finished runs are kept)",
+              file=sys.stderr)
+        self.run_id = None
+        return True
 
     def _end(self, status: str) -> None:
         if self.run_id is None:

@@ -8,6 +8,15 @@ elsewhere, e.g. ``http://127.0.0.1:5000`` for an ``mlflow server``.
 SQLite is shared by parallel launcher workers, so the store is created in the
 main process before any worker starts, connections wait on a lock (busy
 timeout) instead of failing, and writes are retried on ``database is locked``.
+
+A tracking server is checked before anything trains (:func:`check_reachable`).
+MLflow's HTTP client retries a failed request for about four minutes, so a
+command whose server dies would hang; for ``http(s)://`` URIs qwkboost bounds
+the retries (:data:`HTTP_DEFAULTS`, unless set in the environment), and once
+the server no longer answers it stops calling it and fails with
+:class:`TrackingServerLost`, naming the server. The runs it could not end
+stay RUNNING there; once the server is back, the next command that logs to
+the same experiment on this host marks them KILLED (:func:`reap_dead_runs`).
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import logging
 import os
 import platform
 import sys
@@ -23,7 +33,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from qwkboost.config import ConfigError
 from qwkboost.interrupt import is_alive, process_tag
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PROJECT_ROOT",
@@ -33,6 +46,10 @@ __all__ = [
     "prepare_store",
     "store_lock",
     "check_reachable",
+    "unreachable",
+    "HTTP_DEFAULTS",
+    "bound_http_retries",
+    "TrackingServerLost",
     "reap_dead_runs",
     "run",
     "log_params",
@@ -52,6 +69,12 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 #: ``host:pid:start`` of the process that owns a run (see :mod:`qwkboost.interrupt`).
 PROCESS_TAG = "qwkboost.process"
+#: MLflow's HTTP client settings that qwkboost sets for an ``http(s)://`` tracking URI when the environment does
+#: not. MLflow's own defaults (7 retries, backoff factor 2, 120 s timeout) wait about four minutes on every request
+#: to a server that died, and a command makes several; these give up after about 15 s (retries after 0, 2, 4 and
+#: 8 s) and still ride out a server restart of a few seconds.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "60"}
 VERSIONED = ("qwkboost", "numpy", "scipy", "pandas", "scikit-learn", "xgboost", "lightgbm", "optuna",
              "mlflow", "hydra-core", "omegaconf", "matplotlib")
 
@@ -186,8 +209,6 @@ def prepare_store(uri: str) -> None:
     db = _sqlite_path(uri)
     if db is None:
         return
-    from qwkboost.config import ConfigError
-
     with store_lock(db):
         _drop_leftover_migration_tables(db)
         for attempt in range(6):
@@ -205,6 +226,26 @@ def prepare_store(uri: str) -> None:
                 _drop_leftover_migration_tables(db)
 
 
+def _is_http(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def unreachable(uri: str, timeout: float = 5.0) -> str | None:
+    """Why the HTTP tracking server at ``uri`` does not answer its ``/health`` endpoint, or ``None`` if it does.
+
+    Always ``None`` for a store that is not an ``http(s)://`` server.
+    """
+    if not _is_http(uri):
+        return None
+    import requests
+
+    try:
+        r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+    except requests.RequestException as exc:
+        return type(exc).__name__ + (": connection refused" if "refused" in str(exc).lower() else "")
+    return None if r.status_code == 200 else f"HTTP {r.status_code}"
+
+
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
     """Fail within seconds if an HTTP tracking server does not answer.
 
@@ -213,23 +254,57 @@ def check_reachable(uri: str, timeout: float = 5.0) -> None:
     ConfigError
         Naming the URI and what to do.
     """
-    from qwkboost.config import ConfigError
+    reason = unreachable(uri, timeout)
+    if reason is not None:
+        raise _cannot_reach(uri, reason)
 
-    if not uri.startswith(("http://", "https://")):
-        return
-    import requests
 
+def _cannot_reach(uri: str, reason: str) -> ConfigError:
+    return ConfigError(
+        f"the MLflow tracking server at tracking.uri={uri} cannot be reached ({reason}); start it "
+        f"(e.g. mlflow server --host 127.0.0.1 --port 5000), or leave tracking.uri and MLFLOW_TRACKING_URI "
+        f"unset to log to the local sqlite store")
+
+
+def bound_http_retries(uri: str) -> None:
+    """For an ``http(s)://`` tracking URI, set :data:`HTTP_DEFAULTS` in ``os.environ`` where the user has not.
+
+    Child processes (launcher workers) inherit them.
+    """
+    if _is_http(uri):
+        for name, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(name, value)
+
+
+class TrackingServerLost(ConfigError):
+    """The HTTP tracking server stopped answering while a command was logging to it."""
+
+
+def server_lost(uri: str, reason: str, what: str) -> TrackingServerLost:
+    """The error for a server that went away while ``what`` (e.g. ``"run 'x' (id)"``) was logging to it."""
+    return TrackingServerLost(
+        f"the MLflow tracking server at tracking.uri={uri} went away ({reason}) while {what} was logging to it; "
+        "what it had logged is kept, and a run that could not be ended stays RUNNING there until the next "
+        "qwkboost command logging to the same experiment on this host (once the server is back) marks it KILLED. "
+        "Restart the server and run the command again")
+
+
+@contextlib.contextmanager
+def _without_retries() -> Iterator[None]:
+    """MLflow HTTP calls inside the block are tried once, with a 5 s timeout (for calls that may fail).
+
+    MLflow reads these variables on every request; they are process-wide while the block runs.
+    """
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"})
     try:
-        r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
-        ok = r.status_code == 200
-        reason = f"HTTP {r.status_code}"
-    except requests.RequestException as exc:
-        ok, reason = False, type(exc).__name__ + (": connection refused" if "refused" in str(exc).lower() else "")
-    if not ok:
-        raise ConfigError(
-            f"the MLflow tracking server at tracking.uri={uri} cannot be reached ({reason}); start it "
-            f"(e.g. mlflow server --host 127.0.0.1 --port 5000), or leave tracking.uri and MLFLOW_TRACKING_URI "
-            f"unset to log to the local sqlite store")
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def setup(uri: str | None, experiment_name: str) -> str:
@@ -252,6 +327,7 @@ def setup(uri: str | None, experiment_name: str) -> str:
         uri = resolve_tracking_uri(uri)
         if not isinstance(experiment_name, str) or not experiment_name.strip():
             raise ValueError(f"tracking.experiment_name must be a non-empty name; got {experiment_name!r}")
+    bound_http_retries(uri)
     check_reachable(uri)
     prepare_store(uri)
     mlflow.set_tracking_uri(uri)
@@ -291,6 +367,12 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
 
     Any run left active in this process (a reused launcher worker) is ended
     first, so nothing leaks from one job into the next.
+
+    Raises
+    ------
+    TrackingServerLost
+        If an HTTP tracking server stops answering: raised instead of the
+        error of the failed MLflow call (a Ctrl-C or SIGTERM still propagates).
     """
     import mlflow
 
@@ -298,13 +380,17 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         mlflow.end_run("KILLED")
     nested = parent_run_id is not None and mlflow.active_run() is not None
     tags = {PROCESS_TAG: process_tag(), **(tags or {})}
-    if run_id is not None:
-        active = _retry(mlflow.start_run, run_id=run_id)
-        _retry(mlflow.MlflowClient().update_run, run_id, "RUNNING")
-        mlflow.set_tags(tags)
-    else:
-        active = _retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
-                        parent_run_id=None if nested else parent_run_id, nested=nested, tags=tags)
+    try:
+        if run_id is not None:
+            active = _retry(mlflow.start_run, run_id=run_id)
+            _retry(mlflow.MlflowClient().update_run, run_id, "RUNNING")
+            mlflow.set_tags(tags)
+        else:
+            active = _retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
+                            parent_run_id=None if nested else parent_run_id, nested=nested, tags=tags)
+    except Exception as exc:
+        _raise_if_lost(exc, f"run {run_name!r}")
+        raise
     status = "FAILED"
     try:
         yield active
@@ -313,11 +399,50 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         status = "KILLED"
         raise
     finally:
-        # status first, with retries: mlflow.end_run pops the run before writing, so a lock there
-        # would leave it RUNNING; end_run then only pops the fluent stack
-        _retry(mlflow.MlflowClient().set_terminated, active.info.run_id, status)
-        if mlflow.active_run() is not None and mlflow.active_run().info.run_id == active.info.run_id:
+        _end_run(active.info.run_id, run_name, status, sys.exc_info()[1])
+
+
+def _raise_if_lost(error: BaseException | None, what: str) -> None:
+    """Raise :class:`TrackingServerLost` from ``error`` if the HTTP tracking server no longer answers."""
+    import mlflow
+
+    uri = mlflow.get_tracking_uri()
+    reason = unreachable(uri)
+    if reason is not None:
+        raise server_lost(uri, reason, what) from error
+
+
+def _end_run(run_id: str, run_name: str, status: str, error: BaseException | None) -> None:
+    """End the run ``status`` in the store and pop it from MLflow's stack of active runs.
+
+    The status goes first, with retries: :func:`mlflow.end_run` pops the run
+    before writing, so a lock there would leave it RUNNING. Its own write of
+    the same status is then redundant, so it is made without retries and
+    may fail. If the run failed and the tracking server no longer answers,
+    nothing is written: each call would only wait on MLflow's HTTP retries.
+    """
+    import mlflow
+
+    uri = mlflow.get_tracking_uri()
+    cause = error
+    reason = unreachable(uri) if error is not None else None
+    if reason is None:
+        try:
+            _retry(mlflow.MlflowClient().set_terminated, run_id, status)
+        except Exception as exc:
+            reason = unreachable(uri)
+            if reason is None:
+                raise
+            cause = error or exc
+    if mlflow.active_run() is not None and mlflow.active_run().info.run_id == run_id:
+        with _without_retries(), contextlib.suppress(Exception):
             mlflow.end_run(status)
+    if reason is not None:
+        lost = server_lost(uri, reason, f"run {run_name!r} ({run_id})")
+        if isinstance(error, KeyboardInterrupt):    # the interrupt goes on; the run stays RUNNING
+            log.warning("%s", lost)
+            return
+        raise lost from cause
 
 
 def reap_dead_runs(experiment_id: str, client=None) -> list[str]:
@@ -349,6 +474,7 @@ def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str |
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    bound_http_retries(uri)
     check_reachable(uri)
     client = mlflow.MlflowClient(uri)
     try:
@@ -521,11 +647,29 @@ def command_line() -> str:
     return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
-def resolve_and_set(uri: str | None) -> str:
-    """Point MLflow at the store without touching experiments (for launcher workers)."""
+def resolve_and_set(uri: str | None, sweep_run_id: str | None = None) -> str:
+    """Point MLflow at the store without touching experiments (for launcher workers).
+
+    Parameters
+    ----------
+    uri : str or None
+        ``tracking.uri``.
+    sweep_run_id : str, optional
+        The parent run of the sweep this job belongs to: the server answered
+        when the sweep started, so one that no longer does went away.
+
+    Raises
+    ------
+    ConfigError
+        For a tracking server that does not answer, :class:`TrackingServerLost` in a sweep.
+    """
     import mlflow
 
     uri = resolve_tracking_uri(uri)
-    check_reachable(uri)
+    bound_http_retries(uri)
+    reason = unreachable(uri)
+    if reason is not None:
+        raise _cannot_reach(uri, reason) if sweep_run_id is None else \
+            server_lost(uri, reason, f"the sweep (parent run {sweep_run_id})")
     mlflow.set_tracking_uri(uri)
     return uri
