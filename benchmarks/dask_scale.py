@@ -15,8 +15,12 @@ rate 0.1, 256 bins. Each configuration runs in a fresh process, the configuratio
   no qwkboost.
 
 Time is wall time from the arrays to the trained model (DMatrix or Dataset construction included);
-rows/s is rows x rounds / that time. Memory is the peak resident set (``ru_maxrss``) of the training
-process, or of each Dask worker process.
+rows/s is rows x rounds / that time. Each configuration also runs with one round: its time is the setup
+(input checks, quantile sketch, DMatrix or Dataset, one round), and (time - setup) / (rounds - 1) the time
+per round. Memory is the peak resident set (``ru_maxrss``) of the training
+process, or of each Dask worker process. On Dask, the bytes that crossed the loopback interface while
+training (every message between client, scheduler and workers: the quantile sketch, the histogram
+all-reduces, the objective's sums, the returned model) are recorded too.
 """
 
 from __future__ import annotations
@@ -42,6 +46,14 @@ import numpy as np
 
 kind, engine, objective, where, rows, rounds, block = sys.argv[1:8]
 rows, rounds, block = int(rows), int(rounds), int(block)
+
+
+def loopback_bytes():
+    with open("/proc/net/dev") as f:
+        for line in f:
+            if line.strip().startswith("lo:"):
+                return int(line.split(":")[1].split()[0])     # bytes received on loopback = bytes sent
+    return 0
 
 
 def make_block(i, n):
@@ -86,6 +98,7 @@ else:
             X, y = da.concatenate(Xs), da.concatenate(ys)
             X, y = client.persist([X, y])            # built on the workers, kept there
             distributed.wait([X, y])
+            lo0 = loopback_bytes()
             t0 = time.perf_counter()
             if kind == "qwkboost":
                 model = train_dask(client, X, y, engine=engine, objective=objective, num_boost_round=rounds,
@@ -95,6 +108,7 @@ else:
                 dxgb.train(client, {**XGB, "objective": objective, "tree_method": "hist"},
                            dxgb.DaskDMatrix(client, X, y), rounds)
             out["seconds"] = time.perf_counter() - t0
+            out["loopback_mib"] = (loopback_bytes() - lo0) / 2**20
             peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
             out["peak_rss_mib"] = sorted(peaks.values())
 if "seconds" in out:
@@ -130,15 +144,23 @@ def main() -> None:
         for kind, engine, objective in CONFIGS:
             pair = {}
             for where in ("single", "dask"):
+                # the same configuration with one round: what building the data and the model costs
+                setup = run_one(kind, engine, objective, where, rows, 1)
                 r = run_one(kind, engine, objective, where, rows, args.rounds)
+                r["setup_seconds"] = setup["seconds"]
+                r["ms_per_round"] = 1e3 * (r["seconds"] - setup["seconds"]) / (args.rounds - 1)
+                if where == "dask":
+                    r["loopback_kib_per_round"] = 1024 * (r["loopback_mib"] - setup["loopback_mib"]) / (args.rounds - 1)
                 pair[where] = r
                 results.append(r)
                 print(json.dumps(r), flush=True)
             s, d = pair["single"], pair["dask"]
-            print(f"{rows:>10,} {kind:8} {engine:8} {objective:17} single {s['seconds']:7.1f} s "
-                  f"({s['rows_per_s'] / 1e6:5.2f} M rows/s, {s['peak_rss_mib'][0]:6.0f} MiB) | dask 2x1 "
-                  f"{d['seconds']:7.1f} s ({d['rows_per_s'] / 1e6:5.2f} M rows/s, workers "
-                  f"{'/'.join(f'{m:.0f}' for m in d['peak_rss_mib'])} MiB) | dask/single time "
+            print(f"{rows:>10,} {kind:8} {engine:8} {objective:17} | single: {s['seconds']:6.1f} s, setup "
+                  f"{s['setup_seconds']:5.1f} s, {s['ms_per_round']:7.1f} ms/round, {s['rows_per_s'] / 1e6:5.2f} M "
+                  f"rows/s, {s['peak_rss_mib'][0]:5.0f} MiB | dask 2x1: {d['seconds']:6.1f} s, setup "
+                  f"{d['setup_seconds']:5.1f} s, {d['ms_per_round']:7.1f} ms/round, {d['rows_per_s'] / 1e6:5.2f} M "
+                  f"rows/s, workers {'/'.join(f'{m:.0f}' for m in d['peak_rss_mib'])} MiB, "
+                  f"{d['loopback_kib_per_round']:.0f} KiB/round over loopback | dask/single time "
                   f"{d['seconds'] / s['seconds']:.2f}x", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -546,6 +546,8 @@ def _train_lightgbm(client, data: DaskData, valid, obj, offset, params, num_boos
     import dask.array as da
     import lightgbm as lgb
 
+    if num_boost_round == 0:        # as on one machine: no booster, predictions are F0
+        return None, 0, None, {}
     init = da.full(data.y.shape[0], obj.init_score_ - offset, chunks=data.X.chunks[0])
     reg = lgb.DaskLGBMRegressor(client=client, objective=_LightGBMObjective(obj, offset),
                                 n_estimators=num_boost_round, random_state=seed,
