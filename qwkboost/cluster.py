@@ -40,7 +40,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from qwkboost.distributed import for_workers, xgboost_allreduce
-from qwkboost.engines import EngineObjective, check_engine_params, label_offset
+from qwkboost.engines import EngineObjective, _check_span, check_engine_params, label_offset
 from qwkboost.engines.model import Model
 from qwkboost.features import FeatureSchema
 from qwkboost.objectives import resolve
@@ -96,7 +96,7 @@ class ClusterSpec:
 
 
 @contextmanager
-def connect(spec: ClusterSpec | None = None, timeout: float = 20.0) -> Iterator[Any]:
+def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[Any]:
     """A :class:`distributed.Client` on ``spec`` (default: a 2-worker ``LocalCluster``), closed on exit.
 
     Raises
@@ -449,11 +449,11 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
     params = check_engine_params(engine, params, data.n_features)
 
     vals, counts = _label_counts(data.y, data.weight)
-    if obj.ordinal:
-        frac = vals[vals != np.round(vals)]
-        if frac.size:
-            raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; y has {frac[0]!r}. "
-                             "For a continuous target use objective='squared_error'")
+    if obj.ordinal and (vals != np.round(vals)).any():
+        raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; y has the label "
+                         f"{float(vals[vals != np.round(vals)][0])!r}. For a continuous target use "
+                         "objective='squared_error'")
+    _check_span(vals, "y")
     # the objective's statistics from every label at once: each distinct label weighted by its count
     if takes_weight(obj.fit):
         obj.fit(vals, sample_weight=counts)

@@ -7,6 +7,7 @@ tuner and tests.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -144,15 +145,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
 
     spec = ClusterSpec.from_config(cfg.get("cluster"))
 
-    def body(active=None) -> dict[str, Any]:
-        if spec is None:
-            return fit_and_log(active, None)
-        with connect(spec) as client:
-            log.info("%s: training on the Dask cluster at %s (%d workers)", run_name,
-                     spec.address or "127.0.0.1 (LocalCluster)", len(client.scheduler_info()["workers"]))
-            return fit_and_log(active, client)
-
-    def fit_and_log(active, client) -> dict[str, Any]:
+    def body(active, client) -> dict[str, Any]:
         if active is not None:
             if on_start is not None:
                 on_start(active.info.run_id)
@@ -190,10 +183,15 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             _log_run(cfg, ds, cv, ev, pipe)
         return row
 
-    if experiment_id is None:
-        return body()
-    with tracking.run(experiment_id, run_name, parent_run_id) as active:
-        row = body(active)
+    # the cluster first: a scheduler that does not answer stops the command before its MLflow run starts
+    with contextlib.nullcontext() if spec is None else connect(spec) as client:
+        if client is not None:
+            log.info("%s: training on the Dask cluster at %s (%d workers)", run_name,
+                     spec.address or "127.0.0.1 (LocalCluster)", len(client.scheduler_info()["workers"]))
+        if experiment_id is None:
+            return body(None, client)
+        with tracking.run(experiment_id, run_name, parent_run_id) as active:
+            row = body(active, client)
     if parent_run_id is None:
         log.info("MLflow run: %s", tracking.run_link(experiment_id, row["run_id"]))
     return row

@@ -241,3 +241,17 @@ def test_every_rounds_gradients_on_the_workers_equal_one_process(client, data, t
     local.a_, local.b_, local.lo_, local.hi_ = reference.a_, reference.b_, reference.lo_, reference.hi_
     gl, _ = super(RecordingQWK, local).grad_hess(own["y"], own["score"], own["w"] if weighted else None)
     assert np.abs(gl - own["g"]).max() > 1e-3
+
+
+def test_cli_stops_before_its_run_when_the_scheduler_does_not_answer(tmp_path, mlflow_store):
+    import mlflow
+
+    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *TINY_OVERRIDES,
+                           "cluster.address=tcp://127.0.0.1:9", f"tracking.uri={mlflow_store}",
+                           "tracking.experiment_name=cluster_unreachable", f"hydra.run.dir={tmp_path}/out"],
+                          cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out[-3000:]
+    assert "error: cluster.address=tcp://127.0.0.1:9: no Dask scheduler answers there" in out
+    exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("cluster_unreachable")
+    assert exp is None or not mlflow.MlflowClient(mlflow_store).search_runs([exp.experiment_id])
