@@ -288,8 +288,9 @@ def _place_rows(client, arrays: list[np.ndarray], step: int) -> list:
     return [da.concatenate(b) for b in blocks]
 
 
-def _label_counts(y, weight) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct labels and their (weighted) counts, computed on the cluster; labels and weights checked."""
+def _label_counts(y, weight, weighted: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct labels and their counts (weighted by ``weight`` if ``weighted``), computed on the cluster;
+    labels and weights checked."""
     import dask
     import dask.array as da
     import dask.dataframe as dd
@@ -297,8 +298,9 @@ def _label_counts(y, weight) -> tuple[np.ndarray, np.ndarray]:
     if y.shape[0] == 0:
         raise ValueError("y has no rows")
     bad_y = (~da.isfinite(y)).any()
-    if weight is None:
-        (vals, counts), bad_y, bad_w = dask.compute(da.unique(y, return_counts=True), bad_y, False)
+    if weight is None or not weighted:
+        bad_w = False if weight is None else (~da.isfinite(weight) | (weight < 0)).any()
+        (vals, counts), bad_y, bad_w = dask.compute(da.unique(y, return_counts=True), bad_y, bad_w)
     else:
         bad_y, bad_w = dask.compute(bad_y, (~da.isfinite(weight) | (weight < 0)).any())
         frame = dd.from_dask_array(da.stack([y, weight], axis=1), columns=["y", "w"])
@@ -341,9 +343,9 @@ class _WorkerMetric:
         p = np.asarray(predt, dtype=np.float64) + self.offset
         w = dmat.get_weight()
         w = w.astype(np.float64) if w.size else None
-        sums = self.objective.metric_sums(y, p, w)
-        if sums is None:     # XGBoost averages the workers' own values
+        if not self.objective.metric_adds_up():     # XGBoost averages the workers' own values
             return self.objective.metric_name, EngineObjective(self.objective).metric(y, p, w)
+        sums = self.objective.metric_sums(y, p, w)
         return self.objective.metric_name, self.objective.metric_from_sums(xgboost_allreduce(sums))
 
 
@@ -440,7 +442,6 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
         early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
         if valid is None:
             raise ValueError("early_stopping_rounds needs an eval_set to score")
-    k = int(getattr(obj, "n_outputs_", 1))
     if engine == "lightgbm":
         _check_lightgbm(obj, valid, early_stopping_rounds)
     else:
@@ -448,7 +449,8 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
     base_score = params.get("base_score")
     params = check_engine_params(engine, params, data.n_features)
 
-    vals, counts = _label_counts(data.y, data.weight)
+    # an objective whose fit takes no weights fits on the labels alone, as on one machine
+    vals, counts = _label_counts(data.y, data.weight, weighted=takes_weight(obj.fit))
     if obj.ordinal and (vals != np.round(vals)).any():
         raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; y has the label "
                          f"{float(vals[vals != np.round(vals)][0])!r}. For a continuous target use "
@@ -458,7 +460,7 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
     if takes_weight(obj.fit):
         obj.fit(vals, sample_weight=counts)
     else:
-        obj.fit(np.repeat(vals, np.round(counts).astype(np.int64)))
+        obj.fit(np.repeat(vals, counts.astype(np.int64)))
     if base_score is not None:
         if getattr(obj, "n_outputs_", 1) > 1:
             raise ValueError(f"params.base_score is one number; objective {obj.name!r} has several outputs")
@@ -525,7 +527,7 @@ def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, 
     callbacks = [] if early_stopping_rounds is None else [xgb.callback.EarlyStopping(
         rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid", maximize=obj.higher_is_better,
         save_best=False)]
-    if obj.metric_sums(np.zeros(1), np.zeros((1, k)) if k > 1 else np.zeros(1)) is None:
+    if not obj.metric_adds_up():
         log.warning("objective %r has no metric_sums: XGBoost reports the mean of each worker's own %s, not the "
                     "%s of all rows", obj.name, obj.metric_name, obj.metric_name)
     out = dxgb.train(client, params, evals[0][0], num_boost_round=num_boost_round, evals=evals,

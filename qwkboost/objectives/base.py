@@ -170,6 +170,14 @@ class Objective:
             return np.array([float(r.size), float(r @ r)])
         return np.array([float(sample_weight.sum()), float(sample_weight @ (r * r))])
 
+    @classmethod
+    def metric_adds_up(cls) -> bool:
+        """Whether :meth:`metric_sums` gives this class's :meth:`metric`: it is defined by the class that
+        defines :meth:`metric`, or by a subclass of it (a subclass that changes the metric inherits no sums)."""
+        def owner(name):
+            return next(c for c in cls.__mro__ if name in vars(c))
+        return issubclass(owner("metric_sums"), owner("metric"))
+
     def metric_from_sums(self, sums: np.ndarray) -> float:
         r"""The metric from :meth:`metric_sums` added over every row. Default: :math:`\sqrt{S_1 / S_0}`."""
         return float(np.sqrt(sums[1] / sums[0]))
