@@ -105,7 +105,8 @@ def _main(cfg: DictConfig) -> float | None:
         with config_errors():
             check_config(container)
             spec, cells = study_cells(cfg)
-            for rc in [c.config for c in cells if c.method.peer is None and c.seed == spec.first_seed]:
+            for rc in [c.config for c in cells if c.method.peer is None and not c.method.is_blend
+                       and c.seed == spec.first_seed]:
                 check_config(rc)
             check_cells(cells)
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)

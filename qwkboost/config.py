@@ -54,7 +54,7 @@ _RATE_KEYS = ("learning_rate", "eta")
 
 #: The settings of each config group; a key outside these (e.g. ``+cv.n_split=3``) is refused, not ignored.
 GROUP_KEYS = {
-    "cv": ("n_splits", "stratified", "shuffle"),
+    "cv": ("n_splits", "stratified", "shuffle", "group", "repeats"),
     "thresholds": ("method",),
     "tracking": ("uri", "experiment_name", "log_models", "log_pyfunc"),
     "engine": ("name", "num_boost_round", "early_stopping_rounds", "params", "search_space"),
@@ -133,7 +133,18 @@ def check_config(cfg: Mapping) -> None:
         raise ValueError(f"engine.params.base_score must be a number or null; got {base_score!r}")
     _check_cluster(cfg)
     n_splits = check_int(cfg["cv"].get("n_splits"), "cv.n_splits", 2)
-    check_int(cfg.get("seed", 0), "seed", 0, SEED_MAX - n_splits)
+    repeats = check_int(cfg["cv"].get("repeats", 1), "cv.repeats", 1)
+    check_int(cfg.get("seed", 0), "seed", 0, SEED_MAX - n_splits * repeats)
+    if repeats > 1 and cfg["cv"].get("shuffle", True) is False:
+        raise ValueError(f"cv.repeats={repeats} with cv.shuffle=false repeats one split {repeats} times; set "
+                         "cv.shuffle=true")
+    group = cfg["cv"].get("group")
+    if group is not None:
+        if not isinstance(group, str) or not group.strip():
+            raise ValueError(f"cv.group must be a column name or null; got {group!r}")
+        if cfg["data"].get("name") != "csv":
+            raise ValueError(f"cv.group={group!r} names an entity column, but data={cfg['data'].get('name')} is "
+                             "generated and has none; cv.group needs a file (data=csv)")
     n_jobs = cfg.get("n_jobs")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise ValueError(f"n_jobs must be a non-zero integer or null (every core); got {n_jobs!r}")

@@ -49,6 +49,10 @@ class Dataset:
     test_prior : ndarray or None
         The test split's class proportions when they are known to differ from
         the training split's (label shift), one per class of ``classes``.
+    groups_train : ndarray or None
+        The entity of every training row (``cv.group``): rows of one entity stay in one CV fold.
+    group_name : str or None
+        The column ``groups_train`` came from.
     """
 
     X_train: np.ndarray
@@ -66,6 +70,8 @@ class Dataset:
     w_train: np.ndarray | None = None
     w_test: np.ndarray | None = None
     test_prior: np.ndarray | None = None
+    groups_train: np.ndarray | None = None
+    group_name: str | None = None
 
     def __post_init__(self):
         if self.schema is None:
@@ -279,7 +285,7 @@ def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int
 
 def from_file(path: str, target: str, test_path: str | None = None, test_size: float | None = 0.2,
               ordinal: bool = True, seed: int = 0, id: str | None = None, drop=(), categorical=(),
-              weight: str | None = None, stratify: bool = False) -> Dataset:
+              weight: str | None = None, stratify: bool = False, group: str | None = None) -> Dataset:
     """Load a CSV or Parquet file; the label column is ``target``.
 
     Ordinal labels keep their own scale (1..9, 3..8, ...); their classes are
@@ -290,7 +296,10 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     it is predicted, not scored. ``id`` names a column carried to the
     predictions and never used as a feature; ``drop`` lists columns to ignore;
     ``weight`` names a column of row weights (in training, thresholds and
-    metrics; never a feature).
+    metrics; never a feature). ``group`` (``cv.group``) names the entity
+    column: never a feature, it keeps an entity's rows in one CV fold and,
+    when the test set is held out of this file, on one side of the split
+    (scikit-learn's ``GroupShuffleSplit``).
     String and pandas ``category`` columns are categorical features, and so are
     the columns listed in ``categorical`` (:class:`~qwkboost.features.FeatureSchema`).
     Errors name the config key (``data.path``, ``data.target``, ...) and, for a
@@ -304,7 +313,8 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         ``ordinal``) fractional values; an unknown ``id``, ``drop`` or
         ``categorical`` column, or duplicate ids; no feature columns, a numeric
         column with text in the test file, infinite features, features that are
-        all constant; a test share that leaves no rows.
+        all constant; a test share that leaves no rows; a ``group`` column with
+        missing values or a single value.
     """
     import pandas as pd
 
@@ -312,7 +322,7 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         raise ValueError(f"data.target must be a column name; got {target!r}")
     ordinal = check_bool(ordinal, "data.ordinal")
     seed = check_seed(seed, "seed")
-    for key, v in (("data.id", id), ("data.weight", weight)):
+    for key, v in (("data.id", id), ("data.weight", weight), ("cv.group", group)):
         if v is not None and (not isinstance(v, str) or not v):
             raise ValueError(f"{key} must be a column name or null; got {v!r}")
     drop, categorical = _names(drop, "data.drop"), _names(categorical, "data.categorical")
@@ -321,7 +331,8 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     if target not in df.columns:
         raise ValueError(f"data.target={target!r} is not a column of {path}; columns: {list(df.columns)}")
     for key, cols in (("data.id", [id] if id else []), ("data.weight", [weight] if weight else []),
-                      ("data.drop", drop), ("data.categorical", categorical)):
+                      ("cv.group", [group] if group else []), ("data.drop", drop),
+                      ("data.categorical", categorical)):
         unknown = [c for c in cols if c not in df.columns]
         if unknown:
             raise ValueError(f"{key}: {unknown} not a column of data.path={path!r}; columns: {list(df.columns)}")
@@ -329,6 +340,11 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     if len(set(named)) < len(named) or set(named) & set(drop):
         raise ValueError(f"data.target={target!r}, data.id={id!r}, data.weight={weight!r} and data.drop={drop} must "
                          "name different columns")
+    if group is not None and group in (target, weight, *drop):
+        raise ValueError(f"cv.group={group!r} is also data.target, data.weight or in data.drop; name the entity "
+                         "column")
+    if group is not None:       # the entity is never a feature (it may also be the id)
+        named = [*named, group]
     features = [c for c in df.columns if c not in named and c not in drop]
     if not features:
         raise ValueError(f"data.path={path!r} has no feature columns besides data.target={target!r}"
@@ -351,7 +367,17 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
         if not 0 < n_test < len(df):
             raise ValueError(f"data.test_size={test_size!r} of {len(df)} rows leaves {n_test} test rows and "
                              f"{len(df) - n_test} training rows; both need at least one (or give data.test_path)")
-        if check_bool(stratify, "data.stratify"):
+        if group is not None:
+            if check_bool(stratify, "data.stratify"):
+                raise ValueError(f"data.stratify=true with cv.group={group!r}: a test split of whole groups cannot "
+                                 "keep every class's share; set data.stratify=false or give data.test_path")
+            from sklearn.model_selection import GroupShuffleSplit
+
+            codes = _group_codes(df[group], group, "data.path")
+            tr_idx, te_idx = next(GroupShuffleSplit(1, test_size=test_size, random_state=seed).split(
+                np.zeros(len(df)), groups=codes))
+            dft, df = df.iloc[np.sort(te_idx)], df.iloc[np.sort(tr_idx)]
+        elif check_bool(stratify, "data.stratify"):
             from sklearn.model_selection import train_test_split
 
             labels = df[target].to_numpy()
@@ -413,8 +439,29 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     if weight:
         w = _weights(df, weight, src_train)
         wt = _weights(dft, weight, src_test) if weight in dft.columns else None
+    groups = None
+    if group is not None:
+        groups = df[group].to_numpy()
+        _group_codes(df[group], group, src_train)
     return Dataset(X, y, Xt, yt, list(features), classes, Path(path).stem, schema=schema, ids_train=ids[0],
-                   ids_test=ids[1], id_name=id, target=target, w_train=w, w_test=wt)
+                   ids_test=ids[1], id_name=id, target=target, w_train=w, w_test=wt, groups_train=groups,
+                   group_name=group)
+
+
+def _group_codes(column, name: str, src: str) -> np.ndarray:
+    """The entity column as integer codes; a missing entity is refused, naming its data row."""
+    import pandas as pd
+
+    missing = column.isna().to_numpy()
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise ValueError(f"cv.group={name!r} is missing in {int(missing.sum())} row(s) of {src} (first: data row "
+                         f"{column.index[i]}); every row needs its entity")
+    codes, uniques = pd.factorize(column, sort=True)
+    if len(uniques) < 2:
+        raise ValueError(f"cv.group={name!r} holds a single value ({uniques[0]!r}) in {src}; one entity leaves "
+                         "nothing to split into folds")
+    return codes
 
 
 def _weights(frame, column: str, src: str) -> np.ndarray:
@@ -519,7 +566,9 @@ def _check_target_column(df, target: str, src: str) -> None:
 #: The data sources a config can name (``data.name``), each a loader above.
 SOURCES = {"quartiles": quartiles, "latent_classes": latent_classes, "chisq": chisq, "csv": from_file}
 #: The settings of each data source (``data.*`` in a config): its loader's arguments; any other key is refused.
-SOURCE_KEYS = {name: ("_target_", "name", *inspect.signature(fn).parameters) for name, fn in SOURCES.items()}
+#: (``group`` comes from ``cv.group``, not from the data group.)
+SOURCE_KEYS = {name: ("_target_", "name", *(p for p in inspect.signature(fn).parameters if p != "group"))
+               for name, fn in SOURCES.items()}
 #: The argument checks of the generated sources, run on a config before anything is drawn.
 SOURCE_CHECKS = {"quartiles": check_quartiles_args, "latent_classes": check_latent_classes_args,
                  "chisq": check_chisq_args}

@@ -46,6 +46,9 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         Folds of the internal cross-validation (stratified by label). On data with
         fewer rows in some class, the folds are as many as that class has rows
         (at least 2), with a warning.
+    n_repeats : int, default 1
+        K-fold splits with different seeds (as scikit-learn's ``RepeatedStratifiedKFold``):
+        out-of-fold scores are averaged over them, and every fold model is kept.
     thresholds : {"exact", "nelder_mead", "distribution", "round"}, default "exact"
         How the cut points are fitted on the out-of-fold scores.
     categorical : list, optional
@@ -76,7 +79,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, engine="lightgbm", objective="extended_qwk", params=None, objective_params=None,
                  num_boost_round=1000, early_stopping_rounds=50, n_splits=5, thresholds="exact", categorical=None,
-                 random_state=0, n_jobs=None):
+                 random_state=0, n_jobs=None, n_repeats=1):
         self.engine = engine
         self.objective = objective
         self.params = params
@@ -88,6 +91,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         self.categorical = categorical
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.n_repeats = n_repeats
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -114,13 +118,18 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         return idx.astype(np.float64)
 
     # -- fitting ---------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None):
-        """Cross-validate, fit cut points on the out-of-fold scores, keep the fold models; return ``self``."""
+    def fit(self, X, y, sample_weight=None, groups=None):
+        """Cross-validate, fit cut points on the out-of-fold scores, keep the fold models; return ``self``.
+
+        ``groups`` gives the entity of every row (a user, a patient): an entity's
+        rows stay in one fold, as with scikit-learn's ``StratifiedGroupKFold``.
+        """
         if self.engine not in ENGINES:
             raise ValueError(f"engine={self.engine!r} is unknown; choose one of: {', '.join(ENGINES)}")
         if self.thresholds not in METHODS:
             raise ValueError(f"thresholds={self.thresholds!r} is unknown; choose one of: {', '.join(METHODS)}")
         n_splits = check_int(self.n_splits, "n_splits", 2)
+        n_repeats = check_int(self.n_repeats, "n_repeats", 1)
         seed = check_seed(self.random_state, "random_state")
         X = self._features(X, reset=True)
         y = column_or_1d(y, warn=True)
@@ -150,7 +159,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
                             objective_params=check_mapping(self.objective_params, "objective_params"),
                             num_boost_round=self.num_boost_round, early_stopping_rounds=self.early_stopping_rounds,
                             n_splits=n_splits, stratified=bool(counts.min() >= 2), seed=seed, progress=False,
-                            n_jobs=self.n_jobs, schema=schema, sample_weight=w)
+                            n_jobs=self.n_jobs, schema=schema, sample_weight=w, groups=groups, repeats=n_repeats)
         scale = np.arange(len(self.classes_), dtype=np.float64) if not self._numeric else \
             self.classes_.astype(np.float64)
         lo, k = float(scale[0]), scale.size

@@ -19,11 +19,11 @@ import numpy as np
 from qwkboost import plots, tracking
 from qwkboost.cluster import ClusterSpec, connect
 from qwkboost.config import config_errors, objective_ref
-from qwkboost.cv import CVResult, cross_validate
+from qwkboost.cv import CVResult, check_groups, cross_validate, fold_assignment
 from qwkboost.data import SOURCES, Dataset, class_range, from_file
 from qwkboost.metrics import extended_qwk, qwk, rmse
 from qwkboost.pipeline import FittedPipeline
-from qwkboost.thresholds import apply_thresholds, fit_thresholds
+from qwkboost.thresholds import apply_thresholds, fit_thresholds, nested_classes
 
 __all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",
            "write_outputs"]
@@ -31,14 +31,20 @@ __all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_ag
 log = logging.getLogger(__name__)
 
 
-def load_dataset(data: Mapping[str, Any], seed: int = 0) -> Dataset:
+def load_dataset(data: Mapping[str, Any], seed: int = 0, group: str | None = None) -> Dataset:
     """Build the :class:`~qwkboost.data.Dataset` a ``data`` config describes.
 
     The config names its loader with ``_target_`` (Hydra's convention) and
     holds every argument, so the defaults live in ``conf/data/*.yaml`` only. A
     config without ``_target_`` is looked up by ``data.name``
     (:data:`qwkboost.data.SOURCES`); ``seed`` is the train/test split's for a
-    CSV file that does not give one.
+    CSV file that does not give one. ``group`` (``cv.group``) names the entity
+    column of a file (see :func:`qwkboost.data.from_file`).
+
+    Raises
+    ------
+    ValueError
+        For an unknown source, or ``group`` with a source that has no columns to name.
     """
     from hydra.utils import get_method
 
@@ -49,6 +55,11 @@ def load_dataset(data: Mapping[str, Any], seed: int = 0) -> Dataset:
     kwargs = {k: v for k, v in data.items() if k not in ("name", "_target_")}
     if loader is from_file:
         kwargs.setdefault("seed", seed)
+        if group is not None:
+            kwargs["group"] = group
+    elif group is not None:
+        raise ValueError(f"cv.group={group!r} names an entity column, but data={name} is generated and has none; "
+                         "cv.group needs a file (data=csv)")
     return loader(**kwargs)
 
 
@@ -76,6 +87,13 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
     Rounding uses the cut points :math:`c_{k} + \tfrac12` between consecutive
     classes; the other methods come from :func:`qwkboost.thresholds.fit_thresholds`
     on class indices :math:`y - \min y`, so scales like 1..9 work unchanged.
+
+    ``qwk_thresholds_oof`` scores the cut points on the rows they were fitted
+    on; ``qwk_thresholds_oof_nested`` fits them on the other folds' rows for
+    each fold (:func:`qwkboost.thresholds.nested_classes`), and
+    ``cut_optimism`` is the difference: how much the fit flatters the OOF
+    score. With repeated CV, ``qwk_thresholds_oof_repeat_sd`` is the spread of
+    the single repeats' OOF QWK.
     """
     m: dict[str, float] = {"fit_seconds": cv.fit_seconds,
                            "best_iteration_mean": float(np.mean(cv.best_iterations))}
@@ -96,6 +114,17 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
         fit_thresholds(method, cv.oof - lo, y_idx, n_classes=k, sample_weight=w) + lo
     m["qwk_round_oof"] = qwk(y_idx, apply_thresholds(cv.oof, round_cuts), n_classes=k, sample_weight=w)
     m["qwk_thresholds_oof"] = qwk(y_idx, apply_thresholds(cv.oof, cuts), n_classes=k, sample_weight=w)
+    # the same cut points fitted without each fold, scored on it: what the fit flatters the OOF score by
+    fold = (cv.fold_of if cv.fold_of is not None else fold_assignment(cv.folds, len(cv.oof), cv.repeats))[0]
+    nested = nested_classes(method, cv.oof - lo, y_idx, fold, n_classes=k, sample_weight=w)
+    m["qwk_thresholds_oof_nested"] = qwk(y_idx, nested, n_classes=k, sample_weight=w)
+    m["cut_optimism"] = m["qwk_thresholds_oof"] - m["qwk_thresholds_oof_nested"]
+    if cv.oof_repeats is not None:      # how much one repeat's OOF QWK moves with the split's seed
+        per = [qwk(y_idx, apply_thresholds(o, round_cuts if method == "round" else
+                                           fit_thresholds(method, o - lo, y_idx, n_classes=k, sample_weight=w) + lo),
+                   n_classes=k, sample_weight=w) for o in cv.oof_repeats]
+        m["qwk_thresholds_oof_repeat_mean"] = float(np.mean(per))
+        m["qwk_thresholds_oof_repeat_sd"] = float(np.std(per, ddof=1))
     m["kappa_tilde_oof"] = extended_qwk(ds.y_train, np.clip(cv.oof, lo, hi), sample_weight=w)
     test_classes = None
     if cv.test is not None:
@@ -139,8 +168,9 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     engine, objective = cfg["engine"], cfg["objective"]
     run_name = run_name or cfg.get("run_name") or f"{engine['name']}/{objective['name']}"
     seed = int(cfg.get("seed", 0))
+    group = cfg["cv"].get("group")
     with config_errors():
-        ds = dataset if dataset is not None else load_dataset(cfg["data"], seed)
+        ds = dataset if dataset is not None else load_dataset(cfg["data"], seed, group)
         check_against_data(cfg, ds)
 
     spec = ClusterSpec.from_config(cfg.get("cluster"))
@@ -162,7 +192,8 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
             n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
-            schema=ds.schema, sample_weight=ds.w_train, client=client)
+            schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,
+            repeats=int(cfg["cv"].get("repeats", 1)))
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
@@ -230,6 +261,14 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
                              f"{counts.min()} training rows); lower cv.n_splits or set cv.stratified=false")
     elif k > len(ds.y_train):
         raise ValueError(f"cv.n_splits={k} exceeds the number of training rows ({len(ds.y_train)})")
+    group = cfg["cv"].get("group")
+    if group is not None:
+        if ds.groups_train is None:
+            raise ValueError(f"cv.group={group!r}: the data set was loaded without its entity column")
+        n_groups = int(check_groups(ds.groups_train, len(ds.y_train), f"cv.group={group!r}").max()) + 1
+        if k > n_groups:
+            raise ValueError(f"cv.n_splits={k} exceeds the number of groups in cv.group={group!r} ({n_groups}); "
+                             "lower cv.n_splits")
     obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
@@ -262,9 +301,11 @@ def _class_column(values: np.ndarray):
 def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation):
     """``(oof, predictions, submission)`` DataFrames of a run.
 
-    ``oof``: id, label, out-of-fold score and class; ``predictions``: id, the
-    fold models' mean test score, the class (and the label where the test set
-    has them); ``submission``: id and class on the labels' own scale (the score
+    ``oof``: id, label, out-of-fold score and class, the row's validation
+    fold (``fold``; ``fold_1``, ... for further repeats), and the entity and
+    weight columns when the run had them; ``predictions``: id, the fold
+    models' mean test score, the class (and the label where the test set has
+    them); ``submission``: id and class on the labels' own scale (the score
     for a regression target), columns named as in the training file.
     """
     import pandas as pd
@@ -278,6 +319,13 @@ def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation):
     if ev.cuts is not None:
         oof["class"] = _class_column(apply_thresholds(cv.oof, ev.cuts, classes=ev.classes))
         pred["class"] = _class_column(ev.test_classes)
+    fold_of = cv.fold_of if cv.fold_of is not None else fold_assignment(cv.folds, len(cv.oof), cv.repeats)
+    for r, f in enumerate(fold_of):
+        oof["fold" if r == 0 else f"fold_{r}"] = f.astype(np.int64)
+    if ds.groups_train is not None and ds.group_name not in oof.columns:
+        oof[ds.group_name] = ds.groups_train
+    if ds.w_train is not None:
+        oof["weight"] = ds.w_train
     if ds.has_test_labels:
         pred[target] = _class_column(ds.y_test) if ds.is_ordinal else ds.y_test
     sub = pd.DataFrame({id_name: ids_test, target: pred["class"] if ev.cuts is not None else cv.test})
@@ -306,7 +354,10 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
     tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
                        "classes": None if ev.classes is None else ev.classes.tolist()}, "thresholds.json")
     tracking.log_dict({"best_iterations": cv.best_iterations, "fold_seconds": cv.fold_seconds,
+                       "repeats": cv.repeats, "grouped": cv.grouped, "duplicate_rows": cv.duplicate_rows,
                        **ev.metrics}, "metrics.json")
+    if cv.duplicate_rows is not None:
+        tracking.log_metrics({"duplicate_rows": cv.duplicate_rows})
     metric_name = cv.models[0].objective.metric_name
     tracking.log_figure(plots.learning_curves(cv.models, metric_name), "plots/learning_curves.png")
     if ev.classes is not None:

@@ -85,11 +85,14 @@ def _fit_predict_ordered_model(X, y, X_eval, n_classes: int, seed: int) -> list[
 _FITS = {"ogboost": _fit_predict_ogboost, "ordered_model": _fit_predict_ordered_model}
 
 
-def cross_validate_peer(name: str, X, y, X_test, folds, n_classes: int, seed: int = 0) -> PeerCV:
+def cross_validate_peer(name: str, X, y, X_test, folds, n_classes: int, seed: int = 0,
+                        repeats: int = 1) -> PeerCV:
     """Fit the peer on each fold's training rows; predict its validation rows and the test set.
 
     ``y`` holds class indices 0..``n_classes``-1. A class absent from a fold's
     training rows gets probability 0 there (the peers index classes by what they saw).
+    ``folds`` may hold ``repeats`` K-fold splits one after the other; out-of-fold
+    probabilities are then the mean over the repeats.
     """
     check_peer(name)
     X, X_test = np.asarray(X, dtype=float), np.asarray(X_test, dtype=float)
@@ -103,6 +106,6 @@ def cross_validate_peer(name: str, X, y, X_test, folds, n_classes: int, seed: in
         present = np.unique(y[tr])
         local = np.searchsorted(present, y[tr])       # the peers want classes 0..m-1, all present
         p_va, p_te = _FITS[name](X[tr], local, [X[va], X_test], present.size, seed + k)
-        oof[np.ix_(va, present)] = p_va
+        oof[np.ix_(va, present)] += p_va / repeats
         test[:, present] += p_te / len(folds)
     return PeerCV(oof, test, time.perf_counter() - t0)

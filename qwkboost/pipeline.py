@@ -30,7 +30,7 @@ from qwkboost.engines.model import Model, load_model
 from qwkboost.features import EncodedFeatures, FeatureSchema
 from qwkboost.thresholds import apply_thresholds
 
-__all__ = ["FittedPipeline", "load_run", "PIPELINE_FILE"]
+__all__ = ["FittedPipeline", "load_run", "load_pipeline", "PIPELINE_FILE"]
 
 PIPELINE_FILE = "pipeline.json"
 FORMAT = "qwkboost-pipeline"
@@ -96,10 +96,13 @@ class FittedPipeline:
 
     def predict(self, X) -> np.ndarray:
         """Classes on the labels' own scale (the score itself for a regression target)."""
-        s = self.predict_score(X)
+        return self.classify(self.predict_score(X))
+
+    def classify(self, score: np.ndarray) -> np.ndarray:
+        """Classes of scores made by :meth:`predict_score` (the scores themselves for a regression target)."""
         if self.cuts is None:
-            return s
-        return apply_thresholds(s, self.cuts, classes=self.classes)
+            return score
+        return apply_thresholds(score, self.cuts, classes=self.classes)
 
     # -- persistence -----------------------------------------------------------
     def save(self, path) -> Path:
@@ -158,6 +161,21 @@ class FittedPipeline:
                 f"classes={None if self.classes is None else self.classes.tolist()})")
 
 
+def load_pipeline(path) -> "FittedPipeline":
+    """A pipeline directory: a run's :class:`FittedPipeline`, or a blend's
+    :class:`~qwkboost.blending.FittedBlend` (by the format its ``pipeline.json`` names)."""
+    d = Path(path)
+    try:
+        fmt = json.loads((d / PIPELINE_FILE).read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None
+    if fmt == "qwkboost-blend":
+        from qwkboost.blending.pipeline import FittedBlend
+
+        return FittedBlend.load(d)
+    return FittedPipeline.load(d)
+
+
 def load_run(run, tracking_uri: str | None = None) -> FittedPipeline:
     """The fitted pipeline of a run: from its output directory, or from MLflow by run id.
 
@@ -165,7 +183,8 @@ def load_run(run, tracking_uri: str | None = None) -> FittedPipeline:
     ----------
     run : str or path
         A run's output directory (``outputs/<date>/<time>``, which holds ``pipeline/``),
-        a ``pipeline`` directory itself, or an MLflow run id.
+        a ``pipeline`` directory itself, or an MLflow run id. A blend's output
+    directory or run gives its :class:`~qwkboost.blending.FittedBlend`.
     tracking_uri : str, optional
         The MLflow store of a run id; default as in the experiments
         (``$MLFLOW_TRACKING_URI``, else the project's ``mlflow.db``).
@@ -178,7 +197,7 @@ def load_run(run, tracking_uri: str | None = None) -> FittedPipeline:
     """
     p = Path(str(run))
     if p.is_dir():
-        return FittedPipeline.load(p / "pipeline" if (p / "pipeline" / PIPELINE_FILE).is_file() else p)
+        return load_pipeline(p / "pipeline" if (p / "pipeline" / PIPELINE_FILE).is_file() else p)
     if p.exists():
         raise ValueError(f"run={str(run)!r} is a file; give a run's output directory or an MLflow run id")
     import tempfile
@@ -187,6 +206,6 @@ def load_run(run, tracking_uri: str | None = None) -> FittedPipeline:
 
     uri = tracking.resolve_tracking_uri(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="qwkboost-run-") as tmp:
-        pipe = FittedPipeline.load(tracking.download_run_artifacts(str(run), "pipeline", uri, tmp))
+        pipe = load_pipeline(tracking.download_run_artifacts(str(run), "pipeline", uri, tmp))
     pipe.info.setdefault("run_id", str(run))
     return pipe

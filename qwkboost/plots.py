@@ -1,4 +1,4 @@
-"""Figures logged with every run: learning curves, OOF score histograms by class, confusion matrix."""
+"""Figures logged with every run: learning curves, OOF score histograms by class, confusion matrix; a blend's members."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["learning_curves", "score_histograms", "confusion_matrix", "class_probabilities"]
+__all__ = ["learning_curves", "score_histograms", "confusion_matrix", "class_probabilities", "blend_members"]
 
 
 def learning_curves(models, metric_name: str, title: str = ""):
@@ -108,5 +108,44 @@ def class_probabilities(proba, y, classes, title: str = ""):
     ax.set_ylabel("true class")
     ax.set_title(title or "mean out-of-fold class probability by true class")
     fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return fig
+
+
+def blend_members(table, metrics: dict, method: str, title: str = ""):
+    """Each member's out-of-fold QWK (in-sample and nested) beside the blend's, and the blend's weights.
+
+    ``table`` has one row per member: ``member``, ``weight``, ``oof_qwk``,
+    ``nested_oof_qwk`` and, with test labels, ``test_qwk``.
+    """
+    names = list(table["member"]) + [f"blend ({method})"]
+    ins = list(table["oof_qwk"]) + [metrics["oof_qwk"]]
+    nested = list(table["nested_oof_qwk"]) + [metrics["nested_oof_qwk"]]
+    test = list(table["test_qwk"]) + [metrics["test_qwk"]] if "test_qwk" in table else None
+    y = np.arange(len(names))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 0.5 * len(names) + 2.8), sharey=True,
+                                  gridspec_kw={"width_ratios": [3, 1.3]})
+    h = 0.27 if test is not None else 0.38
+    ax.barh(y - h, ins, h, color="C0", alpha=0.55, label="OOF, cut points fitted on all rows (in-sample)")
+    ax.barh(y, nested, h, color="C0", label="OOF, nested (fitted without the row's fold)")
+    if test is not None:
+        ax.barh(y + h, test, h, color="C2", label="test")
+    every = ins + nested + (test or [])
+    lo = min(every)
+    ax.set_xlim(max(0.0, lo - 0.05), min(1.0, max(every) + 0.02))
+    ax.axvline(metrics["best_member_nested_oof_qwk"], color="k", ls=":", lw=1, label="best member, nested")
+    ax.set_yticks(y, names)
+    ax.invert_yaxis()
+    ax.set_xlabel("QWK")
+    ax.set_title(title or "members and their blend")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    weights = list(table["weight"]) + [np.nan]
+    ax2.barh(y[:-1], weights[:-1], color="C1")
+    for yi, wv in zip(y[:-1], weights[:-1]):
+        ax2.text(wv + 0.01, yi, f"{wv:.2f}", va="center", fontsize=8)
+    ax2.set_xlim(0, 1.1)
+    ax2.set_xlabel("weight")
+    ax2.set_title("blend weights")
     fig.tight_layout()
     return fig

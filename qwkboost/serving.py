@@ -29,7 +29,7 @@ try:
 except ImportError:  # pragma: no cover - mlflow is a dependency; keep the module importable without it
     PythonModel = object
 
-__all__ = ["PipelineModel", "log_pyfunc", "MODEL_NAME"]
+__all__ = ["PipelineModel", "log_pyfunc", "example_frame", "MODEL_NAME"]
 
 MODEL_NAME = "model"
 
@@ -38,9 +38,9 @@ class PipelineModel(PythonModel):
     """MLflow's view of a :class:`~qwkboost.pipeline.FittedPipeline` (artifact ``pipeline``)."""
 
     def load_context(self, context):
-        from qwkboost.pipeline import FittedPipeline
+        from qwkboost.pipeline import load_pipeline
 
-        self.pipeline = FittedPipeline.load(context.artifacts["pipeline"])
+        self.pipeline = load_pipeline(context.artifacts["pipeline"])
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         if not isinstance(model_input, pd.DataFrame):
@@ -55,9 +55,7 @@ def frame(pipeline, X):
     score = pipeline.predict_score(X)
     out = {}
     if pipeline.is_ordinal:
-        from qwkboost.thresholds import apply_thresholds
-
-        cls = apply_thresholds(score, pipeline.cuts, classes=pipeline.classes)
+        cls = np.asarray(pipeline.classify(score))
         out["class"] = cls.astype(np.int64) if np.all(cls == np.round(cls)) else cls
     out["score"] = score
     return pd.DataFrame(out)
@@ -85,9 +83,9 @@ def log_pyfunc(pipeline_dir: str | Path, input_example) -> None:
     import mlflow
     from mlflow.models import infer_signature
 
-    from qwkboost.pipeline import FittedPipeline
+    from qwkboost.pipeline import load_pipeline
 
-    pipe = FittedPipeline.load(pipeline_dir)
+    pipe = load_pipeline(pipeline_dir)
     example = input_example.copy()
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), \
             _env(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
@@ -116,3 +114,11 @@ def _env(**values):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def example_frame(schemas) -> pd.DataFrame:
+    """Two rows holding every column of ``schemas`` (0 for numbers, the first category for categories):
+    an input example for a model whose members read different columns."""
+    parts = [s.decode(np.zeros((2, s.n_features))) for s in schemas]
+    frame_ = pd.concat(parts, axis=1)
+    return frame_.loc[:, ~frame_.columns.duplicated()]

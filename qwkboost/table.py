@@ -102,7 +102,7 @@ def run_table(row_cfgs: Sequence[Mapping[str, Any]], experiment_id: str | None, 
     name = tracking.safe_name(name)
     first = row_cfgs[0]
     with config_errors():
-        ds = load_dataset(first["data"], int(first.get("seed", 0)))
+        ds = load_dataset(first["data"], int(first.get("seed", 0)), first["cv"].get("group"))
         for cfg in row_cfgs:        # every row's parameters, before the first row trains
             check_against_data(cfg, ds)
     ceiling = bayes_ceiling(ds) if first["data"]["name"] == "quartiles" else None

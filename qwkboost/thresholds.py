@@ -49,6 +49,7 @@ __all__ = [
     "fit_nelder_mead",
     "fit_distribution",
     "fit_thresholds",
+    "nested_classes",
 ]
 
 METHODS = ("round", "exact", "nelder_mead", "distribution")
@@ -477,3 +478,35 @@ def fit_thresholds(method: str, scores, y, n_classes: int | None = None, sample_
     if method == "nelder_mead":
         return fit_nelder_mead(scores, y, n_classes, sample_weight=sample_weight)
     return fit_distribution(scores, y, n_classes, sample_weight)
+
+
+def nested_classes(method: str, scores, y, fold, n_classes: int | None = None, sample_weight=None) -> np.ndarray:
+    r"""Classes of every row under cut points fitted without that row's fold.
+
+    For each fold :math:`k` of ``fold`` (a fold index per row), cuts are fitted
+    by ``method`` on the rows of the other folds and applied to fold :math:`k`.
+    QWK of the result is an honest estimate of the cut points' test QWK: the
+    *optimism* of a threshold fit is its in-sample QWK minus this one.
+
+    Raises
+    ------
+    ValueError
+        For fewer than two folds, or a length that differs from ``scores``.
+    """
+    s = check_1d(scores, "scores")
+    yy = check_labels(y, "y")
+    f = np.asarray(fold)
+    check_same_length(s, f, "scores", "fold")
+    check_same_length(s, yy, "scores", "y")
+    w = check_weight(sample_weight, s.size)
+    ids = np.unique(f)
+    if ids.size < 2:
+        raise ValueError("fold must hold at least two folds")
+    k = _check_n_classes(n_classes, yy)
+    out = np.empty(s.size, dtype=np.int64)
+    for v in ids:
+        held = f == v
+        fit = ~held
+        cuts = fit_thresholds(method, s[fit], yy[fit], n_classes=k, sample_weight=None if w is None else w[fit])
+        out[held] = apply_thresholds(s[held], cuts)
+    return out

@@ -60,6 +60,7 @@ __all__ = [
     "log_file",
     "library_versions",
     "flatten",
+    "retry",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +148,7 @@ def check_database_driver(uri: str, key: str) -> None:
                          "(e.g. pip install psycopg2-binary for postgresql)") from None
 
 
-def _retry(fn, *args, attempts: int = 8, **kwargs):
+def retry(fn, *args, attempts: int = 8, **kwargs):
     """Call ``fn``, retrying with backoff while SQLite reports a lock."""
     for i in range(attempts):
         try:
@@ -213,7 +214,7 @@ def prepare_store(uri: str) -> None:
         _drop_leftover_migration_tables(db)
         for attempt in range(6):
             try:
-                _retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
+                retry(mlflow.MlflowClient(uri).search_experiments, max_results=1)
                 return
             except mlflow.exceptions.MlflowException as exc:   # e.g. a store of an older MLflow: its own advice
                 raise ConfigError(f"tracking.uri={uri.split('?')[0]}: {str(exc).splitlines()[0]}") from None
@@ -334,14 +335,14 @@ def setup(uri: str | None, experiment_name: str) -> str:
     client = mlflow.MlflowClient(uri)
     db = _sqlite_path(uri)
     with store_lock(db) if db is not None else contextlib.nullcontext():
-        exp = _retry(client.get_experiment_by_name, experiment_name)
+        exp = retry(client.get_experiment_by_name, experiment_name)
         if exp is None:
             artifact_location = None
             if db is not None:
                 # artifacts beside the database, not in whatever directory the command ran from
                 artifact_location = (db.resolve().parent / "mlartifacts").as_uri()
             try:
-                exp_id = _retry(client.create_experiment, experiment_name, artifact_location=artifact_location,
+                exp_id = retry(client.create_experiment, experiment_name, artifact_location=artifact_location,
                                 tags=EXPERIMENT_TAGS)
             except Exception:
                 exp = client.get_experiment_by_name(experiment_name)  # created by a concurrent process
@@ -351,7 +352,7 @@ def setup(uri: str | None, experiment_name: str) -> str:
         else:
             exp_id = exp.experiment_id
             if exp.tags.get(EXPERIMENT_KIND) is None:
-                _retry(client.set_experiment_tag, exp_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
+                retry(client.set_experiment_tag, exp_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
     reap_dead_runs(exp_id, client)
     return exp_id
 
@@ -382,11 +383,11 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
     tags = {PROCESS_TAG: process_tag(), **(tags or {})}
     try:
         if run_id is not None:
-            active = _retry(mlflow.start_run, run_id=run_id)
-            _retry(mlflow.MlflowClient().update_run, run_id, "RUNNING")
+            active = retry(mlflow.start_run, run_id=run_id)
+            retry(mlflow.MlflowClient().update_run, run_id, "RUNNING")
             mlflow.set_tags(tags)
         else:
-            active = _retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
+            active = retry(mlflow.start_run, experiment_id=experiment_id, run_name=run_name,
                             parent_run_id=None if nested else parent_run_id, nested=nested, tags=tags)
     except Exception as exc:
         _raise_if_lost(exc, f"run {run_name!r}")
@@ -428,7 +429,7 @@ def _end_run(run_id: str, run_name: str, status: str, error: BaseException | Non
     reason = unreachable(uri) if error is not None else None
     if reason is None:
         try:
-            _retry(mlflow.MlflowClient().set_terminated, run_id, status)
+            retry(mlflow.MlflowClient().set_terminated, run_id, status)
         except Exception as exc:
             reason = unreachable(uri)
             if reason is None:
@@ -454,11 +455,11 @@ def reap_dead_runs(experiment_id: str, client=None) -> list[str]:
 
     client = client or mlflow.MlflowClient()
     ended = []
-    runs = _retry(client.search_runs, [experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
+    runs = retry(client.search_runs, [experiment_id], "attributes.status = 'RUNNING'", max_results=1000)
     for r in runs:
         tag = r.data.tags.get(PROCESS_TAG)
         if tag and is_alive(tag) is False:
-            _retry(client.set_terminated, r.info.run_id, "KILLED")
+            retry(client.set_terminated, r.info.run_id, "KILLED")
             ended.append(r.info.run_id)
     return ended
 
@@ -525,14 +526,14 @@ def log_params(params: Mapping[str, Any]) -> None:
     client = mlflow.MlflowClient()
     run_id = mlflow.active_run().info.run_id
     for i in range(0, len(batch), 100):
-        _retry(client.log_batch, run_id, params=batch[i:i + 100])
+        retry(client.log_batch, run_id, params=batch[i:i + 100])
 
 
 def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
     """Log final metrics in one call."""
     import mlflow
 
-    _retry(mlflow.log_metrics, {k: float(v) for k, v in metrics.items()}, step=step)
+    retry(mlflow.log_metrics, {k: float(v) for k, v in metrics.items()}, step=step)
 
 
 def log_curves(curves: Mapping[str, list[float]]) -> None:
@@ -545,45 +546,45 @@ def log_curves(curves: Mapping[str, list[float]]) -> None:
     ts = int(time.time() * 1000)
     batch = [Metric(k, float(v), ts, step) for k, vals in curves.items() for step, v in enumerate(vals)]
     for i in range(0, len(batch), 1000):
-        _retry(client.log_batch, run_id, metrics=batch[i:i + 1000])
+        retry(client.log_batch, run_id, metrics=batch[i:i + 1000])
 
 
 def log_dict(obj: Any, artifact_file: str) -> None:
     import mlflow
 
-    _retry(mlflow.log_dict, obj, artifact_file)
+    retry(mlflow.log_dict, obj, artifact_file)
 
 
 def log_figure(fig, artifact_file: str) -> None:
     import matplotlib.pyplot as plt
     import mlflow
 
-    _retry(mlflow.log_figure, fig, artifact_file)
+    retry(mlflow.log_figure, fig, artifact_file)
     plt.close(fig)
 
 
 def log_file(path: str | os.PathLike, artifact_path: str | None = None) -> None:
     import mlflow
 
-    _retry(mlflow.log_artifact, str(path), artifact_path)
+    retry(mlflow.log_artifact, str(path), artifact_path)
 
 
 def log_artifacts(local_dir: str | os.PathLike, artifact_path: str | None = None) -> None:
     import mlflow
 
-    _retry(mlflow.log_artifacts, str(local_dir), artifact_path)
+    retry(mlflow.log_artifacts, str(local_dir), artifact_path)
 
 
 def log_text(text: str, artifact_file: str) -> None:
     import mlflow
 
-    _retry(mlflow.log_text, text, artifact_file)
+    retry(mlflow.log_text, text, artifact_file)
 
 
 def set_tags(tags: Mapping[str, Any]) -> None:
     import mlflow
 
-    _retry(mlflow.set_tags, {k: str(v) for k, v in tags.items()})
+    retry(mlflow.set_tags, {k: str(v) for k, v in tags.items()})
 
 
 #: Overrides that never go into a run name (where runs are stored, how Hydra runs).

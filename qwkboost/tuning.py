@@ -459,7 +459,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         _report_best(study, metric, name)
         return study
     with config_errors():
-        ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)))
+        ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)), cfg["cv"].get("group"))
         check_space_against_engine(cfg, ds.X_train.shape[1])
 
     def objective(trial) -> float:

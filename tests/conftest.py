@@ -68,3 +68,30 @@ def postgres_url():
         pytest.skip(reason)
     with running_postgres() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def entity_csv(tmp_path_factory):
+    """A competition-shaped pair of files: every training entity has 3 identical rows (its label too), the test
+    file holds 4,000 other entities. Returns ``(train_path, test_path)``."""
+    from qwkboost.synthetic import entity_frames
+
+    d = tmp_path_factory.mktemp("entity_csv")
+    train, test = entity_frames(n_entities=600, rows_per_entity=3, n_test_entities=4000, row_noise=0.0, seed=0)
+    train.to_csv(d / "train.csv", index=False)
+    test.to_csv(d / "test.csv", index=False)
+    return str(d / "train.csv"), str(d / "test.csv")
+
+
+def csv_cfg(train: str, test: str | None, engine: str = "lightgbm", objective: str = "squared_error", **cv) -> dict:
+    """A resolved run config on a CSV file (in-process, as Hydra would compose it), small and fast."""
+    params = {"lightgbm": {"learning_rate": 0.1, "num_leaves": 15, "verbose": -1, "num_threads": 1},
+              "xgboost": {"learning_rate": 0.1, "max_depth": 4, "nthread": 1},
+              "native": {"learning_rate": 0.1, "max_depth": 4}}[engine]
+    objective_params = {"extended_qwk": {"hessian": "constant", "clip": "range"}}.get(objective, {})
+    return {"data": {"name": "csv", "path": train, "test_path": test, "target": "label", "id": "id",
+                     "test_size": 0.2, "drop": [], "categorical": [], "ordinal": True, "seed": 0},
+            "engine": {"name": engine, "num_boost_round": 400, "early_stopping_rounds": 30, "params": params},
+            "objective": {"name": objective, "params": objective_params},
+            "cv": {"n_splits": 4, "stratified": True, "shuffle": True, "group": None, "repeats": 1, **cv},
+            "thresholds": {"method": "exact"}, "seed": 0}

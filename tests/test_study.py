@@ -151,6 +151,17 @@ GOOD = {"seeds": 2, "regimes": ["quartiles"], "engines": ["lightgbm"],
     ({"only": ["nope"]}, r"study.only: \['nope'\] not among study.methods \(se\)"),
     ({"cap": {"rows": 5}}, "study.cap must be null or"),
     ({"cap": {"n_train": 3}}, "study.cap.n_train"),
+    ({"methods": {**GOOD["methods"], "b": {"members": ["se"]}}}, r"study.methods.b.members must name two or more"),
+    ({"methods": {**GOOD["methods"], "b": {"members": ["se", "eq"]}}},
+     r"study.methods.b.members: \['eq'\] are not methods of this study"),
+    ({"methods": {**GOOD["methods"], "e": {"overrides": ["objective=extended_qwk"]},
+                  "b": {"members": ["se", "e"], "blend_method": "median"}}}, "study.methods.b.blend_method='median'"),
+    ({"methods": {**GOOD["methods"], "e": {"overrides": ["objective=extended_qwk"]},
+                  "b": {"members": ["se", "e"], "decode": ["argmax"]}}}, "a blend is decoded by cut points"),
+    ({"methods": {**GOOD["methods"], "p": {"peer": "ordered_model"}, "b": {"members": ["se", "p"]}}},
+     r"study.methods.b.members: \['p'\] are peers or blends"),
+    ({"methods": {**GOOD["methods"], "e": {"blend_method": "mean", "overrides": ["objective=extended_qwk"]}}},
+     "study.methods.e.blend_method needs members"),
 ])
 def test_bad_study_settings_are_refused(patch, match):
     with pytest.raises(ValueError, match=match):
@@ -172,3 +183,42 @@ def test_bad_study_config_fails_before_training(tmp_path, mlflow_store):
     assert proc.returncode != 0
     assert "nowhere" in proc.stdout + proc.stderr and "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "cache" / "computed.jsonl").exists()
+
+
+def test_a_blend_method_beside_its_members_reuses_their_scores(tmp_path):
+    """In-process: the cells a blend needs keep their scores; the blend cells are computed after them, scored
+    like any method, compared with the best single method, and reused on a second run."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from qwkboost.study import build_cells, run_study
+
+    cache = tmp_path / "cache"
+    study = {**GOOD, "seeds": 2, "cache_dir": str(cache), "n_jobs": 1, "cap": {"n_train": 600, "n_test": 600},
+             "methods": {"se": {"overrides": ["objective=squared_error"], "decode": ["exact"]},
+                         "mc": {"overrides": ["objective=multiclass"], "decode": ["exact"]},
+                         "blend": {"members": ["se", "mc"], "blend_method": "weights", "decode": ["exact"]}}}
+    spec = StudySpec.from_config(study)
+    with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
+        def compose_(overrides):
+            return OmegaConf.to_container(compose("config", overrides=[*SMALL[:4], *overrides]), resolve=True)
+
+        cells = build_cells(spec, compose_)
+    blends = [c for c in cells if c.method.is_blend]
+    assert len(cells) == 6 and len(blends) == 2
+    members = {c.key: c for c in cells if not c.method.is_blend}
+    assert all(set(b.depends) <= set(members) and members[b.depends[0]].seed == b.seed for b in blends)
+    summary, _ = run_study(spec, cells, None, tmp_path / "out")
+    assert len(list((cache / "scores").glob("*.npz"))) == 4
+    for b in blends:
+        r = b.result
+        assert r["qwk_oof_nested"]["exact"] <= r["qwk_oof"]["exact"] and 0.3 < r["qwk"]["exact"] < 1
+        assert sum(r["weights"]["exact"].values()) == pytest.approx(1.0)
+    table = pd.read_csv(tmp_path / "out" / "blends.csv")
+    assert list(table["blend"]) == ["blend+exact"] and table["best_single"].iloc[0] in ("se+exact", "mc+exact")
+    assert "## Blending" in (tmp_path / "out" / "study.md").read_text()
+    assert "blend+exact" in set(summary["row"])
+    for c in cells:
+        c.result = None
+    run_study(spec, cells, None, tmp_path / "out2")      # the same cells again: all from the cache
+    assert all(c.result.get("reused") for c in cells)

@@ -329,3 +329,22 @@ def test_exact_method_refuses_a_programme_that_does_not_fit():
     y = rs.randint(0, 4, 50_000) + 100_000
     with pytest.raises(ValueError, match=r"would need .* GiB for 100004 classes .* pass y - 100000"):
         fit_exact(y + rs.rand(50_000), y)
+
+
+def test_nested_classes_fit_each_fold_on_the_others():
+    from qwkboost.thresholds import nested_classes
+
+    rs = np.random.RandomState(3)
+    y = rs.randint(0, 4, 900)
+    s = y + rs.normal(0, 0.9, y.size)
+    fold = rs.randint(0, 3, y.size)
+    got = nested_classes("exact", s, y, fold, n_classes=4)
+    for f in range(3):
+        cuts = fit_exact(s[fold != f], y[fold != f], n_classes=4)
+        np.testing.assert_array_equal(got[fold == f], apply_thresholds(s[fold == f], cuts))
+    in_sample = qwk(y, apply_thresholds(s, fit_exact(s, y, n_classes=4)))
+    assert qwk(y, got) < in_sample        # cut points scored on their own rows flatter themselves
+    np.testing.assert_array_equal(nested_classes("round", s, y, fold, n_classes=4),
+                                  apply_thresholds(s, round_cuts(4)))
+    with pytest.raises(ValueError, match="at least two folds"):
+        nested_classes("exact", s, y, np.zeros(y.size), n_classes=4)

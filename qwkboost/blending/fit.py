@@ -1,0 +1,269 @@
+"""Fitting a blend of runs, its nested estimate, its files and its MLflow run (:func:`blend`).
+
+The methods themselves are in :mod:`qwkboost.blending.methods`, the members in
+:mod:`qwkboost.blending.members`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from qwkboost.blending.members import BlendInputError, Member, align, read_members
+from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
+from qwkboost.data import class_range
+from qwkboost.metrics import qwk
+from qwkboost.thresholds import METHODS as THRESHOLD_METHODS
+from qwkboost.thresholds import apply_thresholds, fit_thresholds
+
+__all__ = ["BlendResult", "blend", "write_blend", "log_blend"]
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- the result
+
+@dataclass
+class BlendResult:
+    """A fitted blend: its members, weights, cut points, scores, classes and estimates.
+
+    Scores and cut points are on the labels' scale for ``weights`` and
+    ``mean``; on :math:`[0, 1]` for ``rank_mean``; the median class for ``vote``.
+    """
+
+    method: str
+    thresholds: str
+    members: list[Member]
+    weights: np.ndarray
+    cuts: np.ndarray | None
+    classes: np.ndarray
+    oof_score: np.ndarray
+    oof_class: np.ndarray
+    nested_oof_class: np.ndarray
+    test_score: np.ndarray
+    test_class: np.ndarray
+    metrics: dict[str, float]
+    member_table: Any                     # DataFrame: one row per member
+    fit_info: BlendFit = field(repr=False)
+
+    @property
+    def oof_qwk(self) -> float:
+        return self.metrics["oof_qwk"]
+
+    @property
+    def nested_oof_qwk(self) -> float:
+        return self.metrics["nested_oof_qwk"]
+
+    @property
+    def test_qwk(self) -> float | None:
+        return self.metrics.get("test_qwk")
+
+    def summary(self) -> dict[str, Any]:
+        """What ``blend.json`` holds."""
+        ref = self.members[0]
+        return {"method": self.method, "thresholds": self.thresholds,
+                "members": [{"name": m.name, "source": m.source, "run_id": m.run_id, "weight": float(w),
+                             **{k: m.info.get(k) for k in ("engine", "objective") if m.info.get(k)},
+                             **{c: float(row[c]) for c in self.member_table.columns if c.endswith("qwk")}}
+                            for m, w, (_, row) in zip(self.members, self.weights, self.member_table.iterrows())],
+                "weights": {m.name: float(w) for m, w in zip(self.members, self.weights)},
+                "cuts": None if self.cuts is None else [round(float(c), 6) for c in self.cuts],
+                "member_cuts": None if self.fit_info.member_cuts is None else
+                [[round(float(c) + float(self.classes[0]), 6) for c in row] for row in self.fit_info.member_cuts],
+                "classes": self.classes.tolist(), "id": ref.id_name, "target": ref.target,
+                "n_train": int(len(ref.ids)), "n_test": int(len(ref.test_ids)), **self.metrics}
+
+
+def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", check_folds: bool = True,
+          id: str | None = None, target: str | None = None, tracking_uri: str | None = None) -> BlendResult:
+    r"""Blend the out-of-fold and test predictions of several runs; fit and score it in-sample and nested.
+
+    Parameters
+    ----------
+    runs : sequence
+        Members: run output directories, directories of runs (a multirun's
+        sweep directory), MLflow run ids (a parent stands for its children),
+        directories of another tool's prediction files, or
+        :class:`~qwkboost.blending.Member` objects (see :mod:`qwkboost.blending.members`).
+    method : {"weights", "mean", "rank_mean", "vote"}
+    thresholds : {"exact", "nelder_mead", "distribution", "round"}
+        How cut points are fitted, for the blend (and each member, for ``vote``).
+    check_folds : bool, default True
+        Refuse members cross-validated on different folds.
+    id, target : str, optional
+        The id and label columns of other tools' files (default: the qwkboost members').
+    tracking_uri : str, optional
+        The MLflow store of run ids.
+
+    Returns
+    -------
+    BlendResult
+        ``metrics`` holds ``oof_qwk`` (in-sample), ``nested_oof_qwk`` (weights and
+        cut points fitted without each fold), ``cut_optimism`` (their
+        difference), ``best_member_oof_qwk`` and, when the test set has labels,
+        ``test_qwk`` and ``best_member_test_qwk``.
+
+    Raises
+    ------
+    ValueError
+        Before any fitting: an unknown method, fewer than two members, members
+        that cannot be read or whose ids, labels or folds differ.
+    """
+    import pandas as pd
+
+    if method not in BLEND_METHODS:
+        raise BlendInputError(f"blend method={method!r} is unknown; choose one of: {', '.join(BLEND_METHODS)}")
+    if thresholds not in THRESHOLD_METHODS:
+        raise BlendInputError(f"thresholds={thresholds!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
+    members = list(runs) if all(isinstance(r, Member) for r in runs) else \
+        read_members(runs, tracking_uri, id, target)
+    members = align(members, check_folds=check_folds)
+    ref = members[0]
+    if np.any(ref.y != np.round(ref.y)):
+        raise BlendInputError(f"member {ref.name!r} has fractional labels; blending for QWK needs ordinal classes")
+    classes = class_range(ref.y)
+    lo, k = float(classes[0]), classes.size
+    y_idx = (ref.y - lo).astype(np.int64)
+    w = ref.weight
+    S = np.column_stack([m.oof for m in members]) - lo
+    T = np.column_stack([m.test for m in members]) - lo
+    folds = next((m.folds[0] for m in members if m.folds is not None), None)
+    if folds is None:       # check_folds=false and no member knows its folds: stratified folds for the estimate
+        from qwkboost.cv import make_folds
+
+        folds = np.empty(len(y_idx), dtype=np.int64)
+        for f, (_, va) in enumerate(make_folds(y_idx, 5, True, True, 0)):
+            folds[va] = f
+    fit, nested = fit_nested(method, S, y_idx, k, w, folds, thresholds)
+    oof_class = fit.classes(S)
+    metrics = {"oof_qwk": qwk(y_idx, oof_class, n_classes=k, sample_weight=w),
+               "nested_oof_qwk": qwk(y_idx, nested, n_classes=k, sample_weight=w)}
+    metrics["cut_optimism"] = metrics["oof_qwk"] - metrics["nested_oof_qwk"]
+    test_class = fit.classes(T)
+    labelled = ref.y_test is not None and np.all(ref.y_test == np.round(ref.y_test))
+    yt = None
+    if labelled:
+        yt = (ref.y_test - lo).astype(np.int64)
+        if yt.min() < 0 or yt.max() >= k:
+            labelled = False        # test labels outside the training range: scored by nobody
+    if labelled:
+        metrics["test_qwk"] = qwk(yt, test_class, n_classes=k)
+    rows = []
+    for j, m in enumerate(members):
+        own = fit_thresholds(thresholds, S[:, j], y_idx, n_classes=k, sample_weight=w)
+        own_nested = np.empty_like(y_idx)
+        for f in np.unique(folds):
+            held = folds == f
+            c = fit_thresholds(thresholds, S[~held, j], y_idx[~held], n_classes=k,
+                               sample_weight=None if w is None else w[~held])
+            own_nested[held] = apply_thresholds(S[held, j], c)
+        row = {"member": m.name, "weight": float(fit.weights[j]),
+               "oof_qwk": qwk(y_idx, apply_thresholds(S[:, j], own), n_classes=k, sample_weight=w),
+               "nested_oof_qwk": qwk(y_idx, own_nested, n_classes=k, sample_weight=w)}
+        if labelled:
+            row["test_qwk"] = qwk(yt, apply_thresholds(T[:, j], own), n_classes=k)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    best = table["nested_oof_qwk"].idxmax()
+    metrics["best_member_oof_qwk"] = float(table["oof_qwk"].max())
+    metrics["best_member_nested_oof_qwk"] = float(table.loc[best, "nested_oof_qwk"])
+    if labelled:
+        metrics["best_member_test_qwk"] = float(table["test_qwk"].max())
+    shift = 0.0 if method == "rank_mean" else lo       # rank_mean scores live on [0, 1]
+    cuts = None if fit.cuts is None else fit.cuts + shift
+    result = BlendResult(method, thresholds, members, fit.weights, cuts, classes, fit.score(S) + shift,
+                         classes[oof_class], classes[nested], fit.score(T) + shift, classes[test_class], metrics,
+                         table, fit)
+    log.info("blend (%s) of %d members: OOF QWK %.4f in-sample, %.4f nested (best member %.4f nested)%s",
+             method, len(members), metrics["oof_qwk"], metrics["nested_oof_qwk"],
+             metrics["best_member_nested_oof_qwk"],
+             f"; test QWK {metrics['test_qwk']:.4f} (best member {metrics['best_member_test_qwk']:.4f})"
+             if labelled else "")
+    return result
+
+
+def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
+    """``submission.csv``, ``predictions.parquet``, ``oof.parquet``, ``blend.json`` and ``plots/blend.png``;
+    and ``pipeline/`` when every member is a qwkboost pipeline. Returns the files written."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from qwkboost.plots import blend_members
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ref = result.members[0]
+    id_name, target = ref.id_name, ref.target
+    as_int = np.all(result.classes == np.round(result.classes))
+
+    def cls(v):
+        return v.astype(np.int64) if as_int else v
+
+    oof = pd.DataFrame({id_name: ref.ids, target: cls(ref.y), "score": result.oof_score,
+                        "class": cls(result.oof_class), "nested_class": cls(result.nested_oof_class)})
+    if ref.folds is not None:
+        for r, f in enumerate(ref.folds):
+            oof["fold" if r == 0 else f"fold_{r}"] = f
+    if ref.weight is not None:
+        oof["weight"] = ref.weight
+    pred = pd.DataFrame({id_name: ref.test_ids, "score": result.test_score, "class": cls(result.test_class)})
+    if ref.y_test is not None:
+        pred[target] = ref.y_test
+    files = [out / "oof.parquet", out / "predictions.parquet", out / "submission.csv", out / "blend.json",
+             out / "plots" / "blend.png"]
+    oof.to_parquet(files[0], index=False)
+    pred.to_parquet(files[1], index=False)
+    pd.DataFrame({id_name: ref.test_ids, target: cls(result.test_class)}).to_csv(files[2], index=False)
+    files[3].write_text(json.dumps(result.summary(), indent=1))
+    files[4].parent.mkdir(exist_ok=True)
+    fig = blend_members(result.member_table, result.metrics, result.method)
+    fig.savefig(files[4], dpi=110)
+    plt.close(fig)
+    if all(m.pipeline_dir is not None for m in result.members):
+        from qwkboost.blending.pipeline import FittedBlend
+
+        FittedBlend.from_result(result).save(out / "pipeline")
+    return files
+
+
+def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name: str = "blend",
+              log_pyfunc: bool = True, params: dict | None = None) -> str:
+    """Log a written blend (:func:`write_blend` into ``out``) as one MLflow run; return its id.
+
+    The run is tagged with its members (``blend.member.<i>``: name and source;
+    ``blend.member_runs``: the MLflow run ids among them), holds the weights
+    (``weight.<i>``) and the metrics, the files, and, when every member is a
+    qwkboost pipeline, the blend as a servable pyfunc model.
+    """
+    from qwkboost import tracking
+
+    out = Path(out)
+    with tracking.run(experiment_id, run_name) as active:
+        tracking.set_tags({"blend.method": result.method, "blend.n_members": len(result.members),
+                           "blend.member_runs": ",".join(m.run_id for m in result.members if m.run_id) or "-",
+                           **{f"blend.member.{i}": f"{m.name} <- {m.source}" for i, m in enumerate(result.members)},
+                           "command": tracking.command_line(),
+                           **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+        tracking.log_params({"blend": {"method": result.method, "thresholds": result.thresholds,
+                                       "members": len(result.members), **(params or {})}})
+        tracking.log_metrics({**result.metrics, **{f"weight.{i}": float(w) for i, w in enumerate(result.weights)},
+                              **{f"member.{i}.{c}": float(v) for i, row in result.member_table.iterrows()
+                                 for c, v in row.items() if c.endswith("qwk")}})
+        tracking.log_file(out / "blend.json")
+        tracking.log_file(out / "plots" / "blend.png", "plots")
+        for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
+            tracking.log_file(out / f, "predictions")
+        if (out / "pipeline").is_dir():
+            tracking.log_artifacts(out / "pipeline", "pipeline")
+            if log_pyfunc:
+                from qwkboost.pipeline import load_pipeline
+                from qwkboost.serving import example_frame, log_pyfunc as log_model
+
+                pipe = load_pipeline(out / "pipeline")
+                log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]))
+        return active.info.run_id

@@ -1,0 +1,203 @@
+r"""Blending the out-of-fold predictions of several runs into one submission, with an honest estimate.
+
+Every member (:mod:`qwkboost.blending.members`) gives one score per training row (out of
+fold) and per test row, on the labels' scale. A blend turns them into classes:
+
+``mean``
+    :math:`s = \frac1M \sum_m s_m`, then cut points.
+``rank_mean``
+    :math:`s = \frac1M \sum_m R_m(s_m)`, with :math:`R_m` the empirical
+    distribution function of member :math:`m`'s out-of-fold scores (on 1,001
+    quantiles), so members on different scales count alike; then cut points.
+``weights`` (the default)
+    :math:`s = \sum_m w_m s_m` with :math:`w_m \ge 0`, :math:`\sum_m w_m = 1`,
+    chosen to maximise the out-of-fold QWK after the cut points
+    (:func:`fit_weights`); then cut points.
+``vote``
+    Each member's own cut points turn its scores into classes
+    :math:`c_m`; the blend is their median.
+
+The cut points come from :func:`qwkboost.thresholds.fit_thresholds` (exact by
+default) on the blended out-of-fold scores. Fitting weights and cut points on
+the same rows they are scored on flatters the score (the AES 2.0 Kaggle
+competition's leaderboard shake-up in 2024 showed by how much), so every blend
+is also *nested*: for each CV fold the weights and cut points are fitted on the
+other folds' rows and applied to it. ``nested_oof_qwk`` is the QWK of those
+held-out classes; ``oof_qwk - nested_oof_qwk`` is what the fit flatters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import permutations
+
+import numpy as np
+
+from qwkboost.metrics import qwk
+from qwkboost.thresholds import apply_thresholds, fit_thresholds
+
+__all__ = ["BLEND_METHODS", "BlendFit", "fit_blend", "fit_nested", "fit_weights", "rank_transform", "apply_rank",
+           "vote"]
+
+BLEND_METHODS = ("weights", "mean", "rank_mean", "vote")
+#: Quantiles of a member's out-of-fold scores kept for its rank transform.
+N_QUANTILES = 1001
+#: Steps of the weight search, in units of weight moved from one member to another.
+_STEPS = (0.2, 0.1, 0.05, 0.02, 0.01)
+
+
+# --------------------------------------------------------------------------- the methods
+
+def rank_transform(reference: np.ndarray, n_quantiles: int = N_QUANTILES) -> np.ndarray:
+    """The quantiles of ``reference`` that :func:`apply_rank` interpolates (the empirical CDF)."""
+    return np.quantile(np.asarray(reference, dtype=float), np.linspace(0.0, 1.0, n_quantiles))
+
+
+def apply_rank(scores: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
+    r"""Scores mapped to :math:`[0, 1]` by the distribution whose quantiles are given.
+
+    Ties in the quantiles (a score many rows share) map to the middle of their run.
+    """
+    q = np.asarray(quantiles, dtype=float)
+    p = np.linspace(0.0, 1.0, q.size)
+    lo = np.interp(scores, q, p, left=0.0, right=1.0)
+    hi = -np.interp(-np.asarray(scores, dtype=float), -q[::-1], -p[::-1], left=-1.0, right=-0.0)
+    return 0.5 * (lo + hi)
+
+
+def _qwk_after_cuts(s: np.ndarray, y_idx: np.ndarray, k: int, w, method: str) -> float:
+    cuts = fit_thresholds(method, s, y_idx, n_classes=k, sample_weight=w)
+    return qwk(y_idx, apply_thresholds(s, cuts), n_classes=k, sample_weight=w)
+
+
+def fit_weights(S: np.ndarray, y_idx: np.ndarray, n_classes: int, sample_weight=None,
+                thresholds: str = "exact") -> np.ndarray:
+    r"""Non-negative weights summing to one that maximise QWK after cut points, :math:`\max_w \kappa(c(Sw))`.
+
+    QWK after fitted cut points is a step function of the weights, so the
+    search has two stages. The start is the best of the equal weights, each
+    single member, and the least-squares weights :math:`\min_{w \ge 0}
+    \lVert (S - \bar S) w - (y - \bar y) \rVert^2` normalised to sum one
+    (scipy's NNLS), which maximise the correlation with the labels. Then a
+    pattern search moves weight between pairs of members in steps of 0.2, 0.1,
+    0.05, 0.02 and 0.01, keeping a move only when QWK rises. It is
+    deterministic: the same predictions give the same weights.
+
+    Parameters
+    ----------
+    S : ndarray of shape (n, M)
+        The members' out-of-fold scores.
+    y_idx : ndarray of shape (n,)
+        Class indices 0..K-1.
+
+    Returns
+    -------
+    ndarray of shape (M,)
+    """
+    from scipy.optimize import nnls
+
+    n, m = S.shape
+    w_rows = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+
+    def score(w):
+        return _qwk_after_cuts(S @ w, y_idx, n_classes, w_rows, thresholds)
+
+    starts = [np.full(m, 1.0 / m), *np.eye(m)]
+    Sc = S - S.mean(axis=0)
+    yc = y_idx - y_idx.mean()
+    if w_rows is not None:
+        r = np.sqrt(w_rows)
+        Sc, yc = Sc * r[:, None], yc * r
+    ls, _ = nnls(Sc, yc)
+    if ls.sum() > 0:
+        starts.append(ls / ls.sum())
+    scored = [(score(w), -i, w) for i, w in enumerate(starts)]
+    best_q, _, best = max(scored, key=lambda t: (t[0], t[1]))
+    best = best.copy()
+    for step in _STEPS:
+        improved = True
+        while improved:
+            improved = False
+            for i, j in permutations(range(m), 2):
+                move = min(step, best[i])
+                if move <= 1e-12:
+                    continue
+                w = best.copy()
+                w[i] -= move
+                w[j] += move
+                q = score(w)
+                if q > best_q + 1e-12:
+                    best_q, best, improved = q, w, True
+    best[best < 1e-12] = 0.0
+    return best / best.sum()
+
+
+def vote(classes: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """The median of the members' classes (columns) per row.
+
+    With an even number of members whose two middle classes differ, the one
+    nearer the members' mean score wins (the higher on a tie), so no side is
+    favoured by construction.
+    """
+    med = np.median(classes, axis=1)
+    half = med != np.floor(med)
+    out = np.floor(med)
+    if half.any():
+        mean = scores.mean(axis=1)
+        out[half] = np.where(mean[half] >= med[half], np.ceil(med[half]), np.floor(med[half]))
+    return out.astype(np.int64)
+
+
+@dataclass
+class BlendFit:
+    """What one fit of a blend learned, on the index scale (classes 0..K-1): :meth:`score` and
+    :meth:`classes` apply it to the members' scores ``S`` (one column per member)."""
+
+    method: str
+    weights: np.ndarray                    # (M,); the mean's equal weights for mean and rank_mean
+    cuts: np.ndarray | None                # the blend's cut points (None for vote)
+    member_cuts: np.ndarray | None         # (M, K-1) for vote
+    quantiles: np.ndarray | None           # (M, N_QUANTILES) for rank_mean
+
+    def score(self, S: np.ndarray) -> np.ndarray:
+        if self.method == "rank_mean":
+            S = np.column_stack([apply_rank(S[:, j], q) for j, q in enumerate(self.quantiles)])
+        if self.method == "vote":
+            return self.classes(S).astype(float)
+        return S @ self.weights
+
+    def classes(self, S: np.ndarray) -> np.ndarray:
+        if self.method == "vote":
+            c = np.column_stack([apply_thresholds(S[:, j], cuts) for j, cuts in enumerate(self.member_cuts)])
+            return vote(c, S)
+        return apply_thresholds(self.score(S), self.cuts)
+
+
+def fit_blend(method: str, S: np.ndarray, y_idx: np.ndarray, k: int, w, thresholds: str) -> "BlendFit":
+    """Fit ``method`` on the members' scores ``S`` (index scale) and the class indices ``y_idx``."""
+    m = S.shape[1]
+    equal = np.full(m, 1.0 / m)
+    if method == "vote":
+        cuts = np.array([fit_thresholds(thresholds, S[:, j], y_idx, n_classes=k, sample_weight=w) for j in range(m)])
+        return BlendFit(method, equal, None, cuts, None)
+    quantiles = None
+    if method == "rank_mean":
+        quantiles = np.array([rank_transform(S[:, j]) for j in range(m)])
+    weights = fit_weights(S, y_idx, k, w, thresholds) if method == "weights" else equal
+    fit = BlendFit(method, weights, None, None, quantiles)
+    fit.cuts = fit_thresholds(thresholds, fit.score(S), y_idx, n_classes=k, sample_weight=w)
+    return fit
+
+
+def fit_nested(method: str, S: np.ndarray, y_idx: np.ndarray, n_classes: int, sample_weight, fold: np.ndarray,
+               thresholds: str = "exact") -> tuple["BlendFit", np.ndarray]:
+    """``method`` fitted on every row, and the nested classes: for each fold of ``fold`` (one fold per
+    row), the classes of its rows under a blend fitted on the other folds' rows (index scale)."""
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    fit = fit_blend(method, S, y_idx, n_classes, w, thresholds)
+    nested = np.empty(len(y_idx), dtype=np.int64)
+    for f in np.unique(fold):
+        held = fold == f
+        inner = fit_blend(method, S[~held], y_idx[~held], n_classes, None if w is None else w[~held], thresholds)
+        nested[held] = inner.classes(S[held])
+    return fit, nested

@@ -1,0 +1,164 @@
+r"""A fitted blend as a pipeline: from a table of features to classes, as the blend's submission was made.
+
+Each member is a run's :class:`~qwkboost.pipeline.FittedPipeline`; the blend
+scores a table with every member (columns matched by name, each member taking
+the columns it was trained on) and combines the scores as it was fitted
+(:mod:`qwkboost.blending.methods`): weights or ranks, then its cut points, or each
+member's cut points and the median class. On disk it is a directory with
+``pipeline.json`` (format ``qwkboost-blend``) and one pipeline directory per
+member; :func:`qwkboost.load_run` and ``experiments/predict.py`` read it, and
+it is served as an MLflow pyfunc model like a single run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qwkboost.pipeline import PIPELINE_FILE, FittedPipeline
+
+__all__ = ["FittedBlend", "BLEND_FORMAT"]
+
+BLEND_FORMAT = "qwkboost-blend"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class FittedBlend:
+    """Member pipelines and how their scores are combined.
+
+    Attributes
+    ----------
+    members : list of FittedPipeline
+    method : str
+        ``weights``, ``mean``, ``rank_mean`` or ``vote``.
+    weights : ndarray of shape (M,)
+    classes : ndarray
+        The classes, on the labels' own scale.
+    cuts : ndarray or None
+        The blend's cut points on the index scale 0..K-1 (on [0, 1] for ``rank_mean``); ``None`` for ``vote``.
+    member_cuts : ndarray of shape (M, K-1) or None
+        Each member's cut points on the index scale, for ``vote``.
+    quantiles : ndarray of shape (M, Q) or None
+        Each member's out-of-fold score quantiles (index scale), for ``rank_mean``.
+    """
+
+    members: list[FittedPipeline]
+    method: str
+    weights: np.ndarray
+    classes: np.ndarray
+    cuts: np.ndarray | None = None
+    member_cuts: np.ndarray | None = None
+    quantiles: np.ndarray | None = None
+    id_name: str | None = None
+    target: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    is_ordinal = True
+
+    @classmethod
+    def from_result(cls, result) -> "FittedBlend":
+        """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines."""
+        fit = result.fit_info
+        members = [FittedPipeline.load(m.pipeline_dir) for m in result.members]
+        ref = result.members[0]
+        return cls(members, result.method, np.asarray(fit.weights), np.asarray(result.classes, dtype=float),
+                   fit.cuts, fit.member_cuts, fit.quantiles, ref.id_name, ref.target,
+                   {"blend": result.method, "members": [m.name for m in result.members],
+                    "sources": [m.source for m in result.members]})
+
+    @property
+    def _fit(self):
+        from qwkboost.blending.methods import BlendFit
+
+        return BlendFit(self.method, self.weights, self.cuts, self.member_cuts, self.quantiles)
+
+    @property
+    def schema(self):
+        """The first member's feature schema (members may use different columns; each encodes its own)."""
+        return self.members[0].schema
+
+    def _scores(self, X) -> np.ndarray:
+        lo = float(self.classes[0])
+        return np.column_stack([m.predict_score(X) for m in self.members]) - lo
+
+    def predict_score(self, X) -> np.ndarray:
+        """The blended score: on the labels' scale (``[0, 1]`` for ``rank_mean``; the vote for ``vote``)."""
+        s = self._fit.score(self._scores(X))
+        return s if self.method == "rank_mean" else s + float(self.classes[0])
+
+    def predict(self, X) -> np.ndarray:
+        """Classes on the labels' own scale."""
+        return self.classes[self._fit.classes(self._scores(X))]
+
+    def classify(self, score: np.ndarray) -> np.ndarray:
+        """Classes of scores made by :meth:`predict_score`."""
+        from qwkboost.thresholds import apply_thresholds
+
+        if self.method == "vote":
+            return np.asarray(score, dtype=float)
+        shift = 0.0 if self.method == "rank_mean" else float(self.classes[0])
+        return self.classes[apply_thresholds(np.asarray(score) - shift, self.cuts)]
+
+    def save(self, path) -> Path:
+        """Write the blend into directory ``path`` (created), each member in ``member_<i>/``; return it."""
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        names = []
+        for i, m in enumerate(self.members):
+            sub = d / f"member_{i}"
+            if sub.exists():
+                shutil.rmtree(sub)
+            m.save(sub)
+            names.append(sub.name)
+
+        def arr(a):
+            return None if a is None else np.asarray(a).tolist()
+
+        payload = {"format": BLEND_FORMAT, "format_version": FORMAT_VERSION, "method": self.method,
+                   "members": names, "weights": arr(self.weights), "classes": arr(self.classes),
+                   "cuts": arr(self.cuts), "member_cuts": arr(self.member_cuts), "quantiles": arr(self.quantiles),
+                   "id_name": self.id_name, "target": self.target, "info": self.info}
+        (d / PIPELINE_FILE).write_text(json.dumps(payload))
+        return d
+
+    @classmethod
+    def load(cls, path) -> "FittedBlend":
+        """Read a blend directory written by :meth:`save`."""
+        d = Path(path)
+        where = f"blend pipeline {str(d)!r}"
+        try:
+            payload = json.loads((d / PIPELINE_FILE).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{where}: {PIPELINE_FILE} cannot be read ({exc})") from None
+        if payload.get("format") != BLEND_FORMAT or payload.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{where} is not a qwkboost blend of format version {FORMAT_VERSION}")
+        from qwkboost.blending.methods import BLEND_METHODS
+
+        if payload.get("method") not in BLEND_METHODS:
+            raise ValueError(f"{where}: unknown blend method {payload.get('method')!r}")
+        names = payload.get("members")
+        if not isinstance(names, list) or len(names) < 2 or not all(
+                isinstance(x, str) and "/" not in x for x in names):
+            raise ValueError(f"{where}: 'members' must list two or more member directories")
+        members = [FittedPipeline.load(d / x) for x in names]
+
+        def arr(key):
+            v = payload.get(key)
+            return None if v is None else np.asarray(v, dtype=float)
+
+        blend = cls(members, payload["method"], arr("weights"), arr("classes"), arr("cuts"), arr("member_cuts"),
+                    arr("quantiles"), payload.get("id_name"), payload.get("target"), payload.get("info") or {})
+        m = len(members)
+        if blend.weights is None or blend.weights.shape != (m,) or blend.classes is None:
+            raise ValueError(f"{where}: weights must hold one value per member, and classes must be given")
+        return blend
+
+    def __repr__(self) -> str:
+        return (f"FittedBlend({self.method}, {len(self.members)} members, "
+                f"weights={np.round(self.weights, 3).tolist()}, classes={self.classes.tolist()})")

@@ -1,0 +1,76 @@
+"""The study's figures: each method's paired difference to the regime's best, and the ranking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["plot_differences", "plot_ranking"]
+
+
+def plot_differences(summary: pd.DataFrame, headline: pd.DataFrame):
+    """Left: the headline difference per regime; right: every row minus its regime's best, with intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    regimes = list(dict.fromkeys(summary["regime"]))
+    rows = sorted(set(summary["row"]))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, max(4, 0.32 * len(rows) * 1 + 2)),
+                                   gridspec_kw={"width_ratios": [1, 2]})
+    if len(headline):
+        y = np.arange(len(headline))
+        d = headline["diff"].to_numpy()
+        err = np.vstack([d - headline["diff_low"], headline["diff_high"] - d])
+        colors = ["tab:green" if v == "better" else "tab:red" if v == "worse" else "tab:gray"
+                  for v in headline["verdict"]]
+        for i in range(len(d)):
+            ax1.errorbar(d[i], y[i], xerr=err[:, i:i + 1], fmt="o", color=colors[i], capsize=3)
+        ax1.set_yticks(y, headline["regime"])
+        ax1.axvline(0, color="k", lw=0.8)
+        ax1.invert_yaxis()
+    ax1.set_title("best extended QWK − squared error + exact cuts")
+    ax1.set_xlabel("test QWK difference (95% interval)")
+    cmap = plt.get_cmap("tab10")
+    offsets = np.linspace(-0.35, 0.35, max(1, len(regimes)))
+    for j, regime in enumerate(regimes):
+        s = summary[summary["regime"] == regime].set_index("row")
+        ys = [rows.index(r) + offsets[j] for r in s.index]
+        d = s["diff"].to_numpy()
+        err = np.vstack([d - s["diff_low"], s["diff_high"] - d])
+        ax2.errorbar(d, ys, xerr=err, fmt="o", ms=3, color=cmap(j % 10), label=regime, capsize=2, lw=0.8)
+    ax2.set_yticks(range(len(rows)), rows)
+    ax2.axvline(0, color="k", lw=0.8)
+    ax2.invert_yaxis()
+    ax2.set_title("each method − the regime's best (paired over seeds)")
+    ax2.set_xlabel("test QWK difference (95% interval)")
+    ax2.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def plot_ranking(summary: pd.DataFrame):
+    """Mean rank of each row per regime (1 = best), rows ordered by their mean rank over regimes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    wide = summary.pivot_table(index="row", columns="regime", values="rank")
+    wide = wide[list(dict.fromkeys(summary["regime"]))]
+    wide = wide.loc[wide.mean(axis=1).sort_values().index]
+    fig, ax = plt.subplots(figsize=(1.1 * wide.shape[1] + 4, 0.35 * wide.shape[0] + 1.8))
+    im = ax.imshow(wide.to_numpy(), cmap="viridis_r", aspect="auto")
+    ax.set_xticks(range(wide.shape[1]), wide.columns, rotation=30, ha="right")
+    ax.set_yticks(range(wide.shape[0]), [f"{r} ({m:.1f})" for r, m in wide.mean(axis=1).items()])
+    for i in range(wide.shape[0]):
+        for j in range(wide.shape[1]):
+            v = wide.iat[i, j]
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7, color="w" if v > wide.to_numpy()[
+                    np.isfinite(wide.to_numpy())].mean() else "k")
+    fig.colorbar(im, ax=ax, label="mean rank over seeds (1 = best)")
+    ax.set_title("ranking: mean rank per regime (row label: mean over regimes)")
+    fig.tight_layout()
+    return fig

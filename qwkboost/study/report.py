@@ -1,0 +1,263 @@
+"""The study's results: cells as a table, the statistics over seeds, the verdicts and ``study.md``."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from qwkboost.study.cells import Cell
+from qwkboost.study.spec import StudySpec
+
+__all__ = ["cells_frame", "ceilings", "summarise", "blend_comparison", "regime_verdict", "overall_verdict",
+           "render_report", "CEILING_SOURCES"]
+
+
+def cells_frame(cells: Sequence[Cell]) -> pd.DataFrame:
+    """One row per cell and decoder: regime, engine, method, decoder, row label, seed, test and OOF QWK (nested
+    too, for a blend), times."""
+    rows = []
+    for c in cells:
+        if c.result is None:
+            continue
+        for dec, q in c.result["qwk"].items():
+            rows.append({"regime": c.regime, "engine": c.engine, "method": c.method.name, "decoder": dec,
+                         "objective": c.method.objective or c.method.peer, "peer": c.method.peer is not None,
+                         "blend": c.method.is_blend, "seed": c.seed, "qwk": q, "qwk_oof": c.result["qwk_oof"][dec],
+                         "qwk_oof_nested": c.result.get("qwk_oof_nested", {}).get(dec, np.nan),
+                         "cell_seconds": c.result["seconds"], "fit_seconds": c.result["fit_seconds"],
+                         "reused": bool(c.result.get("reused", False)), "key": c.key})
+    df = pd.DataFrame(rows)
+    if len(df):
+        multi_engine = df.loc[~df["peer"], "engine"].nunique() > 1
+        df["row"] = [f"{m}+{d}" if (p or not multi_engine) else f"{e}:{m}+{d}"
+                     for e, m, d, p in zip(df["engine"], df["method"], df["decoder"], df["peer"])]
+    return df
+
+
+#: Generated data whose best rule is known: cut points on the sum of the visible columns.
+CEILING_SOURCES = ("quartiles", "latent_classes")
+
+
+def ceilings(cells: Sequence[Cell]) -> pd.DataFrame:
+    """Test QWK of the generator's own rule per regime and seed, for generated data
+    (:func:`qwkboost.table.bayes_ceiling`)."""
+    from qwkboost.experiment import load_dataset
+    from qwkboost.table import bayes_ceiling
+
+    rows, seen = [], set()
+    for c in cells:
+        data = c.config["data"]
+        if data.get("name") not in CEILING_SOURCES or (c.regime, c.seed) in seen or c.result is None:
+            continue
+        seen.add((c.regime, c.seed))
+        rows.append({"regime": c.regime, "seed": c.seed, "ceiling": bayes_ceiling(load_dataset(data, c.seed))})
+    return pd.DataFrame(rows, columns=["regime", "seed", "ceiling"])
+
+
+def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
+              reference: str = "squared_error+exact") -> tuple[pd.DataFrame, pd.DataFrame]:
+    r"""Per regime and row: mean test QWK with its interval, and the paired comparison with the regime's best.
+
+    Also, per regime, the headline: the best extended-QWK row minus ``reference``
+    on the same engine, Holm-corrected across regimes.
+
+    Only seeds where every row of a regime has a result are compared (pairs need both).
+
+    Returns
+    -------
+    summary : DataFrame
+        One row per regime and row: ``mean``, ``low``, ``high``, ``n``, ``rank``
+        (mean rank over seeds, 1 = best), ``diff``/``diff_low``/``diff_high`` (row
+        minus best), ``p`` (Wilcoxon), ``p_holm`` (Holm over the regime's rows),
+        ``worse`` (significantly below the best).
+    headline : DataFrame
+        One row per regime: ``best_eqwk``, ``reference``, ``diff``, interval, ``p``, ``p_holm``, ``verdict``.
+    """
+    from qwkboost.stats import holm, mean_interval, paired_comparison
+
+    out, heads = [], []
+    for regime, g in df.groupby("regime", sort=False):
+        wide = g.pivot_table(index="seed", columns="row", values="qwk", aggfunc="first").dropna()
+        if wide.empty:
+            continue
+        means = wide.mean().sort_values(ascending=False)
+        best = means.index[0]
+        ranks = wide.rank(axis=1, ascending=False).mean()
+        recs = []
+        for row in means.index:
+            iv = mean_interval(wide[row], confidence)
+            rec = {"regime": regime, "row": row, "mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n,
+                   "rank": float(ranks[row]), "is_best": row == best}
+            if row != best:
+                pc = paired_comparison(wide[row], wide[best], confidence)
+                rec.update(diff=pc.diff.mean, diff_low=pc.diff.low, diff_high=pc.diff.high, p=pc.p_value)
+            recs.append(rec)
+        ps = [r["p"] for r in recs if not r["is_best"]]
+        adj = iter(holm(ps))
+        for r in recs:
+            if r["is_best"]:
+                r.update(diff=0.0, diff_low=0.0, diff_high=0.0, p=np.nan, p_holm=np.nan, worse=False)
+            else:
+                r["p_holm"] = float(next(adj))
+                r["worse"] = bool(r["p_holm"] <= alpha and r["diff"] < 0)
+        out += recs
+        # the headline: the best extended-QWK row on an engine that also has the reference row
+        refs = g[(g["method"] + "+" + g["decoder"]) == reference].drop_duplicates("engine").set_index("engine")["row"]
+        eq = g[(g["objective"] == "extended_qwk") & g["engine"].isin(refs.index)]
+        eq_rows = [r for r in means.index if r in set(eq["row"])]
+        if eq_rows:
+            best_eq = eq_rows[0]
+            ref = refs[g.loc[g["row"] == best_eq, "engine"].iloc[0]]
+            pc = paired_comparison(wide[best_eq], wide[ref], confidence)
+            heads.append({"regime": regime, "best_eqwk": best_eq, "reference": ref, "diff": pc.diff.mean,
+                          "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins,
+                          "losses": pc.losses, "n": pc.diff.n, "best": best})
+    summary = pd.DataFrame(out)
+    headline = pd.DataFrame(heads, columns=["regime", "best_eqwk", "reference", "diff", "diff_low", "diff_high", "p",
+                                            "wins", "losses", "n", "best"])
+    headline["p_holm"] = holm(headline["p"].to_numpy(dtype=float))
+    headline["verdict"] = pd.Series(dtype=object) if headline.empty else [
+        "better" if (ph <= alpha and d > 0) else "worse" if (ph <= alpha and d < 0) else "no difference"
+        for ph, d in zip(headline["p_holm"], headline["diff"])]
+    return summary, headline
+
+
+def blend_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Each blend row against the regime's best single method (highest mean test QWK among the rows that are
+    not blends), paired over seeds: ``diff`` with its interval, Wilcoxon ``p``, wins and losses, and the
+    blend's mean nested out-of-fold QWK beside its in-sample one."""
+    from qwkboost.stats import paired_comparison
+
+    cols = ["regime", "blend", "best_single", "blend_mean", "single_mean", "diff", "diff_low", "diff_high", "p",
+            "wins", "losses", "n", "oof", "oof_nested"]
+    if not len(df) or "blend" not in df or not df["blend"].any():
+        return pd.DataFrame(columns=cols)
+    out = []
+    for regime, g in df.groupby("regime", sort=False):
+        wide = g.pivot_table(index="seed", columns="row", values="qwk", aggfunc="first").dropna()
+        blends = [r for r in dict.fromkeys(g.loc[g["blend"], "row"]) if r in wide]
+        singles = [r for r in dict.fromkeys(g.loc[~g["blend"], "row"]) if r in wide]
+        if not blends or not singles:
+            continue
+        best = wide[singles].mean().idxmax()
+        for b in blends:
+            pc = paired_comparison(wide[b], wide[best], confidence)
+            rows = g[g["row"] == b]
+            out.append({"regime": regime, "blend": b, "best_single": best, "blend_mean": float(wide[b].mean()),
+                        "single_mean": float(wide[best].mean()), "diff": pc.diff.mean, "diff_low": pc.diff.low,
+                        "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins, "losses": pc.losses,
+                        "n": pc.diff.n, "oof": float(rows["qwk_oof"].mean()),
+                        "oof_nested": float(rows["qwk_oof_nested"].mean())})
+    return pd.DataFrame(out, columns=cols)
+
+
+def _fmt_diff(d: float, lo: float, hi: float) -> str:
+    return f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
+
+
+def _p(p: float) -> str:
+    return "" if not np.isfinite(p) else ("< 0.0001" if p < 1e-4 else f"{p:.4f}")
+
+
+def regime_verdict(regime: str, summary: pd.DataFrame, head: Mapping | None, alpha: float) -> str:
+    """One plain sentence (or two) on a regime."""
+    s = summary[summary["regime"] == regime]
+    best = s[s["is_best"]].iloc[0]
+    ties = s[~s["is_best"] & ~s["worse"]]["row"].tolist()
+    text = [f"Best: `{best['row']}` (mean test QWK {best['mean']:.4f})"]
+    text[0] += (f"; not distinguishable from it at {alpha:.0%} (Wilcoxon, Holm): "
+                + ", ".join(f"`{t}`" for t in ties) + "." if ties else "; every other method is significantly worse.")
+    if head is not None:
+        what = {"better": "is significantly higher than", "worse": "is significantly lower than",
+                "no difference": "does not differ significantly from"}[head["verdict"]]
+        text.insert(0, f"Optimising QWK directly (`{head['best_eqwk']}`) {what} squared error with exact cut points "
+                       f"(`{head['reference']}`): {_fmt_diff(head['diff'], head['diff_low'], head['diff_high'])} "
+                       f"test QWK, p = {_p(head['p'])} (Holm over regimes {_p(head['p_holm'])}).")
+    return " ".join(text)
+
+
+def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int, alpha: float) -> str:
+    if headline.empty:
+        return "No regime has both an extended-QWK method and the reference method; no verdict."
+    counts = headline["verdict"].value_counts()
+    b, w, n = int(counts.get("better", 0)), int(counts.get("worse", 0)), int(counts.get("no difference", 0))
+    ranks = summary.groupby("row")["rank"].mean().sort_values()
+    top = ", ".join(f"`{r}` ({v:.1f})" for r, v in ranks.head(3).items())
+    return (f"Over {len(headline)} regime{'s' * (len(headline) != 1)} and {n_seeds} seed{'s' * (n_seeds != 1)}, "
+            f"optimising QWK directly (its best variant in each regime) beat squared error with exact cut points "
+            f"significantly in {b}, lost significantly in {w}, and was indistinguishable in {n} (Wilcoxon "
+            f"signed-rank, Holm-corrected across regimes at {alpha:.0%}). "
+            f"Mean rank over regimes, lower is better: {top}.")
+
+
+def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, headline: pd.DataFrame,
+                  timing: Mapping[str, Any], command: str, ceiling: pd.DataFrame | None = None,
+                  blends: pd.DataFrame | None = None) -> str:
+    """``study.md``: the overall verdict, blending against the best single method, a section per regime
+    (verdict, ceiling, table) and the time taken."""
+    from qwkboost.stats import mean_interval
+
+    lines = ["# Study: optimising QWK directly against squared error with cut points, classification and ordinal "
+             "models", "", f"Command: `{command}`", "",
+             f"Seeds: {spec.seeds} ({spec.first_seed}..{spec.first_seed + spec.seeds - 1}); regimes: "
+             f"{', '.join(spec.regimes)}; engines: {', '.join(spec.engines)}; {spec.confidence:.0%} intervals; "
+             f"tests at {spec.alpha:.0%}.", "",
+             "## Verdict", "", overall_verdict(headline, summary, spec.seeds, spec.alpha), ""]
+    if spec.seeds < 6:
+        # the smallest two-sided signed-rank p-value with n pairs is 2 / 2**n
+        lines += [f"With {spec.seeds} seed{'s' * (spec.seeds != 1)} no difference can be significant: the two-sided "
+                  f"Wilcoxon test's smallest p-value is {2 / 2 ** spec.seeds:.3f}. Use study.seeds=6 or more.", ""]
+    if blends is not None and len(blends):
+        lines += ["## Blending", "", "Each blend against the regime's best single method (its highest mean test QWK; "
+                  "picking it on these seeds favours it a little), paired over seeds. The blend's weights and cut "
+                  "points are fitted on the out-of-fold scores; `nested OOF` fits them without each fold.", "",
+                  "| regime | blend | best single | blend − best single [95% CI] | Wilcoxon p | wins/losses | "
+                  "blend OOF in-sample / nested |", "|---|---|---|---|---:|---|---|"]
+        for b in blends.itertuples():
+            lines.append(f"| {b.regime} | `{b.blend}` {b.blend_mean:.4f} | `{b.best_single}` {b.single_mean:.4f} | "
+                         f"{_fmt_diff(b.diff, b.diff_low, b.diff_high)} | {_p(b.p)} | {b.wins}/{b.losses} | "
+                         f"{b.oof:.4f} / {b.oof_nested:.4f} |")
+        lines.append("")
+    for regime in dict.fromkeys(summary["regime"]):
+        head = headline[headline["regime"] == regime]
+        lines += [f"## {regime}", "",
+                  regime_verdict(regime, summary, head.iloc[0] if len(head) else None, spec.alpha), ""]
+        ceil = None if ceiling is None else ceiling.loc[ceiling["regime"] == regime, "ceiling"]
+        if ceil is not None and len(ceil):
+            iv = mean_interval(ceil, spec.confidence)
+            lines += [f"The generator's rule (cut points on the sum of the visible columns, fitted on the training "
+                      f"split): {iv.mean:.4f} [{iv.low:.4f}, {iv.high:.4f}]. Its cut points are estimated, so a "
+                      "method can match it within noise.", ""]
+        lines += ["| method | mean test QWK [95% CI] | − best [95% CI] | Wilcoxon p | Holm p | mean rank |",
+                  "|---|---|---|---:|---:|---:|"]
+        for r in summary[summary["regime"] == regime].itertuples():
+            mark = " (best)" if r.is_best else (" (worse)" if r.worse else "")
+            diff = "" if r.is_best else _fmt_diff(r.diff, r.diff_low, r.diff_high)
+            lines.append(f"| `{r.row}`{mark} | {r.mean:.4f} [{r.low:.4f}, {r.high:.4f}] | {diff} | {_p(r.p)} | "
+                         f"{_p(r.p_holm)} | {r.rank:.1f} |")
+        lines.append("")
+    lines += ["## Time", "",
+              f"Wall time of this command: {timing['wall']:.0f} s with {spec.n_jobs} cells at a time; "
+              f"{timing['computed']} cells computed, {timing['reused']} reused from `{spec.cache_dir}`."]
+    history = timing.get("history") or []
+    if len(history) > 1:
+        lines.append(f"The {len(history)} commands that ran this study took {sum(h['wall'] for h in history):.0f} s "
+                     f"in all, computing {sum(h['computed'] for h in history)} cells.")
+    lines += [f"Compute over all cells: {timing['cell_total']:.0f} s (one cell at a time that would take "
+              f"{timing['cell_total'] / 60:.1f} min).", "",
+              "| regime | cells | median s per cell | max s |", "|---|---:|---:|---:|"]
+    per = df.drop_duplicates("key").groupby("regime", sort=False)["cell_seconds"]
+    for regime, v in per:
+        lines.append(f"| {regime} | {v.size} | {v.median():.2f} | {v.max():.2f} |")
+    per_m = df.drop_duplicates("key").groupby("method", sort=False)["cell_seconds"]
+    lines += ["", "| method | cells | median s per cell |", "|---|---:|---:|"]
+    for m, v in per_m:
+        lines.append(f"| {m} | {v.size} | {v.median():.2f} |")
+    lines += ["", "How to read this: a method's row is its test QWK over seeds. `− best` is the paired difference "
+              "to the regime's best row (highest mean; picking it on these seeds favours it a little). Wilcoxon p is "
+              "the two-sided signed-rank test of that difference, Holm p the same corrected for the number of "
+              "rows in the regime. Methods given label shift's target distribution use it as described in "
+              "`qwkboost/shift.py`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,193 @@
+"""The settings of a study (``study:`` in a config), checked: its methods, blends, regimes and seeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["MethodSpec", "StudySpec", "DECODERS", "TEST_SEED_OFFSET"]
+
+#: How a cell's scores become classes: a thresholds method on the decoded score, or the most probable class.
+DECODERS = ("round", "exact", "distribution", "nelder_mead", "argmax")
+#: Seeds of a generated test split sit this far above the training seed.
+TEST_SEED_OFFSET = 100_000
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of a study.
+
+    Attributes
+    ----------
+    name : str
+    overrides : tuple of str
+        Hydra overrides that make it (``objective=extended_qwk``, ``objective.params.hessian=gauss_newton``).
+    decode : tuple of str
+        Decoders it is scored with (:data:`DECODERS`).
+    engines : tuple of str or None
+        Engines it runs on; ``None``: every engine of the study.
+    peer : str or None
+        An outside model (:data:`qwkboost.peers.PEERS`) instead of an engine and objective.
+    members : tuple of str or None
+        For a blend: the methods whose out-of-fold and test scores it blends, on the same
+        regime, seed, engine and folds (:mod:`qwkboost.blending`).
+    blend_method : str
+        The blend's method (``weights``, ``mean``, ``rank_mean`` or ``vote``).
+    """
+
+    name: str
+    overrides: tuple[str, ...] = ()
+    decode: tuple[str, ...] = ("exact",)
+    engines: tuple[str, ...] | None = None
+    peer: str | None = None
+    members: tuple[str, ...] | None = None
+    blend_method: str = "weights"
+
+    @property
+    def is_blend(self) -> bool:
+        return self.members is not None
+
+    @property
+    def objective(self) -> str | None:
+        if self.is_blend:
+            return "blend"
+        for o in self.overrides:
+            if o.startswith("objective="):
+                return o.split("=", 1)[1]
+        return None
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """The settings of ``study:`` in a config (``conf/experiment/study.yaml``), checked."""
+
+    seeds: int
+    first_seed: int
+    regimes: tuple[str, ...]
+    engines: tuple[str, ...]
+    methods: tuple[MethodSpec, ...]
+    n_jobs: int
+    max_train: int | None
+    max_test: int | None
+    cache_dir: str
+    confidence: float
+    alpha: float
+    reference: str
+    log_children: bool
+
+    @classmethod
+    def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
+        from qwkboost.engines import ENGINES
+        from qwkboost.parallel import available_cores
+        from qwkboost.peers import check_peer
+        from qwkboost.validation import check_bool, check_int, check_real
+
+        known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "cap", "cache_dir",
+                 "confidence", "alpha", "reference", "log_children"}
+        unknown = sorted(set(study) - known)
+        if unknown:
+            raise ValueError(f"study: unknown key(s) {unknown}; known: {sorted(known)}")
+        seeds = check_int(study.get("seeds", 20), "study.seeds", 1)
+        first = check_int(study.get("first_seed", 0), "study.first_seed", 0, 2**31 - TEST_SEED_OFFSET - 1)
+        regimes = tuple(study.get("regimes") or ())
+        if not regimes or not all(isinstance(r, str) and r for r in regimes):
+            raise ValueError(f"study.regimes must list data configs (e.g. [quartiles, label_shift]); got {regimes!r}")
+        engines = tuple(study.get("engines") or ())
+        bad = [e for e in engines if e not in ENGINES]
+        if not engines or bad:
+            raise ValueError(f"study.engines must list engines from {sorted(ENGINES)}; got {list(engines)!r}")
+        methods = []
+        raw = study.get("methods") or {}
+        if not isinstance(raw, Mapping) or not raw:
+            raise ValueError("study.methods must map method names to {overrides, decode[, engines][, peer]} or "
+                             "{members, blend_method, decode}")
+        for name, m in raw.items():
+            if m is None:       # a method switched off with study.methods.NAME=null
+                continue
+            extra = sorted(set(m) - {"overrides", "decode", "engines", "peer", "members", "blend_method"})
+            if extra:
+                raise ValueError(f"study.methods.{name}: unknown key(s) {extra}; known: overrides, decode, engines, "
+                                 "peer, members, blend_method")
+            decode = tuple(m.get("decode") or ("exact",))
+            bad = [d for d in decode if d not in DECODERS]
+            if bad:
+                raise ValueError(f"study.methods.{name}.decode: {bad} unknown; choose from {list(DECODERS)}")
+            peer = m.get("peer")
+            if peer is not None:
+                check_peer(peer)
+                if m.get("overrides"):
+                    raise ValueError(f"study.methods.{name}: a peer takes no overrides")
+            m_engines = None if m.get("engines") is None else tuple(m["engines"])
+            if m_engines is not None and any(e not in ENGINES for e in m_engines):
+                raise ValueError(f"study.methods.{name}.engines must be engines from {sorted(ENGINES)}")
+            members = m.get("members")
+            if members is not None:
+                members = (members,) if isinstance(members, str) else tuple(members)
+                spec = MethodSpec(str(name), (), decode, m_engines, None, members,
+                                  str(m.get("blend_method", "weights")))
+                methods.append(spec)
+                continue
+            if m.get("blend_method") is not None:
+                raise ValueError(f"study.methods.{name}.blend_method needs members (the methods it blends)")
+            spec = MethodSpec(str(name), tuple(m.get("overrides") or ()), decode, m_engines, peer)
+            if peer is None and spec.objective is None:
+                raise ValueError(f"study.methods.{name}.overrides must choose an objective (objective=...)")
+            methods.append(spec)
+        only = study.get("only")
+        if only is not None:
+            only = [only] if isinstance(only, str) else list(only)
+            unknown = [m for m in only if m not in raw]
+            if unknown or not only:
+                raise ValueError(f"study.only: {unknown or only!r} not among study.methods ({', '.join(raw)})")
+            methods = [m for m in methods if m.name in only]
+        if not methods:
+            raise ValueError("study.methods: every method is switched off")
+        _check_blends(methods)
+        cap = study.get("cap") or {}
+        if not isinstance(cap, Mapping) or set(cap) - {"n_train", "n_test"}:
+            raise ValueError(f"study.cap must be null or {{n_train: rows, n_test: rows}}; got {cap!r}")
+        max_train, max_test = cap.get("n_train"), cap.get("n_test")
+        n_jobs = available_cores() if study.get("n_jobs") is None else check_int(study["n_jobs"], "study.n_jobs", 1)
+        return cls(seeds, first, regimes, engines, tuple(methods),
+                   n_jobs,
+                   None if max_train is None else check_int(max_train, "study.cap.n_train", 10),
+                   None if max_test is None else check_int(max_test, "study.cap.n_test", 10),
+                   str(study.get("cache_dir") or "outputs/study_cache"),
+                   check_real(study.get("confidence", 0.95), "study.confidence", 0.5, 1.0, hi_open=True),
+                   check_real(study.get("alpha", 0.05), "study.alpha", 0.0, 0.5, lo_open=True),
+                   str(study.get("reference", "squared_error+exact")),
+                   check_bool(study.get("log_children", True), "study.log_children"))
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
+
+
+
+def _check_blends(methods: list[MethodSpec]) -> None:
+    """A blend names two or more of the study's own engine methods, is decoded by cut points, and blends by a
+    known method."""
+    from qwkboost.blending import BLEND_METHODS
+
+    by_name = {m.name: m for m in methods}
+    for m in methods:
+        if not m.is_blend:
+            continue
+        where = f"study.methods.{m.name}"
+        if m.blend_method not in BLEND_METHODS:
+            raise ValueError(f"{where}.blend_method={m.blend_method!r} is unknown; choose one of: "
+                             f"{', '.join(BLEND_METHODS)}")
+        if len(set(m.members)) < 2:
+            raise ValueError(f"{where}.members must name two or more methods; got {list(m.members)}")
+        missing = [x for x in m.members if x not in by_name]
+        if missing:
+            raise ValueError(f"{where}.members: {missing} are not methods of this study (add them to study.only, "
+                             f"or choose from {', '.join(n for n in by_name if not by_name[n].is_blend)})")
+        odd = [x for x in m.members if by_name[x].is_blend or by_name[x].peer is not None]
+        if odd:
+            raise ValueError(f"{where}.members: {odd} are peers or blends; a blend takes methods that train on the "
+                             "study's engines")
+        bad = [d for d in m.decode if d == "argmax"]
+        if bad:
+            raise ValueError(f"{where}.decode: a blend is decoded by cut points (exact, nelder_mead, distribution "
+                             "or round), not argmax")
