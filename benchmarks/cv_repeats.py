@@ -52,13 +52,13 @@ def main() -> None:
             rows.append(run(r, seed, args.n_train))
             print(json.dumps(rows[-1]), flush=True)
     base = {row["seed"]: row for row in rows if row["repeats"] == args.repeats[0]}
-    print(f"\n| repeats | wall s (mean) | x {args.repeats[0]} repeat | test QWK mean | test QWK sd over seeds | "
+    print(f"\n| repeats | wall s (median) | x {args.repeats[0]} repeat (paired median) | test QWK mean | test QWK sd over seeds | "
           "OOF QWK mean | one repeat's OOF QWK sd | test − R=1, paired mean [min, max] |")
     print("|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in args.repeats:
         sel = [row for row in rows if row["repeats"] == r]
-        wall = np.mean([s["wall"] for s in sel])
-        ratio = np.mean([s["wall"] / base[s["seed"]]["wall"] for s in sel])
+        wall = np.median([s["wall"] for s in sel])           # medians: a loaded machine makes a few runs crawl
+        ratio = np.median([s["wall"] / base[s["seed"]]["wall"] for s in sel])
         test = np.array([s["test"] for s in sel])
         diff = test - np.array([base[s["seed"]]["test"] for s in sel])
         print(f"| {r} | {wall:.1f} | {ratio:.2f} | {test.mean():.4f} | {test.std(ddof=1):.4f} | "

@@ -77,7 +77,7 @@ def entity_csv(tmp_path_factory):
     from qwkboost.synthetic import entity_frames
 
     d = tmp_path_factory.mktemp("entity_csv")
-    train, test = entity_frames(n_entities=600, rows_per_entity=3, n_test_entities=4000, row_noise=0.0, seed=0)
+    train, test = entity_frames(n_entities=1500, rows_per_entity=3, n_test_entities=4000, row_noise=0.0, seed=0)
     train.to_csv(d / "train.csv", index=False)
     test.to_csv(d / "test.csv", index=False)
     return str(d / "train.csv"), str(d / "test.csv")

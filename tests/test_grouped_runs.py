@@ -17,7 +17,7 @@ from qwkboost.experiment import run_experiment
 
 def test_grouped_cv_brings_oof_and_test_qwk_together_and_the_plain_run_warns(entity_csv, tmp_path):
     train, test = entity_csv
-    with pytest.warns(UserWarning, match=r"1,800 of 1,800 training rows \(100%\) have features identical"):
+    with pytest.warns(UserWarning, match=r"4,500 of 4,500 training rows \(100%\) have features identical"):
         plain = run_experiment(csv_cfg(train, test), output_dir=tmp_path / "plain")
     grouped = run_experiment(csv_cfg(train, test, group="entity"), output_dir=tmp_path / "grouped")
     # the leak: copies of each validation row in the training folds

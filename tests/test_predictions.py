@@ -97,7 +97,8 @@ def test_one_command_writes_the_submission_and_the_predictions(finished_run):
     assert list(pred.columns) == ["Id", "score", "class"]
     np.testing.assert_array_equal(pred["class"], sub["AdoptionSpeed"])
     oof = pd.read_parquet(out / "oof.parquet")
-    assert list(oof.columns) == ["Id", "AdoptionSpeed", "score", "class"] and len(oof) == 1200
+    assert list(oof.columns) == ["Id", "AdoptionSpeed", "score", "class", "fold"] and len(oof) == 1200
+    assert sorted(oof["fold"].unique()) == [0, 1, 2]                         # the validation fold of every row (3 folds)
     result = json.loads((out / "result.json").read_text())
     assert "qwk_thresholds" not in result and result["qwk_thresholds_oof"] > 0.7   # no labels: no test metrics
 

@@ -89,3 +89,15 @@ def test_dask_example_runs_as_written(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "scored 2000" in proc.stdout
     assert (tmp_path / "model.json").exists()
+
+
+@pytest.mark.parametrize("args", commands("blend.py"), ids=" ".join)
+def test_blend_commands_compose(args):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("blend_cli", ROOT / "experiments" / "blend.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = OmegaConf.to_container(compose("blend", args), resolve=False)
+    cli.check(cfg)

@@ -93,6 +93,39 @@ class Member:
     target: str = "label"
 
     @classmethod
+    def from_cv(cls, name: str, cv, y, ids=None, test_ids=None, y_test=None, sample_weight=None) -> "Member":
+        """A member from :func:`qwkboost.cross_validate`'s result: its OOF and test scores and its folds.
+
+        Parameters
+        ----------
+        name : str
+        cv : CVResult
+            Run with ``X_test`` so that it holds test scores.
+        y : array-like
+            The training labels ``cv`` was fitted on.
+        ids, test_ids : array-like, optional
+            Row ids (default: row numbers).
+        y_test : array-like, optional
+            Test labels, where known.
+        sample_weight : array-like, optional
+
+        Raises
+        ------
+        BlendInputError
+            If ``cv`` has no test scores or ``y`` has another length.
+        """
+        if getattr(cv, "test", None) is None:
+            raise BlendInputError(f"member {name}: its cross_validate result has no test scores; pass X_test")
+        y = np.asarray(y, dtype=float)
+        if y.shape != cv.oof.shape:
+            raise BlendInputError(f"member {name}: y has {y.size} labels for {cv.oof.size} out-of-fold scores")
+        ids = np.arange(y.size) if ids is None else np.asarray(ids)
+        test_ids = np.arange(cv.test.size) if test_ids is None else np.asarray(test_ids)
+        return cls(name, name, ids, y, np.asarray(cv.oof, dtype=float), test_ids, np.asarray(cv.test, dtype=float),
+                   np.asarray(cv.fold_of), None if sample_weight is None else np.asarray(sample_weight, dtype=float),
+                   None if y_test is None else np.asarray(y_test, dtype=float))
+
+    @classmethod
     def from_frames(cls, name: str, oof, test, id: str = "id", target: str = "label", source: str | None = None,
                     **extra) -> "Member":
         """A member from two DataFrames: ``oof`` (id, label, ``score`` or ``proba_<class>``, ``fold``...) and
