@@ -62,7 +62,7 @@ CONFIGS = {
 
 def _data():
     sys.path.insert(0, os.path.join(HERE, ".."))
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     ds = quartiles(n_train=20_000, n_test=100)
     return ds.X_train[:16_000], ds.y_train[:16_000], ds.X_train[16_000:], ds.y_train[16_000:]

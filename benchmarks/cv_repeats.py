@@ -22,9 +22,9 @@ from machine import machine
 
 
 def run(repeats: int, seed: int, n_train: int) -> dict:
-    from qwkboost.cv import cross_validate
-    from qwkboost.data import quartiles
-    from qwkboost.experiment import evaluate
+    from qwkboost.evaluation.cv import cross_validate
+    from qwkboost.data.sources import quartiles
+    from qwkboost.runs.experiment import evaluate
 
     ds = quartiles(n_train=n_train, n_test=50_000, seed=seed, test_seed=10_000 + seed)
     t0 = time.perf_counter()

@@ -3,7 +3,7 @@
     python benchmarks/dask_naive_gap.py                  # 3 data seeds x 3 partitionings, 200 rounds
     python benchmarks/dask_naive_gap.py --seeds 1 --rounds 50
 
-Both Dask interfaces call a custom objective on each worker's rows only. ``qwkboost.cluster.train_dask``
+Both Dask interfaces call a custom objective on each worker's rows only. ``qwkboost.distributed.cluster.train_dask``
 all-reduces extended QWK's sums f, g and n over XGBoost's workers; a naive port forms them from the
 worker's own rows, so each worker follows its own ratio. LightGBM's Dask interface offers no all-reduce
 to the objective, which is why ``train_dask`` refuses extended QWK there; this script runs that naive
@@ -45,7 +45,7 @@ def naive_xgboost(client, X, y, rounds, seed):
     """xgboost.dask with extended QWK's sums from each worker's own rows."""
     from xgboost import dask as dxgb
 
-    from qwkboost.cluster import _WorkerObjective
+    from qwkboost.distributed.cluster import _WorkerObjective
     from qwkboost.objectives import resolve
 
     obj = resolve("extended_qwk").fit(y.compute())         # a, b and F0 from every label, as train_dask does
@@ -60,7 +60,7 @@ def naive_lightgbm(client, X, y, rounds, seed):
     import dask.array as da
     import lightgbm as lgb
 
-    from qwkboost.cluster import _LightGBMObjective
+    from qwkboost.distributed.cluster import _LightGBMObjective
     from qwkboost.objectives import resolve
 
     obj = resolve("extended_qwk").fit(y.compute())
@@ -78,9 +78,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import qwkboost
-    from qwkboost.cluster import ClusterSpec, as_dask, connect, train_dask
-    from qwkboost.data import quartiles
-    from qwkboost.metrics import qwk
+    from qwkboost.distributed.cluster import ClusterSpec, as_dask, connect, train_dask
+    from qwkboost.data.sources import quartiles
+    from qwkboost.evaluation.metrics import qwk
 
     print(json.dumps(machine()))
     rows = []

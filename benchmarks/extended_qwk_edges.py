@@ -19,8 +19,8 @@ import platform
 import numpy as np
 
 import qwkboost as qb
-from qwkboost.data import quartiles
-from qwkboost.metrics import extended_qwk, qwk
+from qwkboost.data.sources import quartiles
+from qwkboost.evaluation.metrics import extended_qwk, qwk
 
 
 def per_tree_scores(model, X):

@@ -34,7 +34,7 @@ CHILD = r"""
 import json, sys, time
 import numpy as np
 engine, objective, rows, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-from qwkboost.data import quartiles
+from qwkboost.data.sources import quartiles
 ds = quartiles(n_train=rows + rows // 4, n_test=10)
 X, y = ds.X_train[:rows], ds.y_train[:rows]
 Xv, yv = ds.X_train[rows:], ds.y_train[rows:]

@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import qwkboost as qb  # noqa: E402
-from qwkboost.data import chisq, quartiles  # noqa: E402
+from qwkboost.data.sources import chisq, quartiles  # noqa: E402
 
 BASE = {"learning_rate": 0.1, "max_depth": 5, "max_bin": 255}
 ENGINE_EXTRA = {"native": {}, "xgboost": {"nthread": 2}}

@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import qwkboost as qb  # noqa: E402
-from qwkboost.data import quartiles  # noqa: E402
+from qwkboost.data.sources import quartiles  # noqa: E402
 
 
 def main() -> None:

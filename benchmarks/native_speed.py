@@ -44,7 +44,7 @@ import lightgbm as lgb  # noqa: E402
 import xgboost as xgb  # noqa: E402
 
 import qwkboost as qb  # noqa: E402
-from qwkboost.data import quartiles  # noqa: E402
+from qwkboost.data.sources import quartiles  # noqa: E402
 from machine import machine  # noqa: E402
 
 PARAMS = {

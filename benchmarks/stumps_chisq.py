@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import xgboost as xgb  # noqa: E402
 
 import qwkboost as qb  # noqa: E402
-from qwkboost.data import chisq  # noqa: E402
+from qwkboost.data.sources import chisq  # noqa: E402
 from qwkboost.native.binning import BinMapper  # noqa: E402
 from qwkboost.native.boosting import train_booster  # noqa: E402
 from qwkboost.objectives import get as get_objective  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: exact (Dinkelbach + DP) cut points vs Nelder-Mead, rounding and distribution matching.
 
-Protocol (the DSB2019 article's data, ``qwkboost.data.quartiles``: 100,000 train rows, 100,000 test rows, 4 classes):
+Protocol (the DSB2019 article's data, ``qwkboost.data.sources.quartiles``: 100,000 train rows, 100,000 test rows, 4 classes):
 
 * 5-fold stratified CV (shuffled, ``random_state=0``) of XGBoost on squared error, learning rate 0.1,
   max_depth 5, early stopping 100 on each validation fold;
@@ -37,9 +37,9 @@ import xgboost  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 
 import qwkboost  # noqa: E402
-from qwkboost.data import quartiles  # noqa: E402
-from qwkboost.metrics import qwk  # noqa: E402
-from qwkboost.thresholds import _fit_exact_positions, apply_thresholds, fit_thresholds  # noqa: E402
+from qwkboost.data.sources import quartiles  # noqa: E402
+from qwkboost.evaluation.metrics import qwk  # noqa: E402
+from qwkboost.evaluation.thresholds import _fit_exact_positions, apply_thresholds, fit_thresholds  # noqa: E402
 
 METHODS = ("exact", "nelder_mead", "round", "distribution")
 HEADING = "## Thresholds"
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     lines = [
         "Exact (Dinkelbach + O(n·K) DP) cut points against the Kaggle Nelder–Mead \"OptimizedRounder\", "
         "rounding and distribution matching, all fitted on out-of-fold predictions "
-        f"(`qwkboost/thresholds.py`).",
+        f"(`qwkboost/evaluation/thresholds.py`).",
         "",
         f"Data: the DSB2019 article's quartiles, {y.size:,} train / {yt.size:,} test rows, 4 classes. Model: XGBoost squared "
         f"error, learning_rate 0.1, max_depth 5, early stopping 100 on each validation fold, "

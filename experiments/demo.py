@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 import qwkboost as qb
-from qwkboost.data import quartiles
+from qwkboost.data.sources import quartiles
 
 PARAMS = {"xgboost": {"max_depth": 5, "learning_rate": 0.1}, "lightgbm": {"learning_rate": 0.1}}
 

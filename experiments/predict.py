@@ -17,11 +17,11 @@ import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from qwkboost.config import ConfigError, config_errors
-from qwkboost.data import read_table
-from qwkboost.interrupt import main_guard, report_config_errors
-from qwkboost.pipeline import load_run
-from qwkboost.serving import frame
+from qwkboost.exceptions import ConfigError, config_errors
+from qwkboost.data.sources import read_table
+from qwkboost.tracking.interrupt import main_guard, report_config_errors
+from qwkboost.tracking.loading import load_run
+from qwkboost.tracking.serving import frame
 
 log = logging.getLogger("qwkboost")
 

@@ -26,11 +26,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
 from qwkboost.config import check_config, config_errors, optimized_metric
-from qwkboost.experiment import run_experiment
-from qwkboost.interrupt import main_guard, report_config_errors
-from qwkboost.parallel import threads_per_job
-from qwkboost.sweep import read_parent
-from qwkboost.table import run_table
+from qwkboost.runs.experiment import run_experiment
+from qwkboost.tracking.interrupt import main_guard, report_config_errors
+from qwkboost.distributed.parallel import threads_per_job
+from qwkboost.runs.sweep import read_parent
+from qwkboost.runs.table import run_table
 
 log = logging.getLogger("qwkboost")
 

@@ -17,8 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
 from qwkboost.config import check_config, config_errors
-from qwkboost.interrupt import main_guard, report_config_errors
-from qwkboost.tuning import best_overrides, tune
+from qwkboost.tracking.interrupt import main_guard, report_config_errors
+from qwkboost.runs.tuning import best_overrides, tune
 
 log = logging.getLogger("qwkboost")
 

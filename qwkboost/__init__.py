@@ -1,28 +1,37 @@
-"""qwkboost: custom ordinal objectives, defined once, on XGBoost, LightGBM and a NumPy GBDT."""
+"""qwkboost: custom ordinal objectives, defined once, on XGBoost, LightGBM and a NumPy GBDT.
 
-from qwkboost import metrics, objectives
-from qwkboost.engines import Model, load_model, train
-from qwkboost.estimator import QWKClassifier
-from qwkboost.features import FeatureSchema
-from qwkboost.metrics import extended_qwk, qwk
-from qwkboost.pipeline import FittedPipeline, load_run
+The public API, in one place. Everything here is imported when first used, so
+``import qwkboost`` costs milliseconds; the stages live in subpackages, in the
+order data flows through a run:
 
+``data`` -> ``evaluation.cv`` -> ``engines`` (+ ``objectives``, ``native``) -> ``evaluation.thresholds``
+-> ``evaluation.metrics`` -> ``tracking``; ``runs`` drives them from a config, ``blending`` combines
+finished runs and ``study`` compares methods over seeds; ``distributed`` scales training out.
+"""
 
-def blend(runs, method: str = "weights", **kwargs):
-    """Blend runs into one submission (:func:`qwkboost.blending.blend`; imported when first called)."""
-    from qwkboost.blending import blend as _blend
+from qwkboost._lazy import attach
 
-    return _blend(runs, method, **kwargs)
-
-
-def cross_validate(X, y, X_test=None, **kwargs):
-    """K-fold CV of one configuration, grouped and repeated (:func:`qwkboost.cv.cross_validate`)."""
-    from qwkboost.cv import cross_validate as _cv
-
-    return _cv(X, y, X_test, **kwargs)
-
-
-__all__ = ["train", "load_model", "load_run", "Model", "FittedPipeline", "FeatureSchema", "QWKClassifier", "qwk",
-           "extended_qwk", "cross_validate", "blend",
-           "metrics", "objectives"]
 __version__ = "0.1.0"
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    # train and predict
+    "train": "qwkboost.engines",
+    "load_model": "qwkboost.engines.model",
+    "Model": "qwkboost.engines.model",
+    "QWKClassifier": "qwkboost.estimator",
+    "FeatureSchema": "qwkboost.data.features",
+    # cross-validate, blend, reload a run
+    "cross_validate": "qwkboost.evaluation.cv",
+    "blend": "qwkboost.blending.fit",
+    "load_run": "qwkboost.tracking.loading",
+    "FittedPipeline": "qwkboost.tracking.pipeline",
+    # metrics
+    "qwk": "qwkboost.evaluation.metrics",
+    "extended_qwk": "qwkboost.evaluation.metrics",
+    # errors
+    "ConfigError": "qwkboost.exceptions",
+    # the stages
+    "objectives": "", "metrics": "qwkboost.evaluation", "thresholds": "qwkboost.evaluation",
+    "data": "", "engines": "", "native": "", "evaluation": "", "blending": "", "runs": "", "study": "",
+    "tracking": "", "distributed": "",
+})

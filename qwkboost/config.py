@@ -6,15 +6,21 @@ the user can fix the command line at once.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from qwkboost.engines import ENGINES
+from qwkboost.evaluation.thresholds import METHODS
+from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import available as available_objectives
 from qwkboost.objectives import get as get_objective
 from qwkboost.objectives import import_objective
-from qwkboost.thresholds import METHODS
-from qwkboost.validation import SEED_MAX, check_bool, check_int, check_mapping, check_real
+from qwkboost.validation import (
+    SEED_MAX,
+    check_bool,
+    check_int,
+    check_mapping,
+    check_real,
+)
 
 __all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "THRESHOLD_METHODS",
            "TUNE_METRICS"]
@@ -24,7 +30,7 @@ def register_resolvers() -> None:
     """Config interpolations of qwkboost: ``${dataset:era.csv}``, the path of a shipped data set."""
     from omegaconf import OmegaConf
 
-    from qwkboost.data import dataset_path
+    from qwkboost.data.sources import dataset_path
 
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", dataset_path)
@@ -33,22 +39,7 @@ def register_resolvers() -> None:
 register_resolvers()
 
 
-class ConfigError(ValueError):
-    """A bad configuration or input found before training: the entry points print its message alone."""
-
-
-@contextlib.contextmanager
-def config_errors() -> Iterator[None]:
-    """Turn a :class:`ValueError` raised inside the block into a :class:`ConfigError` (same message)."""
-    try:
-        yield
-    except ConfigError:
-        raise
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
-#: the threshold methods (one list, :data:`qwkboost.thresholds.METHODS`)
+#: the threshold methods (one list, :data:`qwkboost.evaluation.thresholds.METHODS`)
 THRESHOLD_METHODS = METHODS
 _RATE_KEYS = ("learning_rate", "eta")
 
@@ -84,8 +75,8 @@ def objective_ref(objective) -> str:
 
 
 def _check_cluster(cfg: Mapping) -> None:
-    """A Dask cluster trains on engines with a Dask interface only (:mod:`qwkboost.cluster`)."""
-    from qwkboost.cluster import DASK_ENGINES, ClusterSpec
+    """A Dask cluster trains on engines with a Dask interface only (:mod:`qwkboost.distributed.cluster`)."""
+    from qwkboost.distributed.cluster import DASK_ENGINES, ClusterSpec
 
     if ClusterSpec.from_config(cfg.get("cluster")) is None:
         return
@@ -108,9 +99,9 @@ def check_config(cfg: Mapping) -> None:
     CV folds and flags, threshold method, data source and its settings,
     tracking, seed and threads, the table's lists. For ``data=csv`` the path
     must be set and exist; column checks need the file and happen when it is
-    read (:func:`qwkboost.data.from_file`), still before any training.
+    read (:func:`qwkboost.data.sources.from_file`), still before any training.
     """
-    from qwkboost.data import SOURCE_CHECKS, SOURCE_KEYS, SOURCES
+    from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES
 
     _known_keys(cfg, TOP_KEYS, "the config")
     for group, allowed in GROUP_KEYS.items():

@@ -16,13 +16,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from qwkboost.cv import cross_validate
-from qwkboost.data import class_range
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.data.sources import class_range
 from qwkboost.engines.registry import ENGINES
-from qwkboost.features import EncodedFeatures, FeatureSchema
-from qwkboost.metrics import qwk
-from qwkboost.pipeline import FittedPipeline
-from qwkboost.thresholds import METHODS, apply_thresholds, fit_thresholds
+from qwkboost.evaluation.cv import cross_validate
+from qwkboost.evaluation.metrics import qwk
+from qwkboost.evaluation.thresholds import METHODS, apply_thresholds, fit_thresholds
+from qwkboost.tracking.pipeline import FittedPipeline
 from qwkboost.validation import check_int, check_mapping, check_seed, check_weight
 
 __all__ = ["QWKClassifier"]

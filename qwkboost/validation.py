@@ -179,7 +179,7 @@ def check_labels(values, name: str) -> np.ndarray:
         first = int(np.flatnonzero(frac)[0])
         raise ValueError(
             f"{name} must hold integer class labels; index {first} is {float(arr[first])!r}. "
-            "Round or threshold continuous scores first (see qwkboost.thresholds)."
+            "Round or threshold continuous scores first (see qwkboost.evaluation.thresholds)."
         )
     if (arr < 0).any():
         first = int(np.flatnonzero(arr < 0)[0])

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from qwkboost.data import quartiles
+from qwkboost.data.sources import quartiles
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +74,7 @@ def postgres_url():
 def entity_csv(tmp_path_factory):
     """A competition-shaped pair of files: every training entity has 3 identical rows (its label too), the test
     file holds 4,000 other entities. Returns ``(train_path, test_path)``."""
-    from qwkboost.synthetic import entity_frames
+    from qwkboost.data.synthetic import entity_frames
 
     d = tmp_path_factory.mktemp("entity_csv")
     train, test = entity_frames(n_entities=1500, rows_per_entity=3, n_test_entities=4000, row_noise=0.0, seed=0)

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
-from qwkboost.cv import cross_validate
-from qwkboost.data import chisq, from_file, quartiles
-from qwkboost.metrics import extended_qwk, qwk
+from qwkboost.evaluation.cv import cross_validate
+from qwkboost.data.sources import chisq, from_file, quartiles
+from qwkboost.evaluation.metrics import extended_qwk, qwk
 from qwkboost.native.sklearn import NativeGBDTRegressor
 from qwkboost.objectives import SquaredError
-from qwkboost.thresholds import round_cuts
+from qwkboost.evaluation.thresholds import round_cuts
 
 RS = np.random.RandomState(0)
 X = RS.rand(300, 3)
@@ -140,7 +140,7 @@ def cv(**kw):
     (dict(stratified="false"), "cv.stratified must be true or false; got 'false'"),
 ])
 def test_cross_validate_checks_before_the_first_fold(kw, match, monkeypatch):
-    import qwkboost.cv as cvmod
+    import qwkboost.evaluation.cv as cvmod
 
     trained = []
     monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))

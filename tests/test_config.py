@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from qwkboost.config import check_config
-from qwkboost.experiment import load_dataset
+from qwkboost.runs.experiment import load_dataset
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
@@ -66,7 +66,7 @@ def test_qwk_table_experiment():
 
 def test_tune_config_composes():
     cfg = cfg_for("engine=lightgbm", name="tune")
-    from qwkboost.tuning import study_name
+    from qwkboost.runs.tuning import study_name
     assert cfg["tune"]["study_name"] is None
     assert study_name(cfg).startswith("lightgbm-extended_qwk-quartiles-")
     assert "num_leaves" in cfg["engine"]["search_space"]
@@ -139,7 +139,7 @@ def test_bad_tune_config(overrides, match):
 
 
 def test_data_sources_are_built_from_their_target():
-    from qwkboost.data import SOURCES
+    from qwkboost.data.sources import SOURCES
 
     for name in SOURCES:
         cfg = cfg_for(f"data={name}", *(["objective=squared_error"] if name == "chisq" else []))

@@ -38,7 +38,7 @@ def test_scikit_learn_estimator_checks(engine):
 @pytest.fixture(scope="module")
 def table():
     """The article's quartile data with a string column and labels on a 1..4 scale."""
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     ds = quartiles(n_train=3000, n_test=1000)
     cols = [f"x{i}" for i in range(ds.X_train.shape[1])]

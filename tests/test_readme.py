@@ -73,7 +73,7 @@ def test_dask_example_runs_as_written(tmp_path):
 
     import pandas as pd
 
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     (code,) = [b for b in blocks("python") if "train_dask(" in b]
     ds = quartiles(n_train=6_000, n_test=2_000)

@@ -6,10 +6,10 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 import qwkboost as qb
-from qwkboost.data import from_file
-from qwkboost.metrics import rmse
+from qwkboost.data.sources import from_file
+from qwkboost.evaluation.metrics import rmse
 from qwkboost.objectives import Objective, get
-from qwkboost.thresholds import fit_exact, fit_distribution, fit_nelder_mead
+from qwkboost.evaluation.thresholds import fit_exact, fit_distribution, fit_nelder_mead
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_thresholds_equal_repeated_rows(fit):
 
 
 def test_weighted_exact_cuts_maximise_the_weighted_qwk():
-    from qwkboost.thresholds import apply_thresholds
+    from qwkboost.evaluation.thresholds import apply_thresholds
 
     rs = np.random.RandomState(4)
     y = rs.randint(0, 4, 500)
@@ -126,8 +126,8 @@ def test_a_weight_column_in_a_csv(tmp_path, data):
 
 
 def test_an_experiment_with_weights_reports_weighted_metrics(tmp_path, data):
-    from qwkboost.experiment import run_experiment
-    from qwkboost.thresholds import apply_thresholds
+    from qwkboost.runs.experiment import run_experiment
+    from qwkboost.evaluation.thresholds import apply_thresholds
 
     X, y, w, _, _ = data
     pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y.astype(int), w=w).to_csv(tmp_path / "d.csv", index=False)

@@ -16,10 +16,10 @@ import numpy as np
 
 from qwkboost.blending.members import BlendInputError, Member, align, read_members
 from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
-from qwkboost.data import class_range
-from qwkboost.metrics import qwk
-from qwkboost.thresholds import METHODS as THRESHOLD_METHODS
-from qwkboost.thresholds import apply_thresholds, fit_thresholds
+from qwkboost.data.sources import class_range
+from qwkboost.evaluation.metrics import qwk
+from qwkboost.evaluation.thresholds import METHODS as THRESHOLD_METHODS
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
 __all__ = ["BlendResult", "blend", "write_blend", "log_blend"]
 
@@ -134,7 +134,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     T = np.column_stack([m.test for m in members]) - lo
     folds = next((m.folds[0] for m in members if m.folds is not None), None)
     if folds is None:       # check_folds=false and no member knows its folds: stratified folds for the estimate
-        from qwkboost.cv import make_folds
+        from qwkboost.evaluation.cv import make_folds
 
         folds = np.empty(len(y_idx), dtype=np.int64)
         for f, (_, va) in enumerate(make_folds(y_idx, 5, True, True, 0)):
@@ -193,7 +193,7 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from qwkboost.plots import blend_members
+    from qwkboost.evaluation.plots import blend_members
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,8 +261,9 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
         if (out / "pipeline").is_dir():
             tracking.log_artifacts(out / "pipeline", "pipeline")
             if log_pyfunc:
-                from qwkboost.pipeline import load_pipeline
-                from qwkboost.serving import example_frame, log_pyfunc as log_model
+                from qwkboost.tracking.loading import load_pipeline
+                from qwkboost.tracking.serving import example_frame
+                from qwkboost.tracking.serving import log_pyfunc as log_model
 
                 pipe = load_pipeline(out / "pipeline")
                 log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]))

@@ -17,7 +17,7 @@ fold) and per test row, on the labels' scale. A blend turns them into classes:
     Each member's own cut points turn its scores into classes
     :math:`c_m`; the blend is their median.
 
-The cut points come from :func:`qwkboost.thresholds.fit_thresholds` (exact by
+The cut points come from :func:`qwkboost.evaluation.thresholds.fit_thresholds` (exact by
 default) on the blended out-of-fold scores. Fitting weights and cut points on
 the same rows they are scored on flatters the score (the AES 2.0 Kaggle
 competition's leaderboard shake-up in 2024 showed by how much), so every blend
@@ -33,8 +33,8 @@ from itertools import permutations
 
 import numpy as np
 
-from qwkboost.metrics import qwk
-from qwkboost.thresholds import apply_thresholds, fit_thresholds
+from qwkboost.evaluation.metrics import qwk
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
 __all__ = ["BLEND_METHODS", "BlendFit", "fit_blend", "fit_nested", "fit_weights", "rank_transform", "apply_rank",
            "vote"]

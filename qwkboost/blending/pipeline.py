@@ -1,6 +1,6 @@
 r"""A fitted blend as a pipeline: from a table of features to classes, as the blend's submission was made.
 
-Each member is a run's :class:`~qwkboost.pipeline.FittedPipeline`; the blend
+Each member is a run's :class:`~qwkboost.tracking.pipeline.FittedPipeline`; the blend
 scores a table with every member (columns matched by name, each member taking
 the columns it was trained on) and combines the scores as it was fitted
 (:mod:`qwkboost.blending.methods`): weights or ranks, then its cut points, or each
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from qwkboost.pipeline import PIPELINE_FILE, FittedPipeline
+from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
 
 __all__ = ["FittedBlend", "BLEND_FORMAT"]
 
@@ -98,7 +98,7 @@ class FittedBlend:
 
     def classify(self, score: np.ndarray) -> np.ndarray:
         """Classes of scores made by :meth:`predict_score`."""
-        from qwkboost.thresholds import apply_thresholds
+        from qwkboost.evaluation.thresholds import apply_thresholds
 
         if self.method == "vote":
             return np.asarray(score, dtype=float)

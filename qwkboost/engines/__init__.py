@@ -4,7 +4,7 @@ The stages meet at named objects: an engine is an
 :class:`~qwkboost.engines.base.Engine` (:mod:`qwkboost.engines.registry` names
 them), it sees the objective through :class:`EngineObjective`, the validation
 rows as an :class:`~qwkboost.engines.base.EvalSet`, its callbacks as
-:mod:`qwkboost.callbacks`, and returns a :class:`~qwkboost.engines.base.FitResult`,
+:mod:`qwkboost.engines.callback`, and returns a :class:`~qwkboost.engines.base.FitResult`,
 which :func:`train` turns into a :class:`~qwkboost.engines.model.Model`.
 """
 
@@ -16,15 +16,22 @@ from typing import Callable
 
 import numpy as np
 
-from qwkboost.callbacks import EarlyStopping, RoundFunction
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.distributed.parallel import available_cores, blas_single_thread
 from qwkboost.engines.base import Engine, EvalSet, FitResult
+from qwkboost.engines.callback import EarlyStopping, RoundFunction
 from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.features import EncodedFeatures, FeatureSchema
 from qwkboost.objectives import Objective, resolve
 from qwkboost.objectives.base import takes_weight
-from qwkboost.parallel import available_cores, blas_single_thread
-from qwkboost.validation import check_1d, check_int, check_mapping, check_same_length, check_seed, check_weight
+from qwkboost.validation import (
+    check_1d,
+    check_int,
+    check_mapping,
+    check_same_length,
+    check_seed,
+    check_weight,
+)
 
 __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset",
            "EngineObjective", "Engine", "EvalSet", "FitResult"]
@@ -168,7 +175,7 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     X : array-like, DataFrame or EncodedFeatures, of shape (n_samples, n_features)
         Features; NaN is missing. A DataFrame's column names are kept, and
         :meth:`Model.predict` matches columns by them. String and ``category``
-        columns are categorical (:class:`qwkboost.features.FeatureSchema`): every
+        columns are categorical (:class:`qwkboost.data.features.FeatureSchema`): every
         engine splits them by category sets.
     y : array-like of shape (n_samples,)
         Labels on their own scale.
@@ -184,12 +191,12 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         Scored every round with the objective's metric (weighted by ``weight_val``).
     early_stopping_rounds : int, optional
         Stop when the eval-set metric has not improved for this many rounds
-        (:class:`qwkboost.callbacks.EarlyStopping`); needs ``eval_set``.
+        (:class:`qwkboost.engines.callback.EarlyStopping`); needs ``eval_set``.
     objective_params : dict, optional
         Parameters for a named objective, e.g. ``{"hessian": "gauss_newton"}``.
     callbacks : list of callable, optional
         Each is called as ``fn(round, {"train": {...}, "valid": {...}})`` after every round,
-        on every engine; raising :class:`qwkboost.callbacks.EarlyStopException` stops training.
+        on every engine; raising :class:`qwkboost.engines.callback.EarlyStopException` stops training.
     seed : int, default 0
     n_jobs : int, optional
         Engine threads; default every core this process may use. A thread

@@ -8,8 +8,8 @@ training as a :class:`FitResult`.
 Every engine trains on labels centred by :func:`qwkboost.engines.label_offset`
 and calls the objective through :class:`qwkboost.engines.EngineObjective`, so
 an engine never sees either detail. After each round it calls every callback
-with a :class:`qwkboost.callbacks.CallbackEnv`, and stops when one raises
-:class:`qwkboost.callbacks.EarlyStopException`.
+with a :class:`qwkboost.engines.callback.CallbackEnv`, and stops when one raises
+:class:`qwkboost.engines.callback.EarlyStopException`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence, runtime_checkabl
 
 import numpy as np
 
-from qwkboost.callbacks import run_callbacks
+from qwkboost.engines.callback import run_callbacks
 
 __all__ = ["EvalSet", "FitResult", "Engine", "run_callbacks"]
 
@@ -75,7 +75,7 @@ class Engine(Protocol):
         """Boost ``num_boost_round`` rounds from ``objective.init_score_``.
 
         ``categorical`` lists the columns of ``X`` that hold category codes
-        (0, 1, ...; NaN missing), see :class:`qwkboost.features.FeatureSchema`.
+        (0, 1, ...; NaN missing), see :class:`qwkboost.data.features.FeatureSchema`.
         ``sample_weight`` weighs the training rows in the metric; the objective
         already weighs its gradients. Engines get no weights of their own, so that
         nothing is weighted twice.

@@ -14,7 +14,7 @@ import re
 import lightgbm as lgb
 import numpy as np
 
-from qwkboost.callbacks import EarlyStopException
+from qwkboost.engines.callback import EarlyStopException
 from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
 
 __all__ = ["LightGBMEngine", "check_params", "check_data", "aliases"]

@@ -12,7 +12,7 @@ import numpy as np
 
 from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, available as available_objectives, get as get_objective, import_objective
-from qwkboost.features import EncodedFeatures, FeatureSchema
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.validation import check_features, check_int
 
 __all__ = ["Model", "load_model", "FORMAT_VERSION"]

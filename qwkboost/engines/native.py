@@ -11,7 +11,7 @@ import numpy as np
 from qwkboost.engines.base import EvalSet, FitResult
 from qwkboost.native.boosting import NativeBooster, boost
 from qwkboost.native.params import ALIASES, resolve_params
-from qwkboost.parallel import blas_single_thread
+from qwkboost.distributed.parallel import blas_single_thread
 
 __all__ = ["NativeEngine", "THREAD_PARAMS"]
 

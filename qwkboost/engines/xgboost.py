@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import xgboost as xgb
 
-from qwkboost.callbacks import EarlyStopException
+from qwkboost.engines.callback import EarlyStopException
 from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
 
 __all__ = ["XGBoostEngine", "check_params", "valid_params"]

@@ -19,7 +19,7 @@ weighted quantile summary (XGBoost's sketch, on small data) picks, computed on a
 ``subsample`` rows.
 
 **Categorical features** (columns of category codes 0, 1, ..., see
-:class:`qwkboost.features.FeatureSchema`) are not cut: each category is a bin
+:class:`qwkboost.data.features.FeatureSchema`) are not cut: each category is a bin
 of its own. With more than ``max_bin`` categories, the ``max_bin - 1`` most
 frequent keep their own bins and the rest share the last one (LightGBM also
 bins rare categories together). Codes the training data never had go to the

@@ -151,7 +151,7 @@ class Objective:
 
     def metric(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Evaluation metric for early stopping. Default: (weighted) RMSE."""
-        from qwkboost.metrics import rmse_fast
+        from qwkboost.evaluation.metrics import rmse_fast
 
         return rmse_fast(y, np.asarray(score, dtype=np.float64), sample_weight)
 

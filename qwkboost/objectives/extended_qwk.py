@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.metrics import extended_qwk_ratio, weighted_mean_var
+from qwkboost.evaluation.metrics import extended_qwk_ratio, weighted_mean_var
 from qwkboost.objectives.base import Objective
 
 __all__ = ["ExtendedQWK"]

@@ -104,7 +104,7 @@ class SoftQWK(Multiclass):
 
     def metric(self, y, score, sample_weight=None):
         """QWK of the decoded score (expected class) rounded to the nearest class."""
-        from qwkboost.metrics import qwk
+        from qwkboost.evaluation.metrics import qwk
 
         idx = class_indices(y, self.lo_, self.n_outputs_)
         e = self.predict_proba(score) @ np.arange(self.n_outputs_)

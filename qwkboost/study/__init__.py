@@ -4,10 +4,10 @@ One *cell* is a regime (a data config), a seed, a method and an engine, run
 through the project's protocol: stratified K-fold CV with early stopping, cut
 points fitted on the out-of-fold scores, test QWK. A method is trained once per
 cell and scored with each of its *decoders*: rounding, exact or
-distribution-matching cut points (:mod:`qwkboost.thresholds`), or the most
+distribution-matching cut points (:mod:`qwkboost.evaluation.thresholds`), or the most
 probable class (``argmax``, for methods with class probabilities). Every method
 sees the same seeds, so methods are compared by per-seed differences
-(:mod:`qwkboost.stats`).
+(:mod:`qwkboost.evaluation.stats`).
 
 Cells are content-addressed: each is stored in ``study.cache_dir`` under a hash
 of everything that decides its result, so running the same command again
@@ -24,8 +24,21 @@ The parts: :mod:`~qwkboost.study.spec` (the settings), :mod:`~qwkboost.study.cel
 :mod:`~qwkboost.study.plots` and :mod:`~qwkboost.study.runner`.
 """
 
-from qwkboost.study.cells import Cell, build_cells, cell_key, check_cells, run_blend_cell, run_cell, seeded
-from qwkboost.study.report import blend_comparison, cells_frame, render_report, summarise
+from qwkboost.study.cells import (
+           Cell,
+           build_cells,
+           cell_key,
+           check_cells,
+           run_blend_cell,
+           run_cell,
+           seeded,
+)
+from qwkboost.study.report import (
+           blend_comparison,
+           cells_frame,
+           render_report,
+           summarise,
+)
 from qwkboost.study.runner import run_study
 from qwkboost.study.spec import DECODERS, TEST_SEED_OFFSET, MethodSpec, StudySpec
 

@@ -137,14 +137,19 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         ``scores``: the out-of-fold and test scores a blend of this cell needs.
     """
     from qwkboost.config import objective_ref
-    from qwkboost.cv import cross_validate, make_repeated_folds
-    from qwkboost.data import class_range
-    from qwkboost.experiment import load_dataset
-    from qwkboost.metrics import qwk
-    from qwkboost.parallel import blas_single_thread
-    from qwkboost.peers import cross_validate_peer
-    from qwkboost.shift import class_proportions, shift_proba, shift_weights, target_moments
-    from qwkboost.thresholds import apply_thresholds, fit_thresholds
+    from qwkboost.data.shift import (
+        class_proportions,
+        shift_proba,
+        shift_weights,
+        target_moments,
+    )
+    from qwkboost.data.sources import class_range
+    from qwkboost.distributed.parallel import blas_single_thread
+    from qwkboost.evaluation.cv import cross_validate, make_repeated_folds
+    from qwkboost.evaluation.metrics import qwk
+    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+    from qwkboost.runs.experiment import load_dataset
+    from qwkboost.runs.peers import cross_validate_peer
 
     t0 = time.perf_counter()
     seed = int(config["seed"])
@@ -217,11 +222,11 @@ def run_blend_cell(config: Mapping[str, Any], method: MethodSpec, scores: list[d
     the blend with each decoder, as :func:`run_cell` scores a method; ``qwk_oof_nested`` adds the nested
     out-of-fold QWK (:func:`qwkboost.blending.methods.fit_nested`)."""
     from qwkboost.blending.methods import fit_nested
-    from qwkboost.cv import make_folds
-    from qwkboost.data import class_range
-    from qwkboost.experiment import load_dataset
-    from qwkboost.metrics import qwk
-    from qwkboost.shift import shift_weights
+    from qwkboost.data.shift import shift_weights
+    from qwkboost.data.sources import class_range
+    from qwkboost.evaluation.cv import make_folds
+    from qwkboost.evaluation.metrics import qwk
+    from qwkboost.runs.experiment import load_dataset
 
     t0 = time.perf_counter()
     seed = int(config["seed"])

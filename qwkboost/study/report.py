@@ -42,9 +42,9 @@ CEILING_SOURCES = ("quartiles", "latent_classes")
 
 def ceilings(cells: Sequence[Cell]) -> pd.DataFrame:
     """Test QWK of the generator's own rule per regime and seed, for generated data
-    (:func:`qwkboost.table.bayes_ceiling`)."""
-    from qwkboost.experiment import load_dataset
-    from qwkboost.table import bayes_ceiling
+    (:func:`qwkboost.runs.table.bayes_ceiling`)."""
+    from qwkboost.runs.experiment import load_dataset
+    from qwkboost.runs.table import bayes_ceiling
 
     rows, seen = [], set()
     for c in cells:
@@ -75,7 +75,7 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
     headline : DataFrame
         One row per regime: ``best_eqwk``, ``reference``, ``diff``, interval, ``p``, ``p_holm``, ``verdict``.
     """
-    from qwkboost.stats import holm, mean_interval, paired_comparison
+    from qwkboost.evaluation.stats import holm, mean_interval, paired_comparison
 
     out, heads = [], []
     for regime, g in df.groupby("regime", sort=False):
@@ -128,7 +128,7 @@ def blend_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
     """Each blend row against the regime's best single method (highest mean test QWK among the rows that are
     not blends), paired over seeds: ``diff`` with its interval, Wilcoxon ``p``, wins and losses, and the
     blend's mean nested out-of-fold QWK beside its in-sample one."""
-    from qwkboost.stats import paired_comparison
+    from qwkboost.evaluation.stats import paired_comparison
 
     cols = ["regime", "blend", "best_single", "blend_mean", "single_mean", "diff", "diff_low", "diff_high", "p",
             "wins", "losses", "n", "oof", "oof_nested"]
@@ -197,7 +197,7 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
                   blends: pd.DataFrame | None = None) -> str:
     """``study.md``: the overall verdict, blending against the best single method, a section per regime
     (verdict, ceiling, table) and the time taken."""
-    from qwkboost.stats import mean_interval
+    from qwkboost.evaluation.stats import mean_interval
 
     lines = ["# Study: optimising QWK directly against squared error with cut points, classification and ordinal "
              "models", "", f"Command: `{command}`", "",
@@ -259,5 +259,5 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
               "to the regime's best row (highest mean; picking it on these seeds favours it a little). Wilcoxon p is "
               "the two-sided signed-rank test of that difference, Holm p the same corrected for the number of "
               "rows in the regime. Methods given label shift's target distribution use it as described in "
-              "`qwkboost/shift.py`.", ""]
+              "`qwkboost/data/shift.py`.", ""]
     return "\n".join(lines)

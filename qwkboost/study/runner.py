@@ -15,7 +15,13 @@ from qwkboost import tracking
 from qwkboost.study.cache import CellCache
 from qwkboost.study.cells import Cell, compute_cell
 from qwkboost.study.plots import plot_differences, plot_ranking
-from qwkboost.study.report import blend_comparison, ceilings, cells_frame, render_report, summarise
+from qwkboost.study.report import (
+    blend_comparison,
+    ceilings,
+    cells_frame,
+    render_report,
+    summarise,
+)
 from qwkboost.study.spec import StudySpec
 
 __all__ = ["run_study"]
@@ -65,8 +71,8 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
     from joblib import Parallel, delayed
     from tqdm.auto import tqdm
 
-    from qwkboost.cv import progress_enabled
-    from qwkboost.parallel import threads_per_job
+    from qwkboost.distributed.parallel import threads_per_job
+    from qwkboost.evaluation.cv import progress_enabled
 
     t_start = time.perf_counter()
     out = Path(output_dir)

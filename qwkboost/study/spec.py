@@ -27,7 +27,7 @@ class MethodSpec:
     engines : tuple of str or None
         Engines it runs on; ``None``: every engine of the study.
     peer : str or None
-        An outside model (:data:`qwkboost.peers.PEERS`) instead of an engine and objective.
+        An outside model (:data:`qwkboost.runs.peers.PEERS`) instead of an engine and objective.
     members : tuple of str or None
         For a blend: the methods whose out-of-fold and test scores it blends, on the same
         regime, seed, engine and folds (:mod:`qwkboost.blending`).
@@ -77,9 +77,9 @@ class StudySpec:
 
     @classmethod
     def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
+        from qwkboost.distributed.parallel import available_cores
         from qwkboost.engines import ENGINES
-        from qwkboost.parallel import available_cores
-        from qwkboost.peers import check_peer
+        from qwkboost.runs.peers import check_peer
         from qwkboost.validation import check_bool, check_int, check_real
 
         known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "cap", "cache_dir",

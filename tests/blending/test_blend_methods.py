@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from qwkboost.blending.methods import apply_rank, fit_blend, fit_nested, fit_weights, rank_transform, vote
-from qwkboost.metrics import qwk
-from qwkboost.thresholds import apply_thresholds, fit_exact
+from qwkboost.evaluation.metrics import qwk
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_exact
 
 
 def _members(n=3000, seed=0):

@@ -15,7 +15,7 @@ import pytest
 from conftest import csv_cfg
 from qwkboost import load_run, tracking
 from qwkboost.blending import FittedBlend, blend, log_blend, write_blend
-from qwkboost.experiment import run_experiment
+from qwkboost.runs.experiment import run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMBERS = [("lightgbm", "squared_error"), ("xgboost", "extended_qwk"), ("native", "multiclass")]

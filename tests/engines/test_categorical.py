@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
-from qwkboost.metrics import rmse
+from qwkboost.evaluation.metrics import rmse
 
 ENGINES = ["xgboost", "lightgbm", "native"]
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import qwkboost as qb
-from qwkboost.callbacks import EarlyStopException, EarlyStopping
+from qwkboost.engines.callback import EarlyStopException, EarlyStopping
 from qwkboost.engines import ENGINES, Engine, get_engine
 
 ENGINE_NAMES = list(ENGINES)
@@ -41,7 +41,7 @@ def test_a_user_callback_can_stop_training(name, small_quartiles):
 
 
 def test_early_stopping_is_strict_and_counts_rounds_since_the_best():
-    from qwkboost.callbacks import CallbackEnv
+    from qwkboost.engines.callback import CallbackEnv
 
     es = EarlyStopping(2, "kappa", higher_is_better=True)
     scores = [0.5, 0.6, 0.6, 0.55]          # a tie is not an improvement

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from qwkboost.metrics import extended_qwk, qwk
+from qwkboost.evaluation.metrics import extended_qwk, qwk
 from qwkboost.objectives import ExtendedQWK
 
 

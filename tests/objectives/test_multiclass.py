@@ -60,7 +60,7 @@ def test_weights_equal_repeated_rows():
 
 @pytest.fixture(scope="module")
 def data():
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     ds = quartiles(n_train=8000, n_test=4000)
     return ds.X_train, ds.y_train + 1, ds.X_test, ds.y_test + 1          # labels 1..4
@@ -122,7 +122,7 @@ def test_an_experiment_logs_class_probabilities(tiny_cfg, tmp_path):
     import mlflow
 
     from qwkboost import tracking
-    from qwkboost.experiment import run_experiment
+    from qwkboost.runs.experiment import run_experiment
 
     cfg = {**tiny_cfg, "objective": {"name": "multiclass", "params": {}}}
     exp = tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"])
@@ -136,7 +136,7 @@ def test_an_experiment_logs_class_probabilities(tiny_cfg, tmp_path):
     import pandas as pd
 
     pred = pd.read_parquet(tmp_path / "predictions.parquet")
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     Xt = quartiles(n_train=1500, n_test=800).X_test
     np.testing.assert_allclose(pipe.predict_score(Xt), pred["score"])

@@ -58,7 +58,7 @@ def test_the_cut_points_newton_steps_reach_the_maximum_likelihood():
 
 @pytest.fixture(scope="module")
 def data():
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     ds = quartiles(n_train=8000, n_test=4000)
     return ds.X_train, ds.y_train + 1, ds.X_test, ds.y_test + 1

@@ -29,7 +29,7 @@ def test_every_objective_declares_its_outputs_and_hessian():
 
 @pytest.fixture(scope="module")
 def data():
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     ds = quartiles(n_train=6000, n_test=3000)
     return ds.X_train, ds.y_train, ds.X_test, ds.y_test

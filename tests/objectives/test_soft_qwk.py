@@ -39,7 +39,7 @@ def test_loss_is_one_minus_qwk_on_hard_probabilities():
 
 @pytest.mark.parametrize("engine", ["xgboost", "lightgbm", "native"])
 def test_every_engine_trains_and_saves(engine, tmp_path):
-    from qwkboost.data import quartiles
+    from qwkboost.data.sources import quartiles
 
     ds = quartiles(n_train=8000, n_test=4000)
     X, y, Xt, yt = ds.X_train, ds.y_train, ds.X_test, ds.y_test

@@ -1,0 +1,581 @@
+r"""Training on a Dask cluster through the engines' own Dask interfaces.
+
+qwkboost does not distribute anything itself: :func:`train_dask` hands the
+registry's objectives to :func:`xgboost.dask.train` or to
+:class:`lightgbm.DaskLGBMRegressor`, which partition the rows over the Dask
+workers and build each tree together. What qwkboost adds is that the
+objective stays *one* objective:
+
+* its label statistics (extended QWK's :math:`a`, :math:`b` and label range,
+  the initial score :math:`F_0`) are fitted once, on every training label,
+  from the labels' (weighted) counts computed on the cluster;
+* an objective whose gradient needs sums over every row (``gradient_needs ==
+  "sums"``: extended QWK's :math:`f` and :math:`g`) gets them all-reduced over
+  XGBoost's workers (:func:`qwkboost.distributed.allreduce.for_workers`), so each row's
+  gradient equals the one-process gradient;
+* the metric is all-reduced the same way (:meth:`~qwkboost.objectives.Objective.metric_sums`),
+  so early stopping sees the metric of all validation rows. XGBoost would
+  otherwise average the workers' own metrics, which is not the QWK of their union.
+
+LightGBM's Dask interface calls the objective on each worker's rows and
+exposes no collective operation to it. Objectives that need sums are refused
+there (they would silently optimise a different objective on each worker), as
+are its per-worker eval sets and early stopping; squared error and other
+per-row objectives train exactly.
+
+The trained :class:`~qwkboost.engines.model.Model` is an ordinary one: it
+predicts, saves and loads on one machine like any other;
+:func:`predict_dask` scores a Dask collection partition by partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from qwkboost.data.features import FeatureSchema
+from qwkboost.distributed.allreduce import for_workers, xgboost_allreduce
+from qwkboost.engines import (
+    EngineObjective,
+    _check_span,
+    check_engine_params,
+    label_offset,
+)
+from qwkboost.engines.model import Model
+from qwkboost.objectives import resolve
+from qwkboost.objectives.base import takes_weight
+from qwkboost.validation import check_int, check_mapping, check_seed
+
+__all__ = ["ClusterSpec", "connect", "DaskData", "read_parquet", "train_dask", "predict_dask", "DASK_ENGINES"]
+
+log = logging.getLogger(__name__)
+
+#: Engines with a Dask interface; the native engine trains on one machine.
+DASK_ENGINES = ("xgboost", "lightgbm")
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where to train: a scheduler's ``address``, or a :class:`~distributed.LocalCluster` of ``n_workers``.
+
+    Attributes
+    ----------
+    address : str or None
+        ``tcp://host:8786`` of a running Dask scheduler; ``None`` starts a
+        ``LocalCluster`` on this machine (on 127.0.0.1).
+    n_workers, threads_per_worker : int
+        Of the ``LocalCluster`` (ignored with ``address``).
+    memory_limit : str
+        Per worker, as Dask reads it (``"auto"``, ``"4GiB"``).
+    """
+
+    address: str | None = None
+    n_workers: int = 2
+    threads_per_worker: int = 1
+    memory_limit: str = "auto"
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> "ClusterSpec | None":
+        """The spec of a ``cluster`` config group, or ``None`` when no cluster is asked for.
+
+        A cluster is asked for by ``cluster=local`` or by setting ``cluster.address``.
+        """
+        if not cfg:
+            return None
+        address = cfg.get("address")
+        if cfg.get("name", "none") == "none" and not address:
+            return None
+        if address is not None and not (isinstance(address, str) and "://" in address):
+            raise ValueError(f"cluster.address must be a scheduler address such as tcp://10.0.0.5:8786; "
+                             f"got {address!r}")
+        return cls(address=address or None,
+                   n_workers=check_int(cfg.get("n_workers", 2), "cluster.n_workers", 1),
+                   threads_per_worker=check_int(cfg.get("threads_per_worker", 1), "cluster.threads_per_worker", 1),
+                   memory_limit=str(cfg.get("memory_limit", "auto")))
+
+
+@contextmanager
+def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[Any]:
+    """A :class:`distributed.Client` on ``spec`` (default: a 2-worker ``LocalCluster``), closed on exit.
+
+    Raises
+    ------
+    ConfigError
+        If the scheduler at ``spec.address`` does not answer within ``timeout`` seconds.
+    """
+    from distributed import Client, LocalCluster
+
+    from qwkboost.exceptions import ConfigError
+
+    spec = spec or ClusterSpec()
+    # the scheduler's and workers' lifecycle lines would drown the run's own log at INFO
+    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if spec.address:
+        try:
+            client = Client(spec.address, timeout=f"{timeout}s")
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(f"cluster.address={spec.address}: no Dask scheduler answers there "
+                              f"({type(exc).__name__}); start one (dask scheduler; dask worker {spec.address}), "
+                              "or use cluster=local for a cluster on this machine") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker, processes=True,
+                      memory_limit=spec.memory_limit, host="127.0.0.1", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+# -- data --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DaskData:
+    """Training rows as Dask arrays whose row chunks line up.
+
+    Attributes
+    ----------
+    X : dask.array.Array of shape (n, n_features)
+    y : dask.array.Array of shape (n,) or None
+    weight : dask.array.Array of shape (n,) or None
+    feature_names : list of str or None
+    """
+
+    X: Any
+    y: Any = None
+    weight: Any = None
+    feature_names: list[str] | None = None
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+
+def read_parquet(path, target: str | None = None, weight: str | None = None, columns: list[str] | None = None,
+                 **kwargs) -> DaskData:
+    """Parquet files read by :func:`dask.dataframe.read_parquet`, one partition per row group or file.
+
+    Parameters
+    ----------
+    path : str or list of str
+        A file, a directory or a glob (``data/train-*.parquet``), local or a URL Dask can read.
+    target : str, optional
+        The label column (absent for rows to predict).
+    weight : str, optional
+        A column of row weights.
+    columns : list of str, optional
+        The feature columns, in this order; default every other column.
+    **kwargs
+        Passed to :func:`dask.dataframe.read_parquet`.
+
+    Raises
+    ------
+    ValueError
+        If ``target``, ``weight`` or a feature column is missing, or a feature column is not numeric.
+    """
+    import dask.dataframe as dd
+
+    df = dd.read_parquet(path, **kwargs)
+    for key, col in (("target", target), ("weight", weight)):
+        if col is not None and col not in df.columns:
+            raise ValueError(f"{key}={col!r} is not a column of {path}; its columns are {list(df.columns)}")
+    features = list(columns) if columns is not None else [c for c in df.columns if c not in (target, weight)]
+    missing = [c for c in features if c not in df.columns]
+    if missing:
+        raise ValueError(f"columns {missing} are not in {path}; its columns are {list(df.columns)}")
+    bad = [c for c in features if not _numeric(df[c].dtype)]
+    if bad:
+        raise ValueError(f"columns {bad} of {path} are not numeric; on a Dask cluster qwkboost trains numeric "
+                         "features only (encode categories as numbers, or train on one machine)")
+    # one array for all columns, so that features, labels and weights share their row chunks
+    extra = [c for c in (target, weight) if c is not None]
+    arr = df[features + extra].astype(np.float64).to_dask_array(lengths=True)
+    nf = len(features)
+    col = {c: arr[:, nf + i] for i, c in enumerate(extra)}
+    return DaskData(arr[:, :nf], col.get(target), col.get(weight), [str(c) for c in features])
+
+
+def _numeric(dtype) -> bool:
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    return is_numeric_dtype(dtype) or is_bool_dtype(dtype)
+
+
+def as_dask(X, y=None, weight=None, n_partitions: int = 2, client=None) -> DaskData:
+    """``X``, ``y`` and ``weight`` as Dask arrays with the same row chunks.
+
+    NumPy and pandas inputs are split into ``n_partitions`` row blocks; with a
+    ``client``, block ``i`` is placed on worker ``i mod n_workers`` (by
+    address), so the same call trains on the same split of rows every time.
+    Dask collections keep their partitions (row counts are computed once),
+    placed by Dask's scheduler.
+
+    Raises
+    ------
+    ValueError
+        For a non-numeric feature column (categorical columns train on one
+        machine), mismatched lengths or shapes.
+    """
+    import dask.array as da
+    import dask.dataframe as dd
+    import pandas as pd
+
+    names = None
+    if isinstance(X, (dd.DataFrame, pd.DataFrame)):
+        bad = [str(c) for c, t in X.dtypes.items() if not _numeric(t)]
+        if bad:
+            raise ValueError(f"X: columns {bad} are not numeric; on a Dask cluster qwkboost trains numeric "
+                             "features only (encode categories as numbers, or train on one machine)")
+        names = [str(c) for c in X.columns]
+        X = X.to_numpy(dtype=np.float64) if isinstance(X, pd.DataFrame) else \
+            X.astype(np.float64).to_dask_array(lengths=True)
+    if not isinstance(X, da.Array):
+        X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (rows, features); got shape {X.shape}")
+
+    def column(v, name):
+        if v is None:
+            return None
+        if isinstance(v, dd.Series):
+            v = v.to_dask_array(lengths=True)
+        if not isinstance(v, da.Array):
+            v = np.asarray(v, dtype=np.float64)
+        if v.ndim != 1:
+            raise ValueError(f"{name} must be 1-D; got shape {v.shape}")
+        if v.shape[0] != X.shape[0]:
+            raise ValueError(f"{name} has {v.shape[0]} rows but X has {X.shape[0]}")
+        return v
+
+    y, weight = column(y, "y"), column(weight, "sample_weight")
+    present = [v for v in (X, y, weight) if v is not None]
+    step = max(1, math.ceil(X.shape[0] / max(1, n_partitions)))
+    if client is not None and not any(isinstance(v, da.Array) for v in present):
+        placed = iter(_place_rows(client, present, step))
+        return DaskData(next(placed), next(placed) if y is not None else None,
+                        next(placed) if weight is not None else None, names)
+    if not isinstance(X, da.Array):
+        X = da.from_array(X, chunks=(step, X.shape[1]))
+    if any(math.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    X = X.rechunk({1: -1})
+
+    def aligned(v):
+        if v is None:
+            return None
+        v = da.from_array(v, chunks=(X.chunks[0],)) if not isinstance(v, da.Array) else v.rechunk((X.chunks[0],))
+        return v.astype(np.float64)
+
+    return DaskData(X, aligned(y), aligned(weight), names)
+
+
+def _place_rows(client, arrays: list[np.ndarray], step: int) -> list:
+    """Row blocks of ``step`` rows of each array, block ``i`` of all of them on worker ``i mod n`` (sorted)."""
+    import dask.array as da
+
+    workers = sorted(client.scheduler_info()["workers"])
+    blocks: list[list] = [[] for _ in arrays]
+    for b, start in enumerate(range(0, arrays[0].shape[0], step)):
+        where = [workers[b % len(workers)]]
+        for k, a in enumerate(arrays):
+            part = np.ascontiguousarray(a[start:start + step], dtype=np.float64)
+            future = client.scatter(part, workers=where, hash=False)
+            blocks[k].append(da.from_delayed(future, shape=part.shape, dtype=np.float64))
+    return [da.concatenate(b) for b in blocks]
+
+
+def _label_counts(y, weight, weighted: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct labels and their counts (weighted by ``weight`` if ``weighted``), computed on the cluster;
+    labels and weights checked."""
+    import dask
+    import dask.array as da
+    import dask.dataframe as dd
+
+    if y.shape[0] == 0:
+        raise ValueError("y has no rows")
+    bad_y = (~da.isfinite(y)).any()
+    if weight is None or not weighted:
+        bad_w = False if weight is None else (~da.isfinite(weight) | (weight < 0)).any()
+        (vals, counts), bad_y, bad_w = dask.compute(da.unique(y, return_counts=True), bad_y, bad_w)
+    else:
+        bad_y, bad_w = dask.compute(bad_y, (~da.isfinite(weight) | (weight < 0)).any())
+        frame = dd.from_dask_array(da.stack([y, weight], axis=1), columns=["y", "w"])
+        sums = frame.groupby("y")["w"].sum().compute().sort_index()
+        vals, counts = sums.index.to_numpy(dtype=np.float64), sums.to_numpy(dtype=np.float64)
+    if bad_y:
+        raise ValueError("y has missing or infinite labels; drop those rows before training")
+    vals = np.asarray(vals, dtype=np.float64)
+    if bad_w:
+        raise ValueError("sample_weight must be finite and >= 0")
+    return vals, np.asarray(counts, dtype=np.float64)
+
+
+# -- the engines' workers ----------------------------------------------------------------------------------
+
+
+class _WorkerObjective:
+    """XGBoost's ``obj(predt, dmatrix)`` on a worker: the labels and weights come from its local DMatrix."""
+
+    def __init__(self, objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+
+    def __call__(self, predt, dmat):
+        y = dmat.get_label().astype(np.float64)
+        w = dmat.get_weight()
+        seen = EngineObjective(self.objective, self.offset, sample_weight=w.astype(np.float64) if w.size else None)
+        return seen.grad_hess(y, np.asarray(predt, dtype=np.float64))
+
+
+class _WorkerMetric:
+    """XGBoost's ``custom_metric(predt, dmatrix)`` on a worker: the metric of every worker's rows."""
+
+    def __init__(self, objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+
+    def __call__(self, predt, dmat):
+        y = dmat.get_label().astype(np.float64) + self.offset
+        p = np.asarray(predt, dtype=np.float64) + self.offset
+        w = dmat.get_weight()
+        w = w.astype(np.float64) if w.size else None
+        if not self.objective.metric_adds_up():     # XGBoost averages the workers' own values
+            return self.objective.metric_name, EngineObjective(self.objective).metric(y, p, w)
+        sums = self.objective.metric_sums(y, p, w)
+        return self.objective.metric_name, self.objective.metric_from_sums(xgboost_allreduce(sums))
+
+
+class _LightGBMObjective:
+    """LightGBM's ``objective(y_true, y_pred, weight)`` on a worker (per-row objectives only)."""
+
+    def __init__(self, objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+
+    def __call__(self, y_true, y_pred, weight):
+        w = None if weight is None else np.asarray(weight, dtype=np.float64)
+        seen = EngineObjective(self.objective, self.offset, sample_weight=w)
+        return seen.grad_hess(np.asarray(y_true, dtype=np.float64), np.asarray(y_pred, dtype=np.float64))
+
+
+# -- training ----------------------------------------------------------------------------------------------
+
+
+def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extended_qwk", params: dict | None = None,
+               num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
+               objective_params: dict | None = None, seed: int = 0, sample_weight=None) -> Model:
+    r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective`` over the workers of ``client``.
+
+    The same contract as :func:`qwkboost.train`, on rows that live on a
+    cluster: the objective is fitted on every training label (from their
+    weighted counts), its gradient takes sums over every worker's rows, and
+    the returned :class:`~qwkboost.engines.model.Model` predicts in label
+    space on one machine.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        See :func:`connect`.
+    X : DaskData, dask Array or DataFrame, NumPy array or pandas DataFrame
+        Numeric features (NaN is missing). In-memory inputs are split over the
+        workers. A :class:`DaskData` (from :func:`read_parquet`) carries ``y``
+        and the weights itself.
+    y : array-like, optional
+        Labels, with ``X``'s rows (omit with a :class:`DaskData` that has them).
+    engine : {"xgboost", "lightgbm"}
+    objective : str or Objective
+        As in :func:`qwkboost.train`. On ``lightgbm`` only objectives whose
+        gradient needs each row alone (``gradient_needs == "rows"``) are taken.
+    params : dict, optional
+        The engine's own parameters; unknown names are refused.
+    num_boost_round : int, default 100
+    eval_set : tuple (X_val, y_val) or (X_val, y_val, weight_val), or DaskData, optional
+        Scored every round with the objective's metric over all its rows (``xgboost`` only).
+    early_stopping_rounds : int, optional
+        Needs ``eval_set`` (``xgboost`` only).
+    objective_params : dict, optional
+    seed : int, default 0
+    sample_weight : array-like, optional
+
+    Returns
+    -------
+    Model
+
+    Raises
+    ------
+    ValueError
+        Before any training: for the native engine, an objective that would
+        be wrong on that engine's workers, an unknown parameter, malformed
+        data or labels.
+    """
+    if engine not in DASK_ENGINES:
+        raise ValueError(f"engine {engine!r} has no Dask interface; on a cluster use engine=xgboost or "
+                         "engine=lightgbm (the native engine trains on one machine)")
+    obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
+    params = check_mapping(params, "params")
+    n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+    data = X if isinstance(X, DaskData) else as_dask(X, y, sample_weight, n_partitions=n_workers, client=client)
+    if isinstance(X, DaskData) and (y is not None or sample_weight is not None):
+        raise ValueError("X is DaskData, which carries y and the weights itself; do not pass y or sample_weight")
+    if data.y is None:
+        raise ValueError("y is missing: pass the labels (or read_parquet(..., target=...))")
+    valid = None
+    if eval_set is not None:
+        if isinstance(eval_set, DaskData):
+            valid = eval_set
+        elif isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
+            valid = as_dask(eval_set[0], eval_set[1], eval_set[2] if len(eval_set) == 3 else None,
+                            n_partitions=n_workers, client=client)
+        else:
+            raise ValueError("eval_set must be a pair (X_val, y_val), a triple (X_val, y_val, weight_val) or DaskData")
+        if valid.y is None:
+            raise ValueError("eval_set has no labels")
+        if valid.n_features != data.n_features:
+            raise ValueError(f"eval_set X has {valid.n_features} features but X has {data.n_features}")
+    num_boost_round = check_int(num_boost_round, "num_boost_round", 0)
+    seed = check_seed(seed)
+    if early_stopping_rounds is not None:
+        early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
+        if valid is None:
+            raise ValueError("early_stopping_rounds needs an eval_set to score")
+    if engine == "lightgbm":
+        _check_lightgbm(obj, valid, early_stopping_rounds)
+    else:
+        for_workers(obj)       # refuses objectives that need sums they cannot all-reduce
+    base_score = params.get("base_score")
+    params = check_engine_params(engine, params, data.n_features)
+
+    # an objective whose fit takes no weights fits on the labels alone, as on one machine
+    vals, counts = _label_counts(data.y, data.weight, weighted=takes_weight(obj.fit))
+    if obj.ordinal and (vals != np.round(vals)).any():
+        raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; y has the label "
+                         f"{float(vals[vals != np.round(vals)][0])!r}. For a continuous target use "
+                         "objective='squared_error'")
+    _check_span(vals, "y")
+    # the objective's statistics from every label at once: each distinct label weighted by its count
+    if takes_weight(obj.fit):
+        obj.fit(vals, sample_weight=counts)
+    else:
+        obj.fit(np.repeat(vals, counts.astype(np.int64)))
+    if base_score is not None:
+        if getattr(obj, "n_outputs_", 1) > 1:
+            raise ValueError(f"params.base_score is one number; objective {obj.name!r} has several outputs")
+        obj.init_score_ = float(base_score)
+    k = int(getattr(obj, "n_outputs_", 1))
+    if engine == "lightgbm" and k > 1:
+        raise ValueError(f"objective {obj.name!r} has {k} outputs, which qwkboost trains on lightgbm.dask's "
+                         "regressor only with one output; use engine=xgboost on a cluster")
+    offset = label_offset(vals) if getattr(obj, "centre_labels", True) else 0.0
+    fit = _train_xgboost if engine == "xgboost" else _train_lightgbm
+    booster, num_rounds, best, evals_result = fit(client, data, valid, obj, offset, params, num_boost_round,
+                                                  early_stopping_rounds, seed)
+    best_iteration = num_rounds if best is None or not num_rounds else best + 1
+    obj.finish(best_iteration)
+    return Model(engine, obj, obj.init_score_, booster, num_rounds, best_iteration, evals_result,
+                 label_offset=offset, schema=FeatureSchema.numeric(data.n_features, data.feature_names))
+
+
+def _check_lightgbm(obj, valid, early_stopping_rounds) -> None:
+    if obj.gradient_needs == "sums":
+        raise ValueError(f"objective {obj.name!r} needs sums over every training row for its gradient, and "
+                         "lightgbm.dask calls the objective on each worker's rows with no all-reduce to combine "
+                         "them: each worker would optimise a different objective. Use engine=xgboost on a "
+                         "cluster (its workers all-reduce the sums), or a per-row objective such as squared_error")
+    if valid is not None or early_stopping_rounds is not None:
+        raise ValueError("lightgbm.dask scores eval sets and stops early on each worker's own rows; qwkboost "
+                         "takes no eval_set or early_stopping_rounds for it (set engine.early_stopping_rounds=null, "
+                         "or use engine=xgboost, whose metric covers every row)")
+
+
+def _margin(X, f0: np.ndarray):
+    """Initial scores as XGBoost's per-row ``base_margin``, chunked as ``X``'s rows."""
+    import dask.array as da
+
+    return da.ones((X.shape[0], f0.size), chunks=(X.chunks[0], f0.size)) * f0
+
+
+def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, params, num_boost_round,
+                   early_stopping_rounds, seed):
+    import xgboost as xgb
+    from xgboost import dask as dxgb
+
+    from qwkboost.engines.xgboost import DEFAULTS
+
+    k = int(getattr(obj, "n_outputs_", 1))
+    if k > 1:     # one base_margin per output, as on one machine
+        f0 = np.asarray(obj.init_score_, dtype=np.float64)
+        params = {**DEFAULTS, **params, "num_class": k, "base_score": 0.0}
+        margin = lambda d: _margin(d.X, f0)
+    else:
+        params = {**DEFAULTS, **params, "base_score": obj.init_score_ - offset}
+        margin = lambda d: None
+    params = {**params, "seed": seed, "disable_default_eval_metric": 1}
+    worker = for_workers(obj)
+
+    def dmatrix(d: DaskData):
+        # no feature names: the Model matches a DataFrame's columns itself, as on one machine
+        return dxgb.DaskDMatrix(client, d.X, d.y - offset, weight=d.weight, base_margin=margin(d))
+
+    client.run(xgb.set_config, verbosity=0)    # quiet the workers' "got rank" lines
+    evals = [(dmatrix(data), "train")]
+    if valid is not None:
+        evals.append((dmatrix(valid), "valid"))
+    callbacks = [] if early_stopping_rounds is None else [xgb.callback.EarlyStopping(
+        rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid", maximize=obj.higher_is_better,
+        save_best=False)]
+    if not obj.metric_adds_up():
+        log.warning("objective %r has no metric_sums: XGBoost reports the mean of each worker's own %s, not the "
+                    "%s of all rows", obj.name, obj.metric_name, obj.metric_name)
+    out = dxgb.train(client, params, evals[0][0], num_boost_round=num_boost_round, evals=evals,
+                     obj=_WorkerObjective(worker, offset), custom_metric=_WorkerMetric(worker, offset),
+                     callbacks=callbacks, verbose_eval=False)
+    booster = out["booster"]
+    best = None
+    if early_stopping_rounds is not None:
+        try:
+            best = int(booster.best_iteration)
+        except AttributeError:
+            best = None
+    return booster, booster.num_boosted_rounds(), best, out["history"]
+
+
+def _train_lightgbm(client, data: DaskData, valid, obj, offset, params, num_boost_round, early_stopping_rounds,
+                    seed):
+    import dask.array as da
+    import lightgbm as lgb
+
+    if num_boost_round == 0:        # as on one machine: no booster, predictions are F0
+        return None, 0, None, {}
+    init = da.full(data.y.shape[0], obj.init_score_ - offset, chunks=data.X.chunks[0])
+    reg = lgb.DaskLGBMRegressor(client=client, objective=_LightGBMObjective(obj, offset),
+                                n_estimators=num_boost_round, random_state=seed,
+                                **{"verbosity": -1, **params})
+    with warnings.catch_warnings():      # lightgbm.dask sets its own threads per worker and says so
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        reg.fit(data.X, data.y - offset, sample_weight=data.weight, init_score=init)
+    booster = reg.to_local().booster_
+    return booster, booster.current_iteration(), None, {}
+
+
+def predict_dask(model: Model, X, num_iteration: int | None = None):
+    """``model.predict`` over a Dask collection, partition by partition on the workers.
+
+    Returns
+    -------
+    dask.array.Array of shape (n,)
+    """
+    import dask.array as da
+
+    data = X if isinstance(X, DaskData) else as_dask(X)
+    if model.n_features is not None and data.n_features != model.n_features:
+        raise ValueError(f"X has {data.n_features} features but the model was trained on {model.n_features}")
+    return da.map_blocks(lambda b: model.predict(b, num_iteration), data.X, drop_axis=1, dtype=np.float64)

@@ -1,0 +1,408 @@
+r"""K-fold cross-validation with early stopping on each validation fold, grouped and repeated.
+
+Each fold trains on :math:`K-1` parts, early-stops on the held-out part, and
+predicts it (out-of-fold, OOF) and the test set. Test predictions are the mean
+over the fold models, :math:`\hat y^{test} = \frac1K \sum_k F^{(k)}(X^{test})`.
+
+Rows of one entity (``groups``: a user, a patient) stay in one fold, or the
+fold models would be validated on copies of their own training rows. With
+``repeats`` > 1 the whole K-fold runs again on other splits and the
+out-of-fold scores are averaged over the repeats.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.distributed.cluster import train_dask
+from qwkboost.engines import Model, train
+from qwkboost.validation import (
+    SEED_MAX,
+    check_1d,
+    check_bool,
+    check_features,
+    check_int,
+    check_same_length,
+    check_weight,
+)
+
+__all__ = ["CVResult", "cross_validate", "make_folds", "make_repeated_folds", "fold_assignment", "check_groups",
+           "duplicate_rows", "warn_duplicates", "progress_enabled", "DUPLICATE_SHARE"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CVResult:
+    """Out-of-fold and test predictions with the fold models.
+
+    Attributes
+    ----------
+    oof : ndarray of shape (n_train,)
+    test : ndarray of shape (n_test,) or None
+        Mean of the fold models' test predictions.
+    models : list of Model
+    folds : list of (train_idx, valid_idx)
+    fit_seconds : float
+        Wall time of all fold fits.
+    schema : FeatureSchema
+        The feature columns the fold models were trained on.
+    oof_proba : ndarray of shape (n_train, K) or None
+        Out-of-fold class probabilities, for a probabilistic objective.
+    test_proba : ndarray of shape (n_test, K) or None
+        Mean of the fold models' test class probabilities, for a probabilistic objective.
+    repeats : int
+        K-fold splits run (``cv.repeats``); ``models`` and ``folds`` hold all of them, repeat by repeat.
+    oof_repeats : ndarray of shape (repeats, n_train) or None
+        Each repeat's out-of-fold scores (``oof`` is their mean), when ``repeats`` > 1.
+    fold_of : ndarray of shape (repeats, n_train)
+        The validation fold of every training row in every repeat.
+    grouped : bool
+        Whether the folds kept each group's rows together.
+    duplicate_rows : int or None
+        Training rows whose features repeat another row's exactly (counted without groups).
+    """
+
+    oof: np.ndarray
+    test: np.ndarray | None
+    models: list[Model]
+    folds: list[tuple[np.ndarray, np.ndarray]]
+    fit_seconds: float
+    fold_seconds: list[float] = field(default_factory=list)
+    schema: FeatureSchema | None = None
+    oof_proba: np.ndarray | None = None
+    test_proba: np.ndarray | None = None
+    repeats: int = 1
+    oof_repeats: np.ndarray | None = None
+    fold_of: np.ndarray | None = None
+    grouped: bool = False
+    duplicate_rows: int | None = None
+
+    @property
+    def best_iterations(self) -> list[int]:
+        return [m.best_iteration for m in self.models]
+
+    def curves(self) -> dict[str, list[float]]:
+        """Per-round curves averaged over folds, where every fold has that round.
+
+        Keys are ``"{train|valid}_{metric}"``.
+        """
+        out = {}
+        for part in ("train", "valid"):
+            series = [m.learning_curve.get(part, []) for m in self.models]
+            series = [s for s in series if s]
+            if not series:
+                continue
+            n = min(len(s) for s in series)
+            out[f"{part}_{self.models[0].objective.metric_name}"] = list(np.mean([s[:n] for s in series], axis=0))
+        return out
+
+
+def progress_enabled() -> bool:
+    """Bars on an interactive terminal only; quiet under CI and in pipes."""
+    return sys.stderr.isatty() and not os.environ.get("CI")
+
+
+#: Training rows that repeat another row's features exactly, above this share, draw a warning (without groups).
+DUPLICATE_SHARE = 0.01
+
+
+def check_groups(groups, n: int, name: str = "groups") -> np.ndarray:
+    """``groups`` as an array of one entity per training row, checked.
+
+    Raises
+    ------
+    ValueError
+        For a length other than ``n``, a missing value, or a single group (nothing to split).
+    """
+    import pandas as pd
+
+    if groups is None:
+        raise ValueError(f"{name} is None")
+    g = pd.Series(np.asarray(groups, dtype=object) if not hasattr(groups, "dtype") else np.asarray(groups))
+    if g.ndim != 1 or len(g) != n:
+        raise ValueError(f"{name} must hold one value per training row ({n}); got {len(g)}")
+    missing = g.isna().to_numpy()
+    if missing.any():
+        raise ValueError(f"{name} is missing in {int(missing.sum())} training row(s) (first: row "
+                         f"{int(np.flatnonzero(missing)[0])}); every row needs its entity, or rows of unknown entities "
+                         "could share a fold with their copies")
+    codes, uniques = pd.factorize(g, sort=True)
+    if len(uniques) < 2:
+        raise ValueError(f"{name} has a single value ({uniques[0]!r}) in every training row: one entity leaves "
+                         "nothing to split into folds")
+    return codes.astype(np.int64)
+
+
+def make_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int, groups=None):
+    """The (train_idx, valid_idx) pairs of K-fold CV, stratified by label if asked: the same for the same
+    labels and seed, so that every method of a study sees the same folds.
+
+    With ``groups`` (one entity per row), the rows of an entity stay in one
+    fold: scikit-learn's ``StratifiedGroupKFold`` (classes balanced across
+    folds as far as whole groups allow) or ``GroupKFold``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_splits`` is above the smallest class count when stratified, above the number of rows,
+        or above the number of groups; for bad ``groups`` (see :func:`check_groups`).
+    """
+    from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
+
+    g = None if groups is None else check_groups(groups, len(y), "cv.group")
+    if g is not None:
+        n_groups = int(g.max()) + 1
+        if n_splits > n_groups:
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the number of groups in cv.group ({n_groups}); "
+                             "lower cv.n_splits")
+    if stratified:
+        _, counts = np.unique(y, return_counts=True)
+        if counts.min() < n_splits:
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the smallest class count ({counts.min()}); "
+                             "lower cv.n_splits or set cv.stratified=false")
+        splitter = StratifiedKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None) if g is None \
+            else StratifiedGroupKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
+    else:
+        if n_splits > len(y):
+            raise ValueError(f"cv.n_splits={n_splits} exceeds the number of training rows ({len(y)})")
+        splitter = KFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None) if g is None \
+            else GroupKFold(n_splits, shuffle=shuffle, random_state=seed if shuffle else None)
+    with warnings.catch_warnings():
+        # StratifiedGroupKFold repeats the class-count warning make_folds has already turned into an error
+        warnings.filterwarnings("ignore", message="The least populated class", category=UserWarning)
+        return list(splitter.split(np.zeros((len(y), 1)), y, g))
+
+
+def make_repeated_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int,
+                        repeats: int = 1, groups=None) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    """``repeats`` K-fold splits, the r-th drawn with seed ``seed + r`` (:func:`make_folds`).
+
+    Repeat 0 is the single split of ``make_folds(..., seed)``, so ``repeats=1``
+    changes nothing.
+
+    Raises
+    ------
+    ValueError
+        For ``repeats`` < 1, or ``repeats`` > 1 without ``shuffle`` (every split would be the same).
+    """
+    repeats = check_int(repeats, "cv.repeats", 1)
+    if repeats > 1 and not shuffle:
+        raise ValueError(f"cv.repeats={repeats} with cv.shuffle=false repeats one split {repeats} times; set "
+                         "cv.shuffle=true")
+    return [make_folds(y, n_splits, stratified, shuffle, seed + r, groups) for r in range(repeats)]
+
+
+def fold_assignment(folds: list[tuple[np.ndarray, np.ndarray]], n: int, repeats: int = 1) -> np.ndarray:
+    """The validation fold of every row in every repeat, shape ``(repeats, n)``, from flat (train, valid) pairs."""
+    k = len(folds) // repeats
+    out = np.full((repeats, n), -1, dtype=np.int16)
+    for i, (_, va) in enumerate(folds):
+        out[i // k, va] = i % k
+    return out
+
+
+def duplicate_rows(X: np.ndarray) -> int:
+    """How many rows of ``X`` have features identical to another row's (NaN equal to NaN)."""
+    import pandas as pd
+
+    if len(X) < 2:
+        return 0
+    return int(pd.DataFrame(X).duplicated(keep=False).sum())
+
+
+def _continuous_columns(X: np.ndarray, schema: FeatureSchema | None) -> list[int]:
+    """Numeric columns with many distinct values, where identical rows do not happen by chance."""
+    n = len(X)
+    cat = set(schema.categorical) if schema is not None else set()
+    out = []
+    for j in range(X.shape[1]):
+        if j in cat:
+            continue
+        distinct = np.unique(X[:, j][~np.isnan(X[:, j])]).size
+        if distinct > max(20, n // 10):
+            out.append(j)
+    return out
+
+
+def warn_duplicates(X: np.ndarray, schema: FeatureSchema | None = None) -> int:
+    r"""Warn when many training rows repeat another row's features exactly; return how many do.
+
+    Rows of one entity (a user, a patient, a device) that land in both the
+    training and the validation folds make out-of-fold scores and early
+    stopping look better than the test set will. Identical rows are only
+    telling when at least one numeric column has many distinct values (more
+    than :math:`\max(20, n/10)`); on coarse survey-style columns they happen by
+    chance and no warning is given. The threshold is :data:`DUPLICATE_SHARE`.
+    """
+    n_dup = duplicate_rows(X)
+    if n_dup > DUPLICATE_SHARE * len(X) and _continuous_columns(X, schema):
+        warnings.warn(f"{n_dup:,} of {len(X):,} training rows ({n_dup / len(X):.0%}) have features identical to "
+                      "another training row's. If they are rows of one entity (a user, a patient, a device), K-fold "
+                      "CV puts copies in both training and validation folds, and out-of-fold scores and early "
+                      "stopping are flattered: name the entity column with cv.group=<column> (groups= in Python)",
+                      UserWarning, stacklevel=3)
+    return n_dup
+
+
+def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | None = None,
+                   objective_params: dict | None = None, num_boost_round: int = 10_000,
+                   early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
+                   shuffle: bool = True, seed: int = 0, progress: bool | None = None,
+                   description: str = "", n_jobs: int | None = None, categorical=None,
+                   schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
+                   repeats: int = 1) -> CVResult:
+    r"""Cross-validate one configuration, optionally grouped and repeated.
+
+    With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
+    ``seed``, ``seed + 1``, ...). A row's out-of-fold score is the mean over
+    the repeats of the score of the fold model that did not see it,
+    :math:`\hat y^{oof}_i = \frac1R \sum_r F^{(r, k_r(i))}(x_i)`, and the test
+    score the mean over all :math:`RK` fold models.
+
+    Parameters
+    ----------
+    X, y : arrays or DataFrame
+        Training data; ``y`` on its own scale. String and ``category`` columns
+        are categorical, as in :func:`qwkboost.train`.
+    X_test : array or DataFrame, optional
+        Predicted by every fold model; the mean is returned.
+    engine, objective, params, objective_params, num_boost_round, early_stopping_rounds, n_jobs
+        Passed to :func:`qwkboost.train`; the validation fold is the eval set.
+    n_splits : int, default 5
+    stratified : bool, default True
+        Stratify folds by label (for classes).
+    shuffle : bool, default True
+    seed : int
+        Fold assignment and engine seeds (fold ``k`` of repeat ``r`` trains with ``seed + r * n_splits + k``).
+    categorical : list of str or int, optional
+        Further categorical columns (see :func:`qwkboost.train`).
+    schema : FeatureSchema, optional
+        ``X`` and ``X_test`` are already encoded by it (a :class:`~qwkboost.data.sources.Dataset`'s).
+    sample_weight : array-like, optional
+        Row weights: each fold trains and early-stops with its rows' weights.
+    client : distributed.Client, optional
+        Train each fold on this Dask cluster (:func:`qwkboost.distributed.cluster.train_dask`;
+        ``engine`` xgboost or lightgbm, numeric features); ``n_jobs`` is then the workers'.
+    groups : array-like or str, optional
+        The entity of every training row (a user, a patient): rows of one entity
+        stay in one fold (:func:`make_folds`). A column name of a DataFrame ``X``
+        takes that column out of the features (and out of ``X_test``). Without
+        groups, many training rows with identical features draw a warning
+        (:func:`warn_duplicates`).
+    repeats : int, default 1
+        K-fold splits with different seeds; their out-of-fold scores are averaged.
+    progress : bool, optional
+        A bar over the folds showing the current round and validation metric
+        (default: on a terminal, not under CI). Without it, one log line per fold.
+
+    Raises
+    ------
+    ValueError
+        If ``n_splits`` is below 2 or above the smallest class count when stratified; for bad
+        ``groups`` or ``repeats`` (before any training).
+    """
+    from tqdm.auto import tqdm
+
+    if isinstance(groups, str):
+        if schema is not None or not (hasattr(X, "columns") and groups in X.columns):
+            raise ValueError(f"groups={groups!r} names no column of X; give a DataFrame X with that column, or "
+                             "an array of one entity per row")
+        column = groups
+        X, groups = X.drop(columns=[column]), X[column].to_numpy()
+        if hasattr(X_test, "columns") and column in X_test.columns:
+            X_test = X_test.drop(columns=[column])
+    if schema is None:
+        schema, X = FeatureSchema.fit_encode(X, categorical, "X")
+        if X_test is not None:
+            X_test = schema.encode(X_test, "X_test", reference="X has")
+    else:
+        X = EncodedFeatures(check_features(X, "X"), schema).X
+        if X_test is not None:
+            X_test = EncodedFeatures(check_features(X_test, "X_test"), schema).X
+    y = check_1d(y, "y")
+    check_same_length(X, y, "X", "y")
+    w = check_weight(sample_weight, y.size)
+    if client is not None and schema.categorical:
+        raise ValueError(f"categorical columns {[schema.column_name(j) for j in schema.categorical]}: on a Dask "
+                         "cluster qwkboost trains numeric features only; train on one machine, or encode them")
+    n_splits = check_int(n_splits, "cv.n_splits", 2)
+    repeats = check_int(repeats, "cv.repeats", 1)
+    stratified = check_bool(stratified, "cv.stratified")
+    shuffle = check_bool(shuffle, "cv.shuffle")
+    seed = check_int(seed, "seed", 0, SEED_MAX - n_splits * repeats)
+    plan = make_repeated_folds(y, n_splits, stratified, shuffle, seed, repeats, groups)
+    n_dup = warn_duplicates(X, schema) if groups is None else None
+    folds = [f for split in plan for f in split]
+    progress = progress_enabled() if progress is None else progress
+    name = description or f"{engine}/{getattr(objective, 'name', objective)}"
+    oof_repeats = np.zeros((repeats, len(y)))
+    test = None if X_test is None else np.zeros(len(X_test))
+    models, times = [], []
+    oof_proba = test_proba = None
+    n_models = len(folds)
+    bar = tqdm(total=n_models, disable=not progress, desc=name, unit="fold", leave=False, dynamic_ncols=True)
+    try:
+        for i, (tr, va) in enumerate(folds):
+            r, k = divmod(i, n_splits)
+            where = f"fold {k + 1}/{n_splits}" + (f" of repeat {r + 1}/{repeats}" if repeats > 1 else "")
+            last: dict = {}
+
+            def tick(rnd, evals, where=where, last=last):
+                last.update(evals.get("valid", {}))
+                if rnd % 10 == 0:
+                    bar.set_postfix_str(f"{where} round {rnd + 1} " + " ".join(
+                        f"{m}={v:.4f}" for m, v in last.items()))
+
+            t0 = time.perf_counter()
+            if client is not None:
+                model = train_dask(client, X[tr], y[tr], engine=engine, objective=objective, params=params,
+                                   objective_params=objective_params, num_boost_round=num_boost_round,
+                                   eval_set=(X[va], y[va], None if w is None else w[va]) if engine == "xgboost"
+                                   else None,    # lightgbm.dask would score each worker's rows alone
+                                   early_stopping_rounds=early_stopping_rounds, seed=seed + i,
+                                   sample_weight=None if w is None else w[tr])
+            else:
+                model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
+                              params=params, objective_params=objective_params, num_boost_round=num_boost_round,
+                              eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
+                              early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
+                              seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
+            times.append(time.perf_counter() - t0)
+            raw = model.predict_raw(EncodedFeatures(X[va], schema))
+            oof_repeats[r, va] = model.objective.decode(raw)
+            raw_test = None if test is None else model.predict_raw(EncodedFeatures(X_test, schema))
+            if test is not None:
+                test += model.objective.decode(raw_test) / n_models
+            try:
+                proba = model.objective.predict_proba(raw)
+                oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
+                oof_proba[va] += proba / repeats
+                if test is not None:
+                    pt = model.objective.predict_proba(raw_test) / n_models
+                    test_proba = pt if test_proba is None else test_proba + pt
+            except NotImplementedError:
+                pass
+            models.append(model)
+            bar.update(1)
+            if not progress:
+                valid = {m: v[model.best_iteration - 1] for m, v in model.evals_result.get("valid", {}).items()
+                         if model.best_iteration and len(v) >= model.best_iteration}
+                log.info("%s: %s, %d rounds (best %d), %s%.1f s", name, where, model.num_rounds,
+                         model.best_iteration, "".join(f"valid {m}={v:.4f}, " for m, v in valid.items()), times[-1])
+    finally:
+        bar.close()
+    oof = oof_repeats[0] if repeats == 1 else oof_repeats.mean(axis=0)
+    return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba, test_proba,
+                    repeats=repeats, oof_repeats=oof_repeats if repeats > 1 else None,
+                    fold_of=fold_assignment(folds, len(y), repeats), grouped=groups is not None,
+                    duplicate_rows=n_dup)

@@ -1,0 +1,395 @@
+"""One experiment: data -> CV -> thresholds fitted on out-of-fold scores -> metrics -> one MLflow run.
+
+The config is a plain mapping (a resolved Hydra config); nothing here imports
+Hydra, so the same function serves ``experiments/run.py``, the table, the
+tuner and tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from qwkboost import tracking
+from qwkboost.config import config_errors, objective_ref
+from qwkboost.data.sources import SOURCES, Dataset, class_range, from_file
+from qwkboost.distributed.cluster import ClusterSpec, connect
+from qwkboost.evaluation import plots
+from qwkboost.evaluation.cv import (
+    CVResult,
+    check_groups,
+    cross_validate,
+    fold_assignment,
+)
+from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
+from qwkboost.evaluation.thresholds import (
+    apply_thresholds,
+    fit_thresholds,
+    nested_classes,
+)
+from qwkboost.tracking.pipeline import FittedPipeline
+
+__all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",
+           "write_outputs"]
+
+log = logging.getLogger(__name__)
+
+
+def load_dataset(data: Mapping[str, Any], seed: int = 0, group: str | None = None) -> Dataset:
+    """Build the :class:`~qwkboost.data.sources.Dataset` a ``data`` config describes.
+
+    The config names its loader with ``_target_`` (Hydra's convention) and
+    holds every argument, so the defaults live in ``conf/data/*.yaml`` only. A
+    config without ``_target_`` is looked up by ``data.name``
+    (:data:`qwkboost.data.sources.SOURCES`); ``seed`` is the train/test split's for a
+    CSV file that does not give one. ``group`` (``cv.group``) names the entity
+    column of a file (see :func:`qwkboost.data.sources.from_file`).
+
+    Raises
+    ------
+    ValueError
+        For an unknown source, or ``group`` with a source that has no columns to name.
+    """
+    from hydra.utils import get_method
+
+    name = data.get("name")
+    if name not in SOURCES:
+        raise ValueError(f"data.name={name!r} is unknown; choose one of: {', '.join(SOURCES)}")
+    loader = get_method(data["_target_"]) if data.get("_target_") else SOURCES[name]
+    kwargs = {k: v for k, v in data.items() if k not in ("name", "_target_")}
+    if loader is from_file:
+        kwargs.setdefault("seed", seed)
+        if group is not None:
+            kwargs["group"] = group
+    elif group is not None:
+        raise ValueError(f"cv.group={group!r} names an entity column, but data={name} is generated and has none; "
+                         "cv.group needs a file (data=csv)")
+    return loader(**kwargs)
+
+
+@dataclass
+class Evaluation:
+    """Metrics and decisions of one cross-validated configuration.
+
+    ``cuts`` and ``classes`` are on the labels' own scale; both are ``None``
+    for a regression target.
+    """
+
+    metrics: dict[str, float]
+    cuts: np.ndarray | None
+    classes: np.ndarray | None
+    test_classes: np.ndarray | None
+
+    @property
+    def thresholds(self) -> list[float] | None:
+        return None if self.cuts is None else [round(float(c), 6) for c in self.cuts]
+
+
+def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
+    r"""Fit cut points on the OOF scores with ``method`` and score OOF and test.
+
+    Rounding uses the cut points :math:`c_{k} + \tfrac12` between consecutive
+    classes; the other methods come from :func:`qwkboost.evaluation.thresholds.fit_thresholds`
+    on class indices :math:`y - \min y`, so scales like 1..9 work unchanged.
+
+    ``qwk_thresholds_oof`` scores the cut points on the rows they were fitted
+    on; ``qwk_thresholds_oof_nested`` fits them on the other folds' rows for
+    each fold (:func:`qwkboost.evaluation.thresholds.nested_classes`), and
+    ``cut_optimism`` is the difference: how much the fit flatters the OOF
+    score. With repeated CV, ``qwk_thresholds_oof_repeat_sd`` is the spread of
+    the single repeats' OOF QWK.
+    """
+    m: dict[str, float] = {"fit_seconds": cv.fit_seconds,
+                           "best_iteration_mean": float(np.mean(cv.best_iterations))}
+    labelled = cv.test is not None and ds.has_test_labels
+    w, wt = ds.w_train, ds.w_test
+    if labelled:
+        m["rmse"] = rmse(ds.y_test, cv.test, wt)
+    m["rmse_oof"] = rmse(ds.y_train, cv.oof, w)
+    if not ds.is_ordinal:
+        return Evaluation(m, None, None, None)
+    classes = class_range(ds.classes)
+    lo, hi = float(classes[0]), float(classes[-1])
+    k = len(classes)
+    y_idx = (ds.y_train - lo).astype(np.int64)
+    round_cuts = classes[:-1] + 0.5
+    # fit on the index scale (0..K-1), where every method's starting point lives, then shift back
+    cuts = round_cuts if method == "round" else \
+        fit_thresholds(method, cv.oof - lo, y_idx, n_classes=k, sample_weight=w) + lo
+    m["qwk_round_oof"] = qwk(y_idx, apply_thresholds(cv.oof, round_cuts), n_classes=k, sample_weight=w)
+    m["qwk_thresholds_oof"] = qwk(y_idx, apply_thresholds(cv.oof, cuts), n_classes=k, sample_weight=w)
+    # the same cut points fitted without each fold, scored on it: what the fit flatters the OOF score by
+    fold = (cv.fold_of if cv.fold_of is not None else fold_assignment(cv.folds, len(cv.oof), cv.repeats))[0]
+    nested = nested_classes(method, cv.oof - lo, y_idx, fold, n_classes=k, sample_weight=w)
+    m["qwk_thresholds_oof_nested"] = qwk(y_idx, nested, n_classes=k, sample_weight=w)
+    m["cut_optimism"] = m["qwk_thresholds_oof"] - m["qwk_thresholds_oof_nested"]
+    if cv.oof_repeats is not None:      # how much one repeat's OOF QWK moves with the split's seed
+        per = [qwk(y_idx, apply_thresholds(o, round_cuts if method == "round" else
+                                           fit_thresholds(method, o - lo, y_idx, n_classes=k, sample_weight=w) + lo),
+                   n_classes=k, sample_weight=w) for o in cv.oof_repeats]
+        m["qwk_thresholds_oof_repeat_mean"] = float(np.mean(per))
+        m["qwk_thresholds_oof_repeat_sd"] = float(np.std(per, ddof=1))
+    m["kappa_tilde_oof"] = extended_qwk(ds.y_train, np.clip(cv.oof, lo, hi), sample_weight=w)
+    test_classes = None
+    if cv.test is not None:
+        test_idx = apply_thresholds(cv.test, cuts)
+        test_classes = classes[test_idx]
+    if labelled:
+        yt = (ds.y_test - lo).astype(np.int64)
+        m["qwk_round"] = qwk(yt, apply_thresholds(cv.test, round_cuts), n_classes=k, sample_weight=wt)
+        m["qwk_thresholds"] = qwk(yt, test_idx, n_classes=k, sample_weight=wt)
+        m["kappa_tilde"] = extended_qwk(ds.y_test, np.clip(cv.test, lo, hi), sample_weight=wt)
+    return Evaluation(m, np.asarray(cuts, dtype=float), classes, test_classes)
+
+
+def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, parent_run_id: str | None = None,
+                   run_name: str | None = None, output_dir: str | Path | None = None,
+                   dataset: Dataset | None = None, on_start=None) -> dict[str, Any]:
+    """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
+
+    Parameters
+    ----------
+    cfg : mapping
+        Resolved config with ``data``, ``engine``, ``objective``, ``cv``,
+        ``thresholds``, ``tracking`` and ``seed``.
+    experiment_id : str, optional
+        MLflow experiment; ``None`` disables tracking.
+    parent_run_id : str, optional
+    run_name : str, optional
+        Default ``"{engine}/{objective}"``.
+    output_dir : path, optional
+        Where ``result.json`` is written.
+    dataset : Dataset, optional
+        Reuse data already loaded (the table loads it once for all rows).
+    on_start : callable, optional
+        Called with the MLflow run id once the run exists (the tuner records it on the trial).
+
+    Returns
+    -------
+    dict
+        ``engine``, ``objective``, ``thresholds``, the metrics and ``run_id``.
+    """
+    engine, objective = cfg["engine"], cfg["objective"]
+    run_name = run_name or cfg.get("run_name") or f"{engine['name']}/{objective['name']}"
+    seed = int(cfg.get("seed", 0))
+    group = cfg["cv"].get("group")
+    with config_errors():
+        ds = dataset if dataset is not None else load_dataset(cfg["data"], seed, group)
+        check_against_data(cfg, ds)
+
+    spec = ClusterSpec.from_config(cfg.get("cluster"))
+
+    def body(active, client) -> dict[str, Any]:
+        if active is not None:
+            if on_start is not None:
+                on_start(active.info.run_id)
+            tracking.log_params(_loggable(cfg))
+            tracking.set_tags({"engine": engine["name"], "objective": objective["name"],
+                               **({"objective.class": objective["_target_"]} if objective.get("_target_") else {}),
+                               "data": cfg["data"]["name"], "command": tracking.command_line(),
+                               **({} if spec is None else {"cluster": spec.address or
+                                                           f"local:{spec.n_workers}x{spec.threads_per_worker}"}),
+                               **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+        cv = cross_validate(
+            ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
+            params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
+            num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
+            n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
+            shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
+            schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,
+            repeats=int(cfg["cv"].get("repeats", 1)))
+        ev = evaluate(ds, cv, cfg["thresholds"]["method"])
+        row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
+        pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
+                              info={"engine": engine["name"], "objective": objective["name"],
+                                    "thresholds": cfg["thresholds"]["method"], "data": cfg["data"]["name"],
+                                    "run_id": None if active is None else active.info.run_id})
+        out = Path(output_dir) if output_dir is not None else None
+        if active is not None:
+            row["run_id"] = active.info.run_id
+        log.info("%s: %s", run_name, ", ".join(f"{k}={v:.4f}" for k, v in ev.metrics.items()
+                                               if k.startswith(("qwk", "rmse"))))
+        if out is not None:     # on disk first: a tracking server that goes away while logging loses nothing
+            out.mkdir(parents=True, exist_ok=True)
+            write_outputs(out, ds, cv, ev, pipe)
+            (out / "result.json").write_text(json.dumps(row, indent=2))
+            log.info("predictions: %s", out / "submission.csv")
+        if active is not None:
+            _log_run(cfg, ds, cv, ev, pipe)
+        return row
+
+    # the cluster first: a scheduler that does not answer stops the command before its MLflow run starts
+    with contextlib.nullcontext() if spec is None else connect(spec) as client:
+        if client is not None:
+            log.info("%s: training on the Dask cluster at %s (%d workers)", run_name,
+                     spec.address or "127.0.0.1 (LocalCluster)", len(client.scheduler_info()["workers"]))
+        if experiment_id is None:
+            return body(None, client)
+        with tracking.run(experiment_id, run_name, parent_run_id) as active:
+            row = body(active, client)
+    if parent_run_id is None:
+        log.info("MLflow run: %s", tracking.run_link(experiment_id, row["run_id"]))
+    return row
+
+
+def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
+    """Checks that need the data, run before any training: the engine's parameters
+    (names and values, by the engine itself) and the objective against the target.
+
+    Raises
+    ------
+    ValueError
+        Naming the config key.
+    """
+    from qwkboost.engines import check_engine_params
+    from qwkboost.objectives import get as get_objective
+
+    engine = cfg["engine"]["name"]
+    try:
+        params = check_engine_params(engine, dict(cfg["engine"].get("params") or {}), ds.X_train.shape[1])
+        if engine == "lightgbm":     # a CV training fold is this many rows: can LightGBM split them?
+            from qwkboost.engines.lightgbm import check_data
+
+            k = int(cfg["cv"]["n_splits"])
+            check_data(ds.X_train[: len(ds.X_train) * (k - 1) // k], params)
+    except ValueError as exc:
+        raise ValueError(f"engine.params ({engine}): {exc}") from None
+    k = int(cfg["cv"]["n_splits"])
+    if ds.is_ordinal and ds.has_test_labels and np.unique(ds.y_test).size < 2:
+        raise ValueError(f"the {len(ds.y_test)} test row(s) hold a single class ({ds.y_test[0]:g}); QWK on the test "
+                         "set is undefined: give more test rows (data.n_test, data.test_size or data.test_path)")
+    if ds.is_ordinal and cfg["cv"].get("stratified", True):
+        labels, counts = np.unique(ds.y_train, return_counts=True)
+        if counts.min() < k:
+            raise ValueError(f"cv.n_splits={k} exceeds the rows of the rarest class (label {labels[counts.argmin()]:g}: "
+                             f"{counts.min()} training rows); lower cv.n_splits or set cv.stratified=false")
+    elif k > len(ds.y_train):
+        raise ValueError(f"cv.n_splits={k} exceeds the number of training rows ({len(ds.y_train)})")
+    group = cfg["cv"].get("group")
+    if group is not None:
+        if ds.groups_train is None:
+            raise ValueError(f"cv.group={group!r}: the data set was loaded without its entity column")
+        n_groups = int(check_groups(ds.groups_train, len(ds.y_train), f"cv.group={group!r}").max()) + 1
+        if k > n_groups:
+            raise ValueError(f"cv.n_splits={k} exceeds the number of groups in cv.group={group!r} ({n_groups}); "
+                             "lower cv.n_splits")
+    obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
+    if obj.ordinal and not ds.is_ordinal:
+        raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
+                         "regression target; use objective=squared_error")
+    if engine == "lightgbm" and ClusterSpec.from_config(cfg.get("cluster")) is not None \
+            and obj.gradient_needs == "sums":
+        raise ValueError(f"objective={obj.name} needs sums over every training row for its gradient, which "
+                         "lightgbm.dask cannot combine across workers; on a cluster use engine=xgboost, or a per-row "
+                         "objective such as objective=squared_error")
+    try:
+        obj.fit(ds.y_train)     # what it learns from the labels (a label mean outside their range, ...)
+    except ValueError as exc:
+        raise ValueError(f"objective.params: {exc}") from None
+
+
+def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The config as logged with every run; the tuning search space is logged with tuning only."""
+    out = {k: v for k, v in cfg.items() if k not in ("hydra",)}
+    if isinstance(out.get("engine"), Mapping) and "search_space" in out["engine"]:
+        out["engine"] = {k: v for k, v in out["engine"].items() if k != "search_space"}
+    return out
+
+
+def _class_column(values: np.ndarray):
+    """Classes as integers when they are whole numbers (the labels' own form), else as they are."""
+    v = np.asarray(values, dtype=np.float64)
+    return v.astype(np.int64) if np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 53) else v
+
+
+def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation):
+    """``(oof, predictions, submission)`` DataFrames of a run.
+
+    ``oof``: id, label, out-of-fold score and class, the row's validation
+    fold (``fold``; ``fold_1``, ... for further repeats), and the entity and
+    weight columns when the run had them; ``predictions``: id, the fold
+    models' mean test score, the class (and the label where the test set has
+    them); ``submission``: id and class on the labels' own scale (the score
+    for a regression target), columns named as in the training file.
+    """
+    import pandas as pd
+
+    id_name = ds.id_name or "row"
+    target = ds.target or "label"
+    ids_train = ds.ids_train if ds.ids_train is not None else np.arange(len(ds.y_train))
+    ids_test = ds.ids_test if ds.ids_test is not None else np.arange(len(ds.X_test))
+    oof = pd.DataFrame({id_name: ids_train, target: _class_column(ds.y_train), "score": cv.oof})
+    pred = pd.DataFrame({id_name: ids_test, "score": cv.test})
+    if ev.cuts is not None:
+        oof["class"] = _class_column(apply_thresholds(cv.oof, ev.cuts, classes=ev.classes))
+        pred["class"] = _class_column(ev.test_classes)
+    fold_of = cv.fold_of if cv.fold_of is not None else fold_assignment(cv.folds, len(cv.oof), cv.repeats)
+    for r, f in enumerate(fold_of):
+        oof["fold" if r == 0 else f"fold_{r}"] = f.astype(np.int64)
+    if ds.groups_train is not None and ds.group_name not in oof.columns:
+        oof[ds.group_name] = ds.groups_train
+    if ds.w_train is not None:
+        oof["weight"] = ds.w_train
+    if ds.has_test_labels:
+        pred[target] = _class_column(ds.y_test) if ds.is_ordinal else ds.y_test
+    sub = pd.DataFrame({id_name: ids_test, target: pred["class"] if ev.cuts is not None else cv.test})
+    return oof, pred, sub
+
+
+def write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> list[Path]:
+    """Write ``oof.parquet``, ``predictions.parquet``, ``submission.csv`` and ``pipeline/`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    oof, pred, sub = prediction_tables(ds, cv, ev)
+    files = [out / "oof.parquet", out / "predictions.parquet", out / "submission.csv"]
+    oof.to_parquet(files[0], index=False)
+    pred.to_parquet(files[1], index=False)
+    sub.to_csv(files[2], index=False)
+    pipe.save(out / "pipeline")
+    return files
+
+
+def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> None:
+    """Curves, metrics and artifacts of one run (the active MLflow run)."""
+    import yaml
+
+    tracking.log_curves(cv.curves())
+    tracking.log_metrics(ev.metrics)
+    tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
+    tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
+                       "classes": None if ev.classes is None else ev.classes.tolist()}, "thresholds.json")
+    tracking.log_dict({"best_iterations": cv.best_iterations, "fold_seconds": cv.fold_seconds,
+                       "repeats": cv.repeats, "grouped": cv.grouped, "duplicate_rows": cv.duplicate_rows,
+                       **ev.metrics}, "metrics.json")
+    if cv.duplicate_rows is not None:
+        tracking.log_metrics({"duplicate_rows": cv.duplicate_rows})
+    metric_name = cv.models[0].objective.metric_name
+    tracking.log_figure(plots.learning_curves(cv.models, metric_name), "plots/learning_curves.png")
+    if ev.classes is not None:
+        tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts),
+                            "plots/oof_histograms.png")
+        if ev.test_classes is not None and ds.has_test_labels:
+            tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes),
+                                "plots/confusion_matrix.png")
+    if cv.oof_proba is not None and ev.classes is not None:
+        # the objective's classes are the labels' range, the same scale as the thresholds' classes
+        tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes),
+                            "plots/class_probabilities.png")
+    # what each fold's objective learned: its initial score, and e.g. ordinal_logit's cut points
+    tracking.log_dict({f"fold_{k}": m.objective.get_state() for k, m in enumerate(cv.models)}, "objective_state.json")
+    tracking.log_dict(ds.schema.to_dict(), "features.json")
+    with tracking.tmpdir() as d:
+        for f in write_outputs(Path(d), ds, cv, ev, pipe):
+            tracking.log_file(f, "predictions")
+        if cfg.get("tracking", {}).get("log_models", True):
+            # the fold models, averaged, with the cut points: load_run's artifact and a servable model
+            from qwkboost.tracking.serving import log_pyfunc
+
+            tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
+            if cfg.get("tracking", {}).get("log_pyfunc", True):
+                log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))

@@ -1,0 +1,116 @@
+"""Ending cleanly however a command is stopped: Ctrl-C, SIGTERM, or ``kill -9`` found later.
+
+* SIGTERM (``kill``, a job scheduler, a CI timeout) raises :class:`Terminated`,
+  a :class:`KeyboardInterrupt`, so every ``with tracking.run(...)`` block ends
+  its MLflow run KILLED on the way out, as Ctrl-C does.
+* :func:`main_guard` turns either into one line on stderr and the shell's exit
+  status (130, or 143 for SIGTERM) instead of a traceback.
+* A process killed with SIGKILL cannot clean up. Its runs carry a
+  :func:`process_tag`; the next command on the same host finds runs whose
+  process is gone (:func:`is_alive`) and marks them KILLED.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+from typing import Iterator
+
+__all__ = ["Terminated", "install_sigterm", "main_guard", "report_config_errors", "process_tag", "is_alive",
+           "interrupted"]
+
+_STATE = {"interrupted": False}
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process receives SIGTERM."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second SIGTERM ends the process at once
+    raise Terminated()
+
+
+def install_sigterm() -> None:
+    """Make SIGTERM raise :class:`Terminated` in the main thread."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def interrupted() -> bool:
+    """Whether :func:`main_guard` has caught Ctrl-C or SIGTERM in this process."""
+    return _STATE["interrupted"]
+
+
+@contextlib.contextmanager
+def main_guard(what: str = "qwkboost") -> Iterator[None]:
+    """Around an entry point's ``main()``: SIGTERM handled, and one line instead of a traceback."""
+    install_sigterm()
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        _STATE["interrupted"] = True
+        term = isinstance(exc, Terminated)
+        print(f"\n{what}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'}; "
+              "its MLflow runs are marked KILLED", file=sys.stderr)
+        sys.exit(143 if term else 130)
+
+
+@contextlib.contextmanager
+def report_config_errors() -> Iterator[None]:
+    """Inside a Hydra task: a :class:`~qwkboost.config.ConfigError` ends a single run with its
+    message alone on stderr (exit status 2), not a traceback. In a multirun it is re-raised,
+    so that Hydra records the failed job and the sweep's parent run ends FAILED.
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from qwkboost.exceptions import ConfigError
+
+    try:
+        yield
+    except ConfigError as exc:
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_tag(pid: int | None = None) -> str:
+    """``host:pid:start`` of this (or ``pid``'s) process."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid) or '?'}"
+
+
+def is_alive(tag: str) -> bool | None:
+    """Whether the process named by :func:`process_tag` still runs; ``None`` if it ran on another host."""
+    try:
+        host, pid_s, start = tag.rsplit(":", 2)
+        pid = int(pid_s)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    now = _start_time(pid)
+    if now is not None:
+        return start in ("?", now)
+    if os.path.isdir("/proc"):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,161 @@
+r"""The fitted pipeline of a run: from a table of features to classes on the labels' own scale.
+
+A run cross-validates :math:`K` fold models and fits cut points on their
+out-of-fold scores. Its :class:`FittedPipeline` holds all of it, so that new
+rows are scored exactly as the run scored its test set:
+
+.. math:: s(x) = \frac1K \sum_{k=1}^K F^{(k)}(x), \qquad
+          \hat y(x) = \text{class}_j \text{ for } c_{j-1} \le s(x) < c_j,
+
+with the cut points :math:`c_j` on the labels' scale (:func:`qwkboost.evaluation.thresholds.apply_thresholds`).
+The feature schema (names, types, categories) encodes the table first, so
+columns are matched by name and unseen categories are missing values.
+
+On disk a pipeline is a directory: ``pipeline.json`` plus one model file per
+fold (:meth:`qwkboost.Model.save`). Every run writes one to its output
+directory and logs it to MLflow (artifact ``pipeline``, and as an MLflow
+``pyfunc`` model); :func:`qwkboost.tracking.loading.load_run` loads either.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.engines.model import Model, load_model
+from qwkboost.evaluation.thresholds import apply_thresholds
+
+__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT"]
+
+PIPELINE_FILE = "pipeline.json"
+FORMAT = "qwkboost-pipeline"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class FittedPipeline:
+    """Fold models averaged, cut points and classes: a run's predictions for new rows.
+
+    Attributes
+    ----------
+    models : list of Model
+        The fold models; the score is their mean.
+    schema : FeatureSchema
+        The feature columns (names, types, categories) the models were trained on.
+    cuts : ndarray or None
+        Cut points on the labels' scale, between consecutive ``classes``; ``None`` for a regression target.
+    classes : ndarray or None
+        The classes, on the labels' own scale.
+    id_name, target : str or None
+        The id and label columns of the training file (names of the submission's columns).
+    info : dict
+        Engine, objective, threshold method, run id: what made it.
+    """
+
+    models: list[Model]
+    schema: FeatureSchema
+    cuts: np.ndarray | None = None
+    classes: np.ndarray | None = None
+    id_name: str | None = None
+    target: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    averaging = "mean"
+
+    def __post_init__(self):
+        if not self.models:
+            raise ValueError("a pipeline needs at least one model")
+        if (self.cuts is None) != (self.classes is None):
+            raise ValueError("cuts and classes come together (both None for a regression target)")
+        if self.cuts is not None:
+            self.cuts = np.asarray(self.cuts, dtype=np.float64)
+            self.classes = np.asarray(self.classes, dtype=np.float64)
+            if self.cuts.size != self.classes.size - 1 or np.any(np.diff(self.cuts) < 0):
+                raise ValueError(f"{self.classes.size} classes need {self.classes.size - 1} non-decreasing cut "
+                                 f"points; got {self.cuts.tolist()}")
+
+    @property
+    def is_ordinal(self) -> bool:
+        return self.classes is not None
+
+    def encode(self, X) -> EncodedFeatures:
+        """``X`` encoded once for every fold model (columns by name, categories to codes)."""
+        if isinstance(X, EncodedFeatures):
+            return X
+        return EncodedFeatures(self.schema.encode(X, "X"), self.schema)
+
+    def predict_score(self, X) -> np.ndarray:
+        """The mean of the fold models' scores, on the labels' scale."""
+        enc = self.encode(X)
+        return np.mean([m.predict(enc) for m in self.models], axis=0)
+
+    def predict(self, X) -> np.ndarray:
+        """Classes on the labels' own scale (the score itself for a regression target)."""
+        return self.classify(self.predict_score(X))
+
+    def classify(self, score: np.ndarray) -> np.ndarray:
+        """Classes of scores made by :meth:`predict_score` (the scores themselves for a regression target)."""
+        if self.cuts is None:
+            return score
+        return apply_thresholds(score, self.cuts, classes=self.classes)
+
+    # -- persistence -----------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write the pipeline into directory ``path`` (created); return it."""
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        files = []
+        for k, m in enumerate(self.models):
+            m.save(d / f"fold_{k}.json")
+            files.append(f"fold_{k}.json")
+        payload = {"format": FORMAT, "format_version": FORMAT_VERSION, "models": files,
+                   "averaging": self.averaging, "features": self.schema.to_dict(),
+                   "cuts": None if self.cuts is None else self.cuts.tolist(),
+                   "classes": None if self.classes is None else self.classes.tolist(),
+                   "id_name": self.id_name, "target": self.target, "info": self.info}
+        (d / PIPELINE_FILE).write_text(json.dumps(payload, indent=1))
+        return d
+
+    @classmethod
+    def load(cls, path) -> "FittedPipeline":
+        """Read a pipeline directory written by :meth:`save` (every field checked)."""
+        d = Path(path)
+        f = d / PIPELINE_FILE
+        where = f"pipeline {str(d)!r}"
+        if not f.is_file():
+            raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' "
+                             "folder?")
+        try:
+            payload = json.loads(f.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{where}: {PIPELINE_FILE} is not valid JSON ({exc})") from None
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            raise ValueError(f"{where}: {PIPELINE_FILE} is not a qwkboost pipeline")
+        if payload.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{where} has pipeline format {payload.get('format_version')!r}; this qwkboost reads "
+                             f"{FORMAT_VERSION}")
+        if payload.get("averaging") != cls.averaging:
+            raise ValueError(f"{where}: unknown averaging {payload.get('averaging')!r}")
+        files = payload.get("models")
+        if not isinstance(files, list) or not files or not all(isinstance(x, str) and "/" not in x for x in files):
+            raise ValueError(f"{where}: 'models' must list the fold model files")
+        models = [load_model(d / x) for x in files]
+        schema = FeatureSchema.from_dict(payload.get("features"), f"{where}: 'features'")
+        for x, m in zip(files, models):
+            if m.n_features != schema.n_features:
+                raise ValueError(f"{where}: {x} has {m.n_features} features, the pipeline {schema.n_features}")
+        try:
+            return cls(models, schema, payload.get("cuts"), payload.get("classes"), payload.get("id_name"),
+                       payload.get("target"), payload.get("info") or {})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+
+    def __repr__(self) -> str:
+        i = self.info
+        return (f"FittedPipeline({len(self.models)} {i.get('engine', '?')} models, objective={i.get('objective')!r}, "
+                f"classes={None if self.classes is None else self.classes.tolist()})")

@@ -1,0 +1,124 @@
+"""A run's pipeline as an MLflow ``pyfunc`` model: ``mlflow models serve`` and the model registry take it.
+
+Every run logs its :class:`~qwkboost.tracking.pipeline.FittedPipeline` as the model
+``model``, with a signature (the feature columns and their types) and an input
+example (five training rows, categories as text). The model answers a table of
+features with two columns: ``class`` (on the labels' own scale; absent for a
+regression target) and ``score`` (the fold models' mean)::
+
+    MLFLOW_TRACKING_URI=sqlite:///$PWD/mlflow.db \
+        mlflow models serve -m runs:/<run id>/model --env-manager local --host 127.0.0.1 --port 5001
+    curl -s 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
+         -d '{"dataframe_split": {"columns": ["f1", "city"], "data": [[0.3, "Paris"]]}}'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+try:
+    from mlflow.pyfunc import PythonModel
+except ImportError:  # pragma: no cover - mlflow is a dependency; keep the module importable without it
+    PythonModel = object
+
+__all__ = ["PipelineModel", "log_pyfunc", "example_frame", "MODEL_NAME"]
+
+MODEL_NAME = "model"
+
+
+class PipelineModel(PythonModel):
+    """MLflow's view of a :class:`~qwkboost.tracking.pipeline.FittedPipeline` (artifact ``pipeline``)."""
+
+    def load_context(self, context):
+        from qwkboost.tracking.loading import load_pipeline
+
+        self.pipeline = load_pipeline(context.artifacts["pipeline"])
+
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+        if not isinstance(model_input, pd.DataFrame):
+            model_input = pd.DataFrame(model_input)
+        return frame(self.pipeline, model_input)
+
+
+def frame(pipeline, X):
+    """``class`` and ``score`` of every row of ``X``, as a DataFrame."""
+    import pandas as pd
+
+    score = pipeline.predict_score(X)
+    out = {}
+    if pipeline.is_ordinal:
+        cls = np.asarray(pipeline.classify(score))
+        out["class"] = cls.astype(np.int64) if np.all(cls == np.round(cls)) else cls
+    out["score"] = score
+    return pd.DataFrame(out)
+
+
+def _requirements() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    reqs = []
+    for pkg in ("numpy", "pandas", "scipy", "scikit-learn", "xgboost", "lightgbm", "mlflow"):
+        try:
+            reqs.append(f"{pkg}=={version(pkg)}")
+        except PackageNotFoundError:
+            pass
+    return reqs
+
+
+def log_pyfunc(pipeline_dir: str | Path, input_example) -> None:
+    """Log the pipeline in ``pipeline_dir`` as the active run's pyfunc model :data:`MODEL_NAME`.
+
+    The qwkboost package travels with it (``code_paths``), and the requirements
+    are the installed versions (named here: inferring them would load the model
+    in a subprocess).
+    """
+    import mlflow
+    from mlflow.models import infer_signature
+
+    from qwkboost.tracking.loading import load_pipeline
+
+    pipe = load_pipeline(pipeline_dir)
+    example = input_example.copy()
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), \
+            _env(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
+        package = Path(tmp) / "qwkboost"              # the package's sources, without caches
+        shutil.copytree(Path(__file__).resolve().parents[1], package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # classes are whole numbers by design; MLflow's hint about integer columns concerns inputs
+        warnings.filterwarnings("ignore", message=".*integer column", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*type hints to the `predict` method", category=UserWarning)
+        warnings.filterwarnings("ignore", message="Operation with range is deprecated")
+        signature = infer_signature(example, frame(pipe, example))
+        mlflow.pyfunc.log_model(name=MODEL_NAME, python_model=str(package / "tracking" / "pyfunc_model.py"),
+                                artifacts={"pipeline": str(pipeline_dir)}, signature=signature,
+                                input_example=example, code_paths=[str(package)], pip_requirements=_requirements())
+
+
+@contextlib.contextmanager
+def _env(**values):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def example_frame(schemas) -> pd.DataFrame:
+    """Two rows holding every column of ``schemas`` (0 for numbers, the first category for categories):
+    an input example for a model whose members read different columns."""
+    parts = [s.decode(np.zeros((2, s.n_features))) for s in schemas]
+    frame_ = pd.concat(parts, axis=1)
+    return frame_.loc[:, ~frame_.columns.duplicated()]
