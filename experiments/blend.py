@@ -18,9 +18,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost.blending import BLEND_METHODS, blend, log_blend, write_blend
+from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
-from qwkboost.evaluation.thresholds import METHODS
 
 log = logging.getLogger("qwkboost")
 

@@ -17,8 +17,8 @@ import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.data.sources import read_table
+from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
 from qwkboost.tracking.loading import load_run
 from qwkboost.tracking.serving import frame

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,35 @@ def csv_cfg(train: str, test: str | None, engine: str = "lightgbm", objective: s
             "objective": {"name": objective, "params": objective_params},
             "cv": {"n_splits": 4, "stratified": True, "shuffle": True, "group": None, "repeats": 1, **cv},
             "thresholds": {"method": "exact"}, "seed": 0}
+
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+def run_in_process(overrides, output_dir, config_name: str = "config"):
+    """``experiments/run.py <overrides>`` (``tune.py`` with ``config_name="tune"``) in this process: the config composed as Hydra's command line would
+    compose it, Hydra's state set as ``@hydra.main`` sets it, then :func:`qwkboost.runs.command.run_command`.
+
+    For what the command computes and refuses; the real process (exit codes, signals, launchers, one-line
+    errors on stderr) is tested through subprocesses in ``tests/runs/test_run_cli.py``.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from qwkboost.runs.command import run_command, tune_command
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(output_dir)
+            cfg.hydra.job.config_name = config_name
+        HydraConfig.instance().set_config(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        try:
+            return (tune_command if config_name == "tune" else run_command)(cfg)
+        finally:
+            HydraConfig.instance().cfg = None

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from qwkboost import tracking
-from qwkboost.config import config_errors, objective_ref
+from qwkboost.config import objective_ref
 from qwkboost.data.sources import SOURCES, Dataset, class_range, from_file
 from qwkboost.distributed.cluster import ClusterSpec, connect
 from qwkboost.evaluation import plots
@@ -33,6 +33,7 @@ from qwkboost.evaluation.thresholds import (
     fit_thresholds,
     nested_classes,
 )
+from qwkboost.exceptions import config_errors
 from qwkboost.tracking.pipeline import FittedPipeline
 
 __all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",

@@ -42,7 +42,8 @@ import numpy as np
 import optuna
 
 from qwkboost import tracking
-from qwkboost.config import ConfigError, check_tune, config_errors
+from qwkboost.config import check_tune
+from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.runs.experiment import load_dataset, run_experiment
 from qwkboost.tracking.interrupt import is_alive, process_tag
 

@@ -1,5 +1,4 @@
 import numpy as np
-import pytest
 
 from qwkboost.data.sources import quartiles
 from qwkboost.runs.table import ARTICLE_TABLE, bayes_ceiling

@@ -1,6 +1,7 @@
 """Optuna tuning: trials as nested MLflow runs, an RDB study that resumes (also after kill -9) without
 repeating itself, parallel workers that draw different parameters, and clear errors before any trial."""
 
+import logging
 import os
 import re
 import shlex
@@ -14,7 +15,8 @@ import mlflow
 import optuna
 import pytest
 
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, run_in_process
+from qwkboost.exceptions import ConfigError
 from qwkboost.runs.tuning import (TrialSeededSampler, best_overrides, check_space, config_fingerprint, study_name,
                              suggest)
 
@@ -22,11 +24,21 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "CI": "true"}
 
 
-def tune_cmd(store, study_db, name, n_trials, extra=(), study="s"):
+def tune_args(store, study_db, name, n_trials, extra=(), study="s"):
     named = [f"tune.study_name={study}"] if study else []
-    return [sys.executable, str(ROOT / "experiments" / "tune.py"), *TINY_OVERRIDES, f"tracking.uri={store}",
-            f"tracking.experiment_name={name}", f"tune.storage=sqlite:///{study_db}", f"tune.n_trials={n_trials}",
-            *named, "tune.heartbeat_interval=1", "tune.grace_period=2", *extra]
+    return [*TINY_OVERRIDES, f"tracking.uri={store}", f"tracking.experiment_name={name}",
+            f"tune.storage=sqlite:///{study_db}", f"tune.n_trials={n_trials}", *named, "tune.heartbeat_interval=1",
+            "tune.grace_period=2", *extra]
+
+
+def tune_cmd(*args, **kwargs):
+    """``experiments/tune.py`` as a process: for what needs one (a kill, parallel workers)."""
+    return [sys.executable, str(ROOT / "experiments" / "tune.py"), *tune_args(*args, **kwargs)]
+
+
+def tune_in(tmp_path, *args, **kwargs):
+    """``experiments/tune.py`` in this process (:func:`conftest.run_in_process`)."""
+    return run_in_process(tune_args(*args, **kwargs), tmp_path / "out", config_name="tune")
 
 
 def trials(study_db, study="s", state=optuna.trial.TrialState.COMPLETE):
@@ -36,12 +48,9 @@ def trials(study_db, study="s", state=optuna.trial.TrialState.COMPLETE):
 
 def test_study_runs_resumes_without_repeating_and_nests_runs(tmp_path, mlflow_store):
     db = tmp_path / "optuna.db"
-    first = subprocess.run(tune_cmd(mlflow_store, db, "tune_basic", 2), cwd=tmp_path, env=ENV,
-                           capture_output=True, text=True, timeout=600)
-    assert first.returncode == 0, first.stderr[-2000:]
+    tune_in(tmp_path, mlflow_store, db, "tune_basic", 2)
     assert len(trials(db)) == 2
-    subprocess.run(tune_cmd(mlflow_store, db, "tune_basic", 3), cwd=tmp_path, check=True, env=ENV,
-                   capture_output=True, timeout=600)
+    tune_in(tmp_path, mlflow_store, db, "tune_basic", 3)
     done = trials(db)
     assert len(done) == 3    # resumed: one more trial, not three
     # the resumed invocation drew new parameters; it did not replay trial 0
@@ -64,23 +73,20 @@ def test_study_runs_resumes_without_repeating_and_nests_runs(tmp_path, mlflow_st
     assert any(k.startswith("engine.search_space") for k in parents[0].data.params)
 
 
-def test_best_parameters_print_as_a_command_that_works(tmp_path, mlflow_store):
+def test_best_parameters_print_as_a_command_that_works(tmp_path, mlflow_store, caplog):
     db = tmp_path / "optuna.db"
-    proc = subprocess.run(tune_cmd(mlflow_store, db, "tune_best", 2), cwd=tmp_path, env=ENV,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    out = proc.stdout + proc.stderr
+    with caplog.at_level(logging.INFO, logger="qwkboost"):
+        tune_in(tmp_path, mlflow_store, db, "tune_best", 2)
+    out = caplog.text
+    caplog.clear()
     line = re.search(r"run the best trial with:\n\s+python experiments/run.py (.*)", out).group(1)
     best = optuna.load_study(study_name="s", storage=f"sqlite:///{db}").best_trial
     assert best_overrides(best.params) in line
     # the rerun of a finished study reports its best trial too
-    again = subprocess.run(tune_cmd(mlflow_store, db, "tune_best", 2), cwd=tmp_path, env=ENV,
-                           capture_output=True, text=True, timeout=600)
-    assert f"best qwk_thresholds_oof={best.value:.4f} (trial {best.number})" in again.stdout + again.stderr
-    run = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *shlex.split(line),
-                          "tracking.experiment_name=tune_best_rerun"], cwd=tmp_path, env=ENV,
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-2000:]
+    with caplog.at_level(logging.INFO, logger="qwkboost"):
+        tune_in(tmp_path, mlflow_store, db, "tune_best", 2)
+    assert f"best qwk_thresholds_oof={best.value:.4f} (trial {best.number})" in caplog.text
+    run_in_process([*shlex.split(line), "tracking.experiment_name=tune_best_rerun"], tmp_path / "rerun")
     client = mlflow.MlflowClient(mlflow_store)
     exp = client.get_experiment_by_name("tune_best_rerun")
     (r,) = client.search_runs([exp.experiment_id])
@@ -165,13 +171,11 @@ def test_study_belongs_to_its_configuration(tmp_path, mlflow_store):
     assert study_name({**base, "tune": {**base["tune"], "n_trials": 50}, "n_jobs": 1}) == study_name(base)
     # a named study refuses another configuration, naming what differs
     db = tmp_path / "optuna.db"
-    subprocess.run(tune_cmd(mlflow_store, db, "tune_cfg", 1), cwd=tmp_path, check=True, env=ENV,
-                   capture_output=True, timeout=600)
-    proc = subprocess.run(tune_cmd(mlflow_store, db, "tune_cfg", 2, ["data.n_train=3000"]), cwd=tmp_path,
-                          env=ENV, capture_output=True, text=True, timeout=600)
-    assert proc.returncode != 0
-    assert "study 's'" in proc.stderr and "was created with another configuration (data.n_train: 1500 -> 3000)" \
-        in proc.stderr
+    tune_in(tmp_path, mlflow_store, db, "tune_cfg", 1)
+    with pytest.raises(ConfigError) as err:
+        tune_in(tmp_path, mlflow_store, db, "tune_cfg", 2, ["data.n_train=3000"])
+    assert "study 's'" in str(err.value) and \
+        "was created with another configuration (data.n_train: 1500 -> 3000)" in str(err.value)
     assert len(trials(db)) == 1
 
 
@@ -206,12 +210,10 @@ def test_suggest_draws_from_a_good_space():
     ("not a url", "is not a database URL qwkboost can use"),
 ])
 def test_bad_storage_is_refused_before_any_trial(tmp_path, mlflow_store, storage, match):
-    cmd = tune_cmd(mlflow_store, tmp_path / "unused.db", "tune_storage", 1)
-    cmd = [c if not c.startswith("tune.storage=") else f"tune.storage={storage}" for c in cmd]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
-    assert proc.returncode != 0
-    assert match in proc.stderr
-    assert "Traceback" not in proc.stderr
+    args = tune_args(mlflow_store, tmp_path / "unused.db", "tune_storage", 1)
+    args = [a if not a.startswith("tune.storage=") else f"tune.storage={storage}" for a in args]
+    with pytest.raises(ConfigError, match=match):
+        run_in_process(args, tmp_path / "out", config_name="tune")
 
 
 @pytest.mark.parametrize("engine,objective", [("native", "multiclass"), ("lightgbm", "ordinal_logit")])
@@ -219,10 +221,7 @@ def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, ob
     """Tuning drives the class objectives like the scalar ones: trials complete, score the decoded
     out-of-fold QWK, and log the objective's learned state."""
     db = tmp_path / "optuna.db"
-    proc = subprocess.run(tune_cmd(mlflow_store, db, f"tune_{objective}", 2,
-                                   [f"engine={engine}", f"objective={objective}"]),
-                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    tune_in(tmp_path, mlflow_store, db, f"tune_{objective}", 2, [f"engine={engine}", f"objective={objective}"])
     done = trials(db)
     assert len(done) == 2 and done[0].params != done[1].params
     client = mlflow.MlflowClient(mlflow_store)

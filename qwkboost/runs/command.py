@@ -1,0 +1,172 @@
+"""The ``experiments/run.py`` and ``experiments/tune.py`` commands in the package: one configuration, a sweep's
+job, the QWK table, the study; an Optuna study.
+
+The scripts are thin ``@hydra.main`` wrappers around :func:`run_command` and :func:`tune_command`, so tests and
+notebooks can run the same code in-process on a config composed with Hydra's
+compose API (as lightning-hydra-template tests its ``train(cfg)``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from qwkboost import tracking
+from qwkboost.config import check_config, optimized_metric
+from qwkboost.distributed.parallel import threads_per_job
+from qwkboost.exceptions import config_errors
+from qwkboost.runs.experiment import run_experiment
+from qwkboost.runs.sweep import read_parent
+from qwkboost.runs.table import run_table
+
+log = logging.getLogger("qwkboost")
+
+__all__ = ["run_command", "tune_command", "row_configs", "study_cells"]
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def _has(cfg: DictConfig, key: str) -> bool:
+    """Whether ``cfg`` has ``key``, also when its value is still missing (``???``)."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent, default=None) if parent else cfg
+    return isinstance(node, DictConfig) and leaf in node.keys()
+
+
+def row_configs(cfg: DictConfig) -> list[dict]:
+    """Compose one config per table row, keeping the user's other overrides.
+
+    An override inside the engine or objective group (``objective.params.clip=hold``)
+    applies to the rows whose group has that key and is skipped, with a log line,
+    for the others: squared error has no ``clip``, LightGBM no ``max_depth``.
+    """
+    hc = HydraConfig.get()
+    keep = [o for o in hc.overrides.task if _key(o) not in ("engine", "objective")]
+    grouped = [o for o in keep if _key(o).startswith(("engine.", "objective."))]
+    common = [o for o in keep if o not in grouped]
+    rows = []
+    for engine in cfg.table.engines:
+        for objective in cfg.table.objectives:
+            choice = [f"engine={engine}", f"objective={objective}"]
+            base = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *choice])
+            fits = []
+            for o in grouped:
+                if o.startswith("+") or _has(base, _key(o)):
+                    fits.append(o)
+                else:
+                    log.info("row %s/%s: %s does not apply (no such key), skipped", engine, objective, o)
+            rc = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *fits, *choice])
+            rows.append(OmegaConf.to_container(rc, resolve=True))
+    return rows
+
+
+def study_cells(cfg: DictConfig):
+    """The study's spec and cells: each (regime, engine, method) composed with the user's other overrides."""
+    from qwkboost.study import StudySpec, build_cells
+
+    hc = HydraConfig.get()
+    spec = StudySpec.from_config(OmegaConf.to_container(cfg.study, resolve=True))
+    keep = [o for o in hc.overrides.task if _key(o) not in ("data", "engine", "objective")
+            and not _key(o).startswith("study.")]
+
+    def compose(overrides):
+        rc = hydra.compose(config_name=hc.job.config_name, overrides=[*keep, *overrides])
+        return OmegaConf.to_container(rc, resolve=True)
+
+    return spec, build_cells(spec, compose)
+
+
+def run_command(cfg: DictConfig) -> float | None:
+    """What ``experiments/run.py`` does with its composed config: a study, the QWK table, or one run.
+
+    Needs Hydra's state (:class:`~hydra.core.hydra_config.HydraConfig`, and an initialised config
+    search path for the table's and the study's per-row configs): inside ``@hydra.main``, or in a test
+    after ``hydra.initialize_config_dir`` and ``HydraConfig().set_config`` on a config composed with
+    ``return_hydra_config=True``.
+
+    Returns
+    -------
+    float or None
+        A single run's ``optimized_metric`` (an out-of-fold result) for Hydra sweepers; ``None`` otherwise.
+
+    Raises
+    ------
+    ConfigError
+        For bad settings or data, before any training.
+    """
+    hc = HydraConfig.get()
+    out_dir = hc.runtime.output_dir
+    container = OmegaConf.to_container(cfg, resolve=True)
+    if cfg.study:
+        from qwkboost.study import check_cells, run_study
+
+        with config_errors():
+            check_config(container)
+            spec, cells = study_cells(cfg)
+            for rc in [c.config for c in cells if c.method.peer is None and not c.method.is_blend
+                       and c.seed == spec.first_seed]:
+                check_config(rc)
+            check_cells(cells)
+        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+        run_study(spec, cells, experiment_id, out_dir, command=tracking.command_line(),
+                  run_name=cfg.run_name or "study")
+        return None
+    if cfg.table:
+        with config_errors():
+            check_config(container)
+            rows = row_configs(cfg)
+            for rc in rows:
+                check_config(rc)
+        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+        run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table", table_cfg=container["table"])
+        return None
+    with config_errors():
+        check_config(container)
+    parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
+    if parent:   # a multirun job: the store and experiment were set up by the sweep's main process
+        tracking.resolve_and_set(cfg.tracking.uri, sweep_run_id=parent["run_id"])
+        experiment_id = parent["experiment_id"]
+        if container.get("n_jobs") is None and parent.get("parallel", 1) > 1:
+            container["n_jobs"] = threads_per_job(parent["parallel"])   # jobs side by side share the cores
+    else:
+        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+    name = cfg.run_name or tracking.run_name(cfg.engine.name, cfg.objective.name, list(hc.overrides.task),
+                                             parent["varying"] if parent else None)
+    row = run_experiment(container, experiment_id, parent_run_id=parent and parent["run_id"],
+                         output_dir=out_dir, run_name=name)
+    return float(row[optimized_metric(container)])
+
+
+def tune_command(cfg: DictConfig):
+    """What ``experiments/tune.py`` does with its composed config: check it, then run or resume the Optuna study.
+
+    Returns
+    -------
+    optuna.Study
+        Finished; the command line that runs its best trial is logged.
+
+    Raises
+    ------
+    ConfigError
+        For bad settings, a bad search space or storage, or an unreachable tracking server, before any trial.
+    """
+    from qwkboost.runs.tuning import best_overrides, tune
+
+    container = OmegaConf.to_container(cfg, resolve=True)
+    with config_errors():
+        check_config(container)
+        # an unreachable tracking server stops the command before the Optuna study is opened or created
+        tracking.check_reachable(tracking.resolve_tracking_uri(container["tracking"]["uri"]))
+    study = tune(container)
+    if study.best_trials:
+        keep = [o for o in HydraConfig.get().overrides.task
+                if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra"))]
+        log.info("run the best trial with:\n  python experiments/run.py %s",
+                 " ".join([*keep, best_overrides(study.best_trial.params)]))
+    return study
