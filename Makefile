@@ -16,9 +16,9 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=qwk_table
 
-## the test suite (CI runs this through .ci/run)
+## the test suite, one worker per core (CI runs this through .ci/run); plain `pytest` runs it in one process
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto
 
 ## quick end-to-end demo without Hydra or MLflow
 demo: $(STAMP)

@@ -9,7 +9,7 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, run_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,18 +59,18 @@ def _run(cwd, script, *args, pythonpath=None, ok=True):
 CUSTOM = ["objective=custom", "objective._target_=mypkg.losses.PseudoHuber", "+objective.params.delta=2.0"]
 
 
-def test_a_custom_objective_runs_in_single_runs_multiruns_and_the_table(user_module, mlflow_store):
+def test_a_custom_objective_runs_in_single_runs_multiruns_and_the_table(user_module, mlflow_store, monkeypatch):
     tmp = user_module.parent
     common = [*TINY_OVERRIDES, *CUSTOM, f"tracking.uri={mlflow_store}", "tracking.log_pyfunc=false"]
-    _run(tmp, "run.py", *common, "tracking.experiment_name=custom_single", "hydra.run.dir=single",
-         pythonpath=user_module)
+    # the multirun's jobs import the user's module in a new process, found through PYTHONPATH
     _run(tmp, "run.py", "-m", *common, "engine=xgboost,native", "tracking.experiment_name=custom_multi",
          pythonpath=user_module)
-    _run(tmp, "run.py", "experiment=qwk_table_small", "data.n_train=1500", "data.n_test=800",
-         "table.engines=[lightgbm]", "table.objectives=[squared_error,custom]", "objective=custom",
-         "objective._target_=mypkg.losses.PseudoHuber",
-         "engine.num_boost_round=40", f"tracking.uri={mlflow_store}", "tracking.experiment_name=custom_table",
-         "hydra.run.dir=table", pythonpath=user_module)
+    monkeypatch.syspath_prepend(str(user_module))        # the same, for the runs in this process
+    run_in_process([*common, "tracking.experiment_name=custom_single"], tmp / "single")
+    run_in_process(["experiment=qwk_table_small", "data.n_train=1500", "data.n_test=800",
+                    "table.engines=[lightgbm]", "table.objectives=[squared_error,custom]", "objective=custom",
+                    "objective._target_=mypkg.losses.PseudoHuber", "engine.num_boost_round=40",
+                    f"tracking.uri={mlflow_store}", "tracking.experiment_name=custom_table"], tmp / "table")
     client = mlflow.MlflowClient(mlflow_store)
     for name, n in (("custom_single", 1), ("custom_multi", 3), ("custom_table", 3)):
         runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
@@ -81,10 +81,12 @@ def test_a_custom_objective_runs_in_single_runs_multiruns_and_the_table(user_mod
     assert (tmp / "table" / "qwk_table.md").exists()
 
 
-def test_tuning_a_custom_objective(user_module, mlflow_store):
+def test_tuning_a_custom_objective(user_module, mlflow_store, monkeypatch):
     tmp = user_module.parent
-    _run(tmp, "tune.py", *TINY_OVERRIDES, *CUSTOM, "tune.n_trials=2", f"tracking.uri={mlflow_store}",
-         "tracking.experiment_name=custom_tune", f"tune.storage=sqlite:///{tmp}/optuna.db", pythonpath=user_module)
+    monkeypatch.syspath_prepend(str(user_module))
+    run_in_process([*TINY_OVERRIDES, *CUSTOM, "tune.n_trials=2", f"tracking.uri={mlflow_store}",
+                    "tracking.experiment_name=custom_tune", f"tune.storage=sqlite:///{tmp}/optuna.db"],
+                   tmp / "tune", config_name="tune")
     client = mlflow.MlflowClient(mlflow_store)
     runs = client.search_runs([client.get_experiment_by_name("custom_tune").experiment_id])
     assert len(runs) == 3 and all(r.info.status == "FINISHED" for r in runs)          # the study and 2 trials

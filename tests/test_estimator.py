@@ -25,7 +25,7 @@ EXPECTED_FAILURES = {
 
 
 def small(engine):
-    return QWKClassifier(engine=engine, num_boost_round=30, early_stopping_rounds=10, n_jobs=1,
+    return QWKClassifier(engine=engine, num_boost_round=30, early_stopping_rounds=10, n_jobs=1, n_splits=2,
                          params={"min_data_in_leaf": 1, "min_data_in_bin": 1} if engine == "lightgbm" else None)
 
 

@@ -100,7 +100,7 @@ def test_best_parameters_print_as_a_command_that_works(tmp_path, mlflow_store, c
 def test_killed_study_resumes_at_once(tmp_path, mlflow_store):
     db = tmp_path / "optuna.db"
     # slow trials so the kill lands inside one
-    slow = ["engine.num_boost_round=1500", "engine.early_stopping_rounds=1500", "data.n_train=3000"]
+    slow = ["engine.num_boost_round=600", "engine.early_stopping_rounds=600", "data.n_train=3000"]
     cmd = tune_cmd(mlflow_store, db, "tune_kill", 1, slow)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
