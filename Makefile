@@ -4,12 +4,12 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: run test demo table-small study mlflow-ui clean
+.PHONY: run test docs demo table-small study mlflow-ui clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,study,cluster]'
+	$(BIN)/pip install --quiet -e '.[dev,study,cluster,docs]'
 	touch $(STAMP)
 
 ## the main job: the DSB2019 article's QWK table, with the native engine as extra rows
@@ -19,6 +19,10 @@ run: $(STAMP)
 ## the test suite, one worker per core (CI runs this through .ci/run); plain `pytest` runs it in one process
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto
+
+## the documentation site, built strictly (broken links, missing references, bad docstrings fail) into site/
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 ## quick end-to-end demo without Hydra or MLflow
 demo: $(STAMP)
@@ -36,4 +40,4 @@ mlflow-ui: $(STAMP)
 	$(BIN)/python experiments/ui.py
 
 clean:
-	rm -rf $(VENV) outputs multirun .pytest_cache
+	rm -rf $(VENV) outputs multirun .pytest_cache site

@@ -26,6 +26,7 @@ def commands(text: str, script: str) -> list[list[str]]:
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split("#")[0].strip()
             if line.startswith(f"python experiments/{script}"):
+                line = re.sub(r"\[([^\]]*)\]$", r"\1", line)        # an optional tail, written [like=this]
                 out.append(shlex.split(line)[2:])
     return out
 
@@ -35,10 +36,23 @@ RUNNABLE = [p for p in PAGES if blocks(p.read_text(), "python")]
 
 @pytest.mark.parametrize("page", RUNNABLE, ids=lambda p: str(p.relative_to(ROOT / "docs")))
 def test_python_blocks_run_as_written(page, tmp_path, monkeypatch):
+    from qwkboost import objectives
+
     monkeypatch.chdir(tmp_path)
+    registered = dict(objectives._REGISTRY)        # a page may register an objective of its own
     namespace: dict = {"__name__": "__docs__"}
-    for code in blocks(page.read_text(), "python"):
-        exec(compile(code, str(page), "exec"), namespace)
+    try:
+        for code in blocks(page.read_text(), "python"):
+            exec(compile(code, str(page), "exec"), namespace)
+    finally:
+        objectives._REGISTRY.clear()
+        objectives._REGISTRY.update(registered)
+
+
+def test_every_docs_page_is_in_the_site():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    missing = [str(p.relative_to(ROOT / "docs")) for p in PAGES if str(p.relative_to(ROOT / "docs")) not in nav]
+    assert missing == []
 
 
 RUN_COMMANDS = [(p, args) for p in PAGES for args in commands(p.read_text(), "run.py")]
@@ -70,3 +84,29 @@ def test_blend_commands_compose(page, args):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = OmegaConf.to_container(compose("blend", args), resolve=False)
     cli.check(cfg)
+
+
+def test_dask_example_runs_as_written(tmp_path):
+    """The Dask example, as a script (Dask starts worker processes), on Parquet files shaped as it says."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from qwkboost.data.sources import quartiles
+
+    page = (ROOT / "docs" / "guide" / "scale-out.md").read_text()
+    (code,) = [b for b in blocks(page, "py") if "train_dask(" in b]
+    ds = quartiles(n_train=6_000, n_test=2_000)
+    frame = lambda X, y=None: pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(
+        **({} if y is None else {"rating": y}))
+    (tmp_path / "data").mkdir()
+    for i, rows in enumerate((slice(0, 2_500), slice(2_500, 5_000))):
+        frame(ds.X_train[rows], ds.y_train[rows]).to_parquet(tmp_path / "data" / f"train-{i}.parquet")
+    frame(ds.X_train[5_000:], ds.y_train[5_000:]).to_parquet(tmp_path / "data" / "valid-0.parquet")
+    frame(ds.X_test).to_parquet(tmp_path / "data" / "test-0.parquet")
+    (tmp_path / "example.py").write_text(code + "    print('scored', len(scores))\n")
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "scored 2000" in proc.stdout
+    assert (tmp_path / "model.json").exists()

@@ -176,7 +176,7 @@ class BinMapper:
         return self.fit(X).transform(X)
 
     def bin_upper_value(self, feature: int, b: int) -> float:
-        """The threshold of the split "bin <= b", i.e. "x < edges_[feature][b]" (inf past the last cut)."""
+        """The threshold of the split ``bin <= b``, i.e. ``x < edges_[feature][b]`` (inf past the last cut)."""
         e = self.edges_[feature]
         return float(e[b]) if b < e.size else float("inf")
 

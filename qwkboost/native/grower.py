@@ -5,7 +5,8 @@ r"""Stage 4: grow one tree, depth-wise (XGBoost) or best-first (LightGBM).
 :class:`NodeRows`, usually the sorted row indices. Splitting a node partitions
 them with one comparison on the split feature's codes (``np.compress``, no
 sort), builds the histogram of the smaller child only and gets its sibling by
-subtraction (:mod:`qwkboost.native.histogram`). Two shortcuts leave row lists
+subtraction (:mod:`qwkboost.native.histogram`); the node records are in
+:mod:`qwkboost.native.nodes`. Two shortcuts leave row lists
 unbuilt: when the tree grows on every row, a child holding at least
 :data:`MASK_MIN_SHARE` of them keeps a boolean mask over all rows instead (its
 histogram comes by subtraction, and splitting it needs no gather); and when
@@ -46,237 +47,35 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from qwkboost.native.binning import MISSING_BIN, N_CODES
 from qwkboost.native.bundling import Layout
 from qwkboost.native.histogram import HistogramBuilder, pool, subtract
+from qwkboost.native.nodes import (
+    MASK_MIN_SHARE,
+    GrowerParams,
+    GrownTree,
+    NodeRows,
+    TreeNode,
+    go_left,
+    partition,
+    split_rows,
+)
 from qwkboost.native.predictor import Tree
-from qwkboost.native.splitting import FlatBins, SplitInfo, SplitParams, find_best_splits, leaf_weight_scalar
+from qwkboost.native.splitting import (
+    FlatBins,
+    find_best_splits,
+    leaf_weight_scalar,
+)
 
-__all__ = ["GrowerParams", "TreeGrower", "NodeRows", "grow_tree", "GrownTree", "partition", "go_left", "split_rows",
-           "PARALLEL_MIN_NODE_ROWS"]
+# GrowerParams, NodeRows, GrownTree, partition, go_left and split_rows live in qwkboost.native.nodes
+__all__ = ["GrowerParams", "TreeGrower", "TreeNode", "NodeRows", "grow_tree", "GrownTree", "partition", "go_left",
+           "split_rows", "PARALLEL_MIN_NODE_ROWS", "MASK_MIN_SHARE"]
 
 # a level is split on the thread pool only if its nodes average this many rows
 # (below, task overhead and GIL hand-overs cost more than the second core gives)
 PARALLEL_MIN_NODE_ROWS = 50_000
-# when a tree grows on every row, the larger child of a split keeps its rows as a mask over
-# all rows (no row list) while it holds at least this share of them: splitting it then needs
-# no gather of codes and no np.compress (lopsided trees split a big node at every level)
-MASK_MIN_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class GrowerParams:
-    """Shape limits of one tree, plus the split criterion."""
-
-    split: SplitParams = field(default_factory=SplitParams)
-    max_depth: int = 6
-    max_leaves: int = 0
-    grow_policy: str = "depthwise"
-    prune: str = "post"
-
-
-class NodeRows:
-    """The training rows of a node, in the cheapest form the grower knows them.
-
-    Exactly one of four forms:
-
-    * **every row**: ``index``, ``mask`` and ``go_left`` are all ``None``;
-    * **index**: ``index`` holds the sorted row indices;
-    * **mask**: ``mask`` is a boolean mask over every row. A large child of a tree
-      grown on every row keeps this form: splitting it needs no gather, and its
-      histogram comes by subtraction;
-    * **deferred**: the rows of ``index`` (``None``: every row) where ``go_left``
-      equals ``left``. The two children of a split that can neither split again
-      share their parent's rows and go-left mask: building their lists would cost a
-      compress of every row of the level, and the training-score update
-      (:meth:`GrownTree.leaf_values`) is written from the mask directly.
-
-    Immutable; :meth:`indices` builds the index list of any form.
-    """
-
-    __slots__ = ("index", "mask", "go_left", "left")
-
-    def __init__(self, index=None, mask=None, go_left=None, left: bool = True):
-        self.index, self.mask, self.go_left, self.left = index, mask, go_left, left
-
-    @classmethod
-    def every(cls) -> "NodeRows":
-        return cls()
-
-    @classmethod
-    def of_index(cls, index: np.ndarray | None) -> "NodeRows":
-        return cls(index=index)
-
-    @classmethod
-    def of_mask(cls, mask: np.ndarray) -> "NodeRows":
-        return cls(mask=mask)
-
-    @classmethod
-    def deferred(cls, index: np.ndarray | None, go_left: np.ndarray, left: bool) -> "NodeRows":
-        return cls(index=index, go_left=go_left, left=left)
-
-    @property
-    def kind(self) -> str:
-        """``"every"``, ``"index"``, ``"mask"`` or ``"deferred"``."""
-        if self.go_left is not None:
-            return "deferred"
-        if self.mask is not None:
-            return "mask"
-        return "every" if self.index is None else "index"
-
-    def indices(self) -> np.ndarray | None:
-        """Sorted row indices (``None``: every row), built from whichever form the rows are in."""
-        if self.go_left is not None:
-            m = self.go_left if self.left else ~self.go_left
-            return np.flatnonzero(m) if self.index is None else np.compress(m, self.index)
-        if self.mask is not None:
-            return np.flatnonzero(self.mask)
-        return self.index
-
-
-class GrownTree:
-    """A grown tree with unshrunk weights, and what leaf refits need.
-
-    Attributes
-    ----------
-    tree : Tree
-        Leaf ``value`` holds the unshrunk weight :math:`w^*`.
-    leaves : dict of int to NodeRows
-        Leaf id -> the training rows that reached it, in any :class:`NodeRows` form.
-    lower, upper : ndarray
-        Monotone bounds per node.
-    """
-
-    def __init__(self, tree: Tree, leaves: dict, lower: np.ndarray, upper: np.ndarray):
-        self.tree, self.leaves, self.lower, self.upper = tree, leaves, lower, upper
-        # the leaves by form, for leaf_values: masks, index lists, and deferred sibling pairs
-        self._masks, self._lists, pairs = [], [], {}
-        for j, r in leaves.items():
-            if r.go_left is not None:
-                pairs.setdefault(id(r.go_left), [r.index, r.go_left, None, None])[2 + (not r.left)] = j
-            elif r.mask is not None:
-                self._masks.append((r.mask, j))
-            else:
-                self._lists.append((r.index, j))
-        self._pairs = []
-        for rows, go, lid, rid in pairs.values():
-            if lid is None or rid is None:              # one side only: its rows as a list
-                j = rid if lid is None else lid
-                self._lists.append((leaves[j].indices(), j))
-            else:
-                self._pairs.append((rows, go, lid, rid))
-
-    def leaf_rows(self) -> dict:
-        """Leaf id -> sorted row indices (``None``: every row); builds the lists, changes nothing."""
-        return {j: r.indices() for j, r in self.leaves.items()}
-
-    def leaf_values(self, out: np.ndarray) -> np.ndarray:
-        """``out[i]`` = value of the leaf training row ``i`` reached (every row, no sampling)."""
-        value = self.tree.value
-        # the mask leaves are disjoint and written first: out = sum of mask * value, exact
-        # (x * 1 = x, x + 0 = x) and branch-free (masked writes such as np.putmask branch on every row)
-        tmp = None
-        for i, (mask, j) in enumerate(self._masks):
-            if i == 0:
-                np.multiply(mask, value[j], out=out)
-            else:
-                tmp = np.multiply(mask, value[j], out=tmp)
-                out += tmp
-        for r, j in self._lists:
-            if r is None:
-                out[:] = value[j]
-            else:
-                out[r] = value[j]
-        for rows, go, lid, rid in self._pairs:
-            # a two-entry table indexed by the mask: branch-free, unlike np.where on a random mask
-            v = np.array([value[rid], value[lid]]).take(go.view(np.uint8))
-            if rows is None:
-                out[:] = v
-            else:
-                out[rows] = v
-        return out
-
-
-class _Node:
-    r"""A node while the tree grows.
-
-    Attributes
-    ----------
-    id, depth : int
-        Position in :attr:`TreeGrower.nodes` (the growth order) and depth (root 0).
-    rows : NodeRows or None
-        The node's training rows; ``None`` once it has split (they live in its children).
-    totals : list of float
-        ``[G, H, C]``: gradient and hessian sums and row count of the node.
-    n : int
-        Row count (``int(totals[2])``).
-    weight : float
-        The node's leaf weight :math:`-G/(H+\lambda)` (L1- and bound-adjusted, unshrunk).
-    lower, upper : float
-        Monotone bounds on the weights of this subtree.
-    can : bool
-        Whether the node may split at all (depth, ``min_child_weight``, ``min_samples_leaf``).
-    hist : ndarray or None
-        Its gradient histogram, while it may still split.
-    split : SplitInfo or None
-        The best split found, once searched; ``None`` if there is none.
-    left, right : int
-        Children's ids (-1 while a leaf).
-    """
-
-    __slots__ = ("id", "depth", "rows", "totals", "hist", "lower", "upper", "split", "left", "right",
-                 "weight", "can", "n")
-
-    def __init__(self, nid, depth, rows, totals, lower, upper):
-        self.id, self.depth, self.rows, self.totals = nid, depth, rows, totals
-        self.lower, self.upper = lower, upper
-        self.hist = None
-        self.split = None
-        self.left = self.right = -1
-        self.weight = 0.0
-        self.n = 0
-        self.can = False
-
-
-def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: bool = True,
-            cat_left=None) -> np.ndarray:
-    """Mask over ``rows`` (``None``: every row) of "bin(x_f) <= b, missing -> default".
-
-    With ``cat_left`` (a categorical split): "bin(x_f) in cat_left, missing -> default".
-    ``missing=False`` promises that no row has a missing value (skips their test).
-    """
-    if layout.identity:
-        c = layout.codes[f] if rows is None else layout.codes[f].take(rows)
-    else:
-        c = layout.feature_codes(f, rows)
-    if cat_left is not None:
-        table = np.zeros(N_CODES, dtype=bool)
-        table[cat_left] = True
-        table[MISSING_BIN] = default_left
-        return table.take(c)
-    mask = c <= b
-    if default_left and missing:
-        mask |= c == MISSING_BIN
-    return mask
-
-
-def split_rows(rows, mask):
-    """Rows where ``mask`` holds and where it does not; both stay sorted."""
-    if rows is None:
-        return np.flatnonzero(mask), np.flatnonzero(~mask)
-    return np.compress(mask, rows), np.compress(~mask, rows)
-
-
-def partition(layout: Layout, rows, split: SplitInfo):
-    """Rows going left and right at ``split``; both stay sorted."""
-    return split_rows(rows, go_left(layout, rows, split.feature, split.bin, split.default_left,
-                                    cat_left=split.cat_left))
-
-
 class TreeGrower:
     """Grows one tree on the gradients loaded in a :class:`HistogramBuilder`.
 
@@ -311,7 +110,7 @@ class TreeGrower:
 
     Attributes
     ----------
-    nodes : list of _Node
+    nodes : list of TreeNode
         Every node made so far, in the order made (parents before children).
     n_leaves : int
     """
@@ -325,7 +124,7 @@ class TreeGrower:
         self.cols = layout.columns_for(feature_mask)
         self.monotone = monotone if monotone is not None and np.any(monotone != 0) else None
         self.has_missing = has_missing
-        self.nodes: list[_Node] = []
+        self.nodes: list[TreeNode] = []
         self.n_leaves = 1
         self._pruned = False
         self._tree = None
@@ -334,14 +133,14 @@ class TreeGrower:
         self._min_h = 2 * sp.min_child_weight               # a node needs twice a child's minimum
         self._min_c = 2 * max(1, sp.min_samples_leaf)
         self._lossguide = params.grow_policy == "lossguide"
-        self._frontier: list[_Node] = []                     # depth-wise: the searched level
+        self._frontier: list[TreeNode] = []                     # depth-wise: the searched level
         self._cands = None                                   # ... and its nodes that will split
         self._heap: list = []                                # best-first: (-gain, id) of split leaves
         self._start(rows)
 
     # -- helpers ---------------------------------------------------------------
-    def _new(self, depth, totals, lower, upper, weight=None) -> _Node:
-        node = _Node(len(self.nodes), depth, None, totals, lower, upper)
+    def _new(self, depth, totals, lower, upper, weight=None) -> TreeNode:
+        node = TreeNode(len(self.nodes), depth, None, totals, lower, upper)
         G, H, C = totals
         node.weight = leaf_weight_scalar(G, H, self.sp.reg_lambda, self.sp.reg_alpha, lower, upper) \
             if weight is None else weight
@@ -350,7 +149,7 @@ class TreeGrower:
         self.nodes.append(node)
         return node
 
-    def _search(self, nodes: list[_Node]) -> None:
+    def _search(self, nodes: list[TreeNode]) -> None:
         """Best split of each node (one vectorised search for all of them)."""
         k = len(nodes)
         if k == 1:
@@ -376,7 +175,7 @@ class TreeGrower:
         for n, s in zip(nodes, splits):
             n.split = None if s is None or (pre and s.gain < gamma) else s
 
-    def _bounds(self, node: _Node, f: int, wl: float, wr: float):
+    def _bounds(self, node: TreeNode, f: int, wl: float, wr: float):
         lo, hi = node.lower, node.upper
         if self.monotone is None or self.monotone[f] == 0:
             return (lo, hi), (lo, hi)
@@ -385,7 +184,7 @@ class TreeGrower:
             return (lo, min(hi, mid)), (max(lo, mid), hi)
         return (max(lo, mid), hi), (lo, min(hi, mid))
 
-    def _split(self, node: _Node, parts=None):
+    def _split(self, node: TreeNode, parts=None):
         """Partition ``node`` (or use ``parts``, its partition done elsewhere); return its children."""
         s = node.split
         f, b, dl, L, R = s.feature, s.bin, s.default_left, s.left, s.right
@@ -446,7 +245,7 @@ class TreeGrower:
         self.n_leaves += 1
         return left, right
 
-    def _child_hists(self, parent: _Node, left: _Node, right: _Node, built=None) -> list[_Node]:
+    def _child_hists(self, parent: TreeNode, left: TreeNode, right: TreeNode, built=None) -> list[TreeNode]:
         """Histograms of the children that may split: build the smaller, subtract for the other."""
         want = [c for c in (left, right) if c.can]
         if want:
@@ -461,7 +260,7 @@ class TreeGrower:
         rows = sum(n.n for n in nodes)
         return self.hb.n_jobs > 1 and len(nodes) > 1 and rows >= PARALLEL_MIN_NODE_ROWS * len(nodes)
 
-    def _split_level(self, cands: list[_Node]) -> list[_Node]:
+    def _split_level(self, cands: list[TreeNode]) -> list[TreeNode]:
         """Split every node of a level; return the children that may split, with their histograms.
 
         For large nodes the partitions and histogram builds run on the thread pool.
@@ -518,7 +317,7 @@ class TreeGrower:
     def _room(self) -> int:
         return np.iinfo(np.int64).max if self.p.max_leaves <= 0 else self.p.max_leaves - self.n_leaves
 
-    def _level_candidates(self) -> list[_Node]:
+    def _level_candidates(self) -> list[TreeNode]:
         """The nodes of the searched level that will split (with ``max_leaves``: the best ones)."""
         cands = [n for n in self._frontier if n.split is not None]
         if self.p.max_leaves > 0:
@@ -536,7 +335,7 @@ class TreeGrower:
             self._cands = self._level_candidates()
         return bool(self._cands)
 
-    def split_next(self) -> list[_Node]:
+    def split_next(self) -> list[TreeNode]:
         """Take one step of growth and return the nodes it made.
 
         ``lossguide``: split the leaf with the largest gain into two children and
@@ -574,7 +373,7 @@ class TreeGrower:
             self.split_next()
         return self.finish()
 
-    def leaves(self) -> list[_Node]:
+    def leaves(self) -> list[TreeNode]:
         """The current leaves (nodes without children, pruned ones excluded)."""
         reach, queue = [], [0]
         while queue:

@@ -35,8 +35,6 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         Boosting rounds.
     random_state : int, default 0
         Seed of binning subsample and row/column sampling.
-    **engine parameters**
-        See the table below.
 
     Attributes
     ----------

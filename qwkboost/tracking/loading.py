@@ -37,7 +37,7 @@ def load_run(run, tracking_uri: str | None = None) -> FittedPipeline | FittedBle
     run : str or path
         A run's output directory (``outputs/<date>/<time>``, which holds ``pipeline/``),
         a ``pipeline`` directory itself, or an MLflow run id. A blend's output
-    directory or run gives its :class:`~qwkboost.blending.FittedBlend`.
+        directory or run gives its :class:`~qwkboost.blending.FittedBlend`.
     tracking_uri : str, optional
         The MLflow store of a run id; default as in the experiments
         (``$MLFLOW_TRACKING_URI``, else the project's ``mlflow.db``).
