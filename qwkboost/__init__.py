@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 __getattr__, __dir__, __all__ = attach(__name__, {
     # train and predict
-    "train": "qwkboost.engines",
+    "train": "qwkboost.engines.engine",
     "load_model": "qwkboost.engines.model",
     "Model": "qwkboost.engines.model",
     "QWKClassifier": "qwkboost.estimator",

@@ -41,10 +41,10 @@ import numpy as np
 
 from qwkboost.data.features import FeatureSchema
 from qwkboost.distributed.allreduce import for_workers, xgboost_allreduce
-from qwkboost.engines import (
+from qwkboost.engines.engine import (
     EngineObjective,
-    _check_span,
     check_engine_params,
+    check_label_span,
     label_offset,
 )
 from qwkboost.engines.model import Model
@@ -460,7 +460,7 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
         raise ValueError(f"objective {obj.name!r} needs whole-numbered ordinal labels; y has the label "
                          f"{float(vals[vals != np.round(vals)][0])!r}. For a continuous target use "
                          "objective='squared_error'")
-    _check_span(vals, "y")
+    check_label_span(vals, "y")
     # the objective's statistics from every label at once: each distinct label weighted by its count
     if takes_weight(obj.fit):
         obj.fit(vals, sample_weight=counts)
