@@ -165,15 +165,16 @@ def test_the_served_mlflow_model_answers_http_with_the_same_classes(finished_run
 
 
 def test_the_readme_snippet_on_a_finished_run(finished_run, monkeypatch):
-    """README's ```python run``` block (it needs a finished run), run as written against this one."""
+    """The getting-started page's ``load_run`` block (shown, not run by test_docs: it needs a finished run), run
+    as written against this one."""
     import re
 
     tmp, out, *_ , te, _ = finished_run
-    readme = (ROOT / "README.md").read_text()
-    (code,) = re.findall(r"```python run\n(.*?)```", readme, flags=re.S)
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    (code,) = [b for b in re.findall(r"```py\n(.*?)```", page, flags=re.S) if "load_run" in b]
     monkeypatch.chdir(tmp)
     ns = {"qb": qb, "pd": pd}
-    exec(compile(code.replace("outputs/2026-11-23/10-00-00", str(out)), "README.md", "exec"), ns)
+    exec(compile(code.replace("outputs/2026-11-23/10-00-00", str(out)), "getting-started.md", "exec"), ns)
     np.testing.assert_array_equal(ns["pipe"].predict(ns["new"]), pd.read_csv(out / "submission.csv")["AdoptionSpeed"])
 
 
