@@ -22,7 +22,7 @@ test: $(STAMP)
 
 ## the documentation site, built strictly (broken links, missing references, bad docstrings fail) into site/
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## quick end-to-end demo without Hydra or MLflow
 demo: $(STAMP)
