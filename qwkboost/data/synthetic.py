@@ -25,7 +25,7 @@ import numpy as np
 
 from qwkboost.validation import check_int, check_real, check_seed
 
-__all__ = ["entity_frames"]
+__all__ = ["entity_frames", "id_frames"]
 
 REGIONS = np.array(["north", "south", "east", "west"])
 
@@ -88,3 +88,54 @@ def entity_frames(n_entities: int = 2000, rows_per_entity: int = 3, n_test_entit
     train.insert(0, "id", np.arange(len(train)))
     test.insert(0, "id", np.arange(len(train), len(train) + len(test)))
     return train, test
+
+
+def id_frames(n_train: int = 50_000, n_test: int = 20_000, levels=(2500, 900), skew: float = 0.5,
+              effect_sd: float = 1.0, noise: float = 1.0, proportions=(0.3, 0.3, 0.25, 0.15), seed: int = 0):
+    r"""A ratings-shaped training and test table whose id-like integer columns carry the signal.
+
+    Column ``id_j`` (``j = 1, 2, ...``) holds one of ``levels[j-1]`` integer ids
+    (sparse, as real user, item or store ids are), drawn with probabilities
+    :math:`\propto e^{s Z}`, :math:`Z \sim N(0, 1)`, :math:`s` = ``skew`` (about
+    ``n_train / levels`` rows per id, a few ids much more, a tail much less).
+    Each id has an effect :math:`u \sim N(0, \sigma_u^2)`; three numeric columns
+    ``x1 .. x3`` add a little, and the label is the ordinal class of
+
+    .. math:: z = \sum_j u_{j}(\text{id}_j) + 0.3\,x_1 - 0.2\,x_2 + \varepsilon,
+              \qquad \varepsilon \sim N(0, \sigma^2),
+
+    cut at the training quantiles of ``proportions`` (labels 1..K). The test
+    table draws its rows from the same ids. Name the id columns in
+    ``data.categorical`` (they are integers, so they would be numbers otherwise).
+
+    Returns
+    -------
+    train, test : DataFrame
+        ``id``, ``id_1`` ... , ``x1``, ``x2``, ``x3``, ``label``.
+    """
+    import pandas as pd
+
+    n_train = check_int(n_train, "n_train", 2)
+    n_test = check_int(n_test, "n_test", 1)
+    levels = [check_int(v, "levels", 2) for v in levels]
+    skew = check_real(skew, "skew", 0.0)
+    effect_sd = check_real(effect_sd, "effect_sd", 0.0)
+    noise = check_real(noise, "noise", 0.0)
+    p = np.asarray(proportions, dtype=float)
+    if p.ndim != 1 or p.size < 2 or np.any(p <= 0):
+        raise ValueError(f"proportions must be two or more positive class shares; got {proportions!r}")
+    rs = np.random.RandomState(check_seed(seed))
+    n = n_train + n_test
+    cols, z = {}, np.zeros(n)
+    for j, k in enumerate(levels, start=1):
+        ids = np.sort(rs.choice(10 * k, k, replace=False)) + 10 ** (len(str(10 * k)))   # sparse integer ids
+        w = np.exp(skew * rs.randn(k))
+        pick = rs.choice(k, n, p=w / w.sum())
+        cols[f"id_{j}"] = ids[pick]
+        z += effect_sd * rs.randn(k)[pick]
+    x = rs.randn(n, 3)
+    z += 0.3 * x[:, 0] - 0.2 * x[:, 1] + noise * rs.randn(n)
+    df = pd.DataFrame({"id": np.arange(n), **cols, **{f"x{j + 1}": x[:, j].round(4) for j in range(3)}})
+    cuts = np.quantile(z[:n_train], np.cumsum(p / p.sum())[:-1])
+    df["label"] = np.searchsorted(cuts, z) + 1
+    return df.iloc[:n_train].reset_index(drop=True), df.iloc[n_train:].reset_index(drop=True)

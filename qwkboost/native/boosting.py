@@ -54,8 +54,10 @@ from qwkboost.validation import check_features
 __all__ = ["NativeBooster", "NativeFit", "train_booster", "boost", "FORMAT"]
 
 FORMAT = "qwkboost-native"
-#: 2 added n_outputs (one tree per output per round) and a vector initial score.
-FORMAT_VERSION = 2
+#: 2 added n_outputs (one tree per output per round) and a vector initial score; 3 categorical columns
+#: with more levels than ``max_bin`` (their levels beside their bins, 16-bit codes) and LightGBM's
+#: categorical split limits. Versions 1 and 2 still load.
+FORMAT_VERSION = 3
 
 
 class NativeBooster:
@@ -115,7 +117,8 @@ class NativeBooster:
         trees = self.trees if self.n_outputs == 1 else self.trees[k::self.n_outputs]
         cached = self._predictors.get(k)
         if cached is None or cached[0] != len(self.trees):
-            cached = self._predictors[k] = (len(self.trees), EnsemblePredictor(trees, self.n_features))
+            cached = self._predictors[k] = (len(self.trees), EnsemblePredictor(trees, self.n_features,
+                                                                                 n_codes=self.bin_mapper.n_codes_))
         return cached[1]
 
     @property
@@ -192,7 +195,7 @@ class NativeBooster:
         """
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ValueError("not a qwkboost native model")
-        if d.get("format_version") not in (1, FORMAT_VERSION):
+        if d.get("format_version") not in (1, 2, FORMAT_VERSION):
             raise ValueError(f"native model format version {d.get('format_version')!r} is not supported")
         missing = [k for k in ("params", "init_score", "n_features", "best_iteration", "bins", "trees") if k not in d]
         if missing:
@@ -216,7 +219,7 @@ class NativeBooster:
                 raise ValueError(f"bins are given for {bm.n_features} features; the model has {n_features}")
             if not isinstance(d["trees"], list):
                 raise ValueError("trees must be a list")
-            trees = [Tree.from_dict(t, n_features) for t in d["trees"]]
+            trees = [Tree.from_dict(t, n_features, bm.n_codes_) for t in d["trees"]]
             if len(trees) % k:
                 raise ValueError(f"{len(trees)} trees are not whole rounds of {k} outputs")
             best = d["best_iteration"]
@@ -324,7 +327,7 @@ class NativeFit(NamedTuple):
 
 def train_booster(X, y, objective, params: dict | None = None, num_boost_round: int = 100, eval_set=None,
                   early_stopping_rounds: int | None = None, callbacks=(), seed: int = 0,
-                  bin_mapper=None, categorical=()) -> NativeFit:
+                  bin_mapper=None, categorical=(), names=None) -> NativeFit:
     """Boost ``num_boost_round`` trees on a fitted ``objective``.
 
     Parameters
@@ -348,6 +351,8 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
         Seeds binning subsample, row/column sampling and GOSS.
     categorical : sequence of int, optional
         Columns holding category codes (0, 1, ...; NaN missing): split by category sets.
+    names : sequence of str, optional
+        Column names, for errors.
     bin_mapper : BinMapper, optional
         Fitted bins to use instead of fitting them on ``X`` (e.g. another library's cut points).
 
@@ -367,7 +372,7 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
     # machine their wake-ups stall every round by milliseconds: use one.
     with threadpool_limits(1, user_api="blas"):
         booster, stopped_at_best, evals_result = boost(X, y, objective, params, num_boost_round, eval_set, cbs,
-                                                      seed, bin_mapper, categorical)
+                                                      seed, bin_mapper, categorical, names=names)
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None else stopped_at_best
     num_rounds = booster.num_rounds
     best_iteration = num_rounds if best is None or not num_rounds else best + 1
@@ -376,10 +381,11 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
 
 
 def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, bin_mapper=None, categorical=(),
-          sample_weight=None):
+          sample_weight=None, names=None):
     """The boosting loop: ``(booster, stopped_at_best, evals_result)``.
 
-    ``categorical`` lists the columns of category codes (categorical splits).
+    ``categorical`` lists the columns of category codes (categorical splits); ``names`` name the
+    columns in errors.
     ``sample_weight`` (training rows) and an ``eval_set``'s third entry weigh the
     metric and the refits' loss; the objective weighs its own gradients.
 
@@ -401,7 +407,7 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         raise ValueError(f"monotone_constraints: features {bad} are categorical; categories have no order to "
                          "be monotone in")
     bm = bin_mapper if bin_mapper is not None else \
-        BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed).fit(X, categorical)
+        BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed, p["min_data_in_bin"]).fit(X, categorical, names)
     if bin_mapper is not None:
         nb = np.asarray(bm.n_bins_)
         if nb.size != F or nb.max(initial=1) > MAX_BINS:
@@ -411,13 +417,14 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
     codes = bm.transform(X)
     has_missing = bool(np.isnan(X).any())
     layout = make_layout(codes, p["enable_bundle"], p["max_conflict_rate"], seed)
-    hb = HistogramBuilder(layout.codes, p["n_jobs"])
+    hb = HistogramBuilder(layout.codes, p["n_jobs"], wide=zip(layout.wide_codes, layout.n_codes[bm.wide]))
     sampling = p["subsample"] < 1.0 or p["sampling_method"] == "goss"
     if not sampling:
         hb.cache_root_counts()
     gp = GrowerParams(
         split=SplitParams(p["reg_lambda"], p["reg_alpha"], p["gamma"], p["min_child_weight"],
-                          p["min_samples_leaf"], p["cat_smooth"]),
+                          p["min_samples_leaf"], p["cat_smooth"], p["cat_l2"], p["max_cat_threshold"],
+                          p["max_cat_to_onehot"], p["min_data_per_group"]),
         max_depth=p["max_depth"], max_leaves=p["max_leaves"], grow_policy=p["grow_policy"], prune=p["prune"])
     fb = FlatBins(bm.n_bins_, layout, bm.categorical)
     K = int(getattr(objective, "n_outputs", None) or getattr(objective, "n_outputs_", 1))   # trees per round
@@ -459,7 +466,8 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         fmask = column_mask(F, p["colsample_bytree"], rng)
         for k in range(K):
             gk, hk = (g, h) if K == 1 else (np.ascontiguousarray(g[:, k]), np.ascontiguousarray(h[:, k]))
-            hb.set_gradients(gk, hk, need_counts=p["min_samples_leaf"] > 1)
+            # (categorical splits need row counts: min_data_per_group, cat_smooth)
+            hb.set_gradients(gk, hk, need_counts=p["min_samples_leaf"] > 1 or bool(bm.categorical))
             # set_gradients checks finiteness in passes it makes anyway; a sum may also
             # overflow with finite terms, so look element-wise before refusing
             if not hb.finite and not (np.all(np.isfinite(gk)) and np.all(np.isfinite(hk))):

@@ -24,13 +24,19 @@ bins directly; its default bin is what the node's total leaves over:
 With ``max_conflict_rate = 0`` (the default) this is exact: bundled and
 unbundled training grow the same trees. With conflicts, a row that is
 non-default on two features of a bundle keeps only the last one's bin.
+
+**Wide columns.** A categorical feature with ``uint16`` codes (see
+:mod:`qwkboost.native.binning`) is never bundled: it is a column of its own,
+after the ``uint8`` ones, and its histogram spans ``ceil(n_codes / 256)``
+consecutive 256-bin slots (:attr:`Layout.vcols`), so that every histogram keeps
+the shape ``(3, slots, 256)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.native.binning import N_CODES
+from qwkboost.native.binning import N_CODES, CodeMatrix
 
 __all__ = ["Layout", "find_bundles", "make_layout"]
 
@@ -41,29 +47,51 @@ class Layout:
     The identity layout (one column per feature) is the plain case; EFB
     layouts are made by :func:`make_layout`.
 
+    Parameters
+    ----------
+    feature_codes : ndarray of uint8 or CodeMatrix, shape (n_features, n_samples)
+    bundles : list of list of int, optional
+        Features of each ``uint8`` column (default: one column per ``uint8`` feature).
+    defaults : ndarray of int, optional
+        Each feature's default bin (EFB).
+
     Attributes
     ----------
-    codes : ndarray of uint8, shape (n_columns, n_samples)
+    codes : ndarray of uint8, shape (n_columns - len(wide_codes), n_samples)
+        The ``uint8`` columns.
+    wide_codes : list of ndarray of uint16
+        The wide columns, one per wide feature, after the ``uint8`` ones.
     n_features : int
     column_of : ndarray of int, shape (n_features,)
         The column holding each feature.
     bundles : list of list of int
-        Features of each column.
+        Features of each ``uint8`` column.
+    n_codes : ndarray of int, shape (n_features,)
+        Codes per feature, the missing code (the last) included.
+    vcols : ndarray of int, shape (n_columns,)
+        256-bin slots each column's histogram spans (1 for a ``uint8`` column).
     """
 
-    def __init__(self, feature_codes: np.ndarray, bundles: list[list[int]] | None = None,
+    def __init__(self, feature_codes, bundles: list[list[int]] | None = None,
                  defaults: np.ndarray | None = None):
         F, n = feature_codes.shape
         self.n_features = F
+        wide = sorted(feature_codes.wide) if isinstance(feature_codes, CodeMatrix) else []
+        self.n_codes = feature_codes.n_codes.copy() if wide else np.full(F, N_CODES, dtype=np.int64)
         if bundles is None:
-            bundles = [[f] for f in range(F)]
+            bundles = [[f] for f in range(F) if f not in set(wide)]
         self.bundles = bundles
-        self.identity = all(len(b) == 1 for b in bundles) and [b[0] for b in bundles] == list(range(F))
+        self.identity = not wide and all(len(b) == 1 for b in bundles) and [b[0] for b in bundles] == list(range(F))
         self.column_of = np.empty(F, dtype=np.int64)
         # src_bin[f, c]: the column bin holding feature f's code c, or -1 (its default bin)
         self.src_bin = np.tile(np.arange(N_CODES, dtype=np.int64), (F, 1))
         self.default_bin = np.full(F, -1, dtype=np.int64)  # -1: not bundled, nothing to recover
         self.decode = {}
+        self.wide_codes = [feature_codes.wide[f] for f in wide]
+        self._wide_index = {f: i for i, f in enumerate(wide)}
+        self.column_of[wide] = len(bundles) + np.arange(len(wide))
+        self.vcols = np.concatenate([np.ones(len(bundles), dtype=np.int64),
+                                     -(-self.n_codes[wide] // N_CODES)]).astype(np.int64)
         if self.identity:
             self.codes = np.ascontiguousarray(feature_codes)
             self.column_of[:] = np.arange(F)
@@ -95,7 +123,11 @@ class Layout:
 
     @property
     def n_columns(self) -> int:
-        return self.codes.shape[0]
+        return self.codes.shape[0] + len(self.wide_codes)
+
+    def is_wide(self, f: int) -> bool:
+        """Whether feature ``f`` has a ``uint16`` column of its own."""
+        return f in self._wide_index
 
     def columns_for(self, feature_mask: np.ndarray | None) -> np.ndarray:
         """Columns holding at least one allowed feature."""
@@ -104,8 +136,9 @@ class Layout:
         return np.unique(self.column_of[np.asarray(feature_mask, dtype=bool)])
 
     def feature_codes(self, f: int, rows: np.ndarray | None) -> np.ndarray:
-        """Feature ``f``'s ``uint8`` codes at ``rows`` (``None``: all rows)."""
-        col = self.codes[self.column_of[f]]
+        """Feature ``f``'s codes at ``rows`` (``None``: all rows): ``uint8``, or ``uint16`` if wide."""
+        i = self._wide_index.get(f)
+        col = self.codes[self.column_of[f]] if i is None else self.wide_codes[i]
         c = col if rows is None else col.take(rows)
         dec = self.decode.get(f)
         return c if dec is None else dec.take(c)
@@ -176,18 +209,29 @@ def find_bundles(codes: np.ndarray, max_conflict_rate: float = 0.0, sample: int 
     return cols, defaults
 
 
-def make_layout(codes: np.ndarray, enable_bundle: bool = True, max_conflict_rate: float = 0.0,
+def make_layout(codes, enable_bundle: bool = True, max_conflict_rate: float = 0.0,
                 seed: int = 0) -> Layout:
-    """The identity layout, or an EFB layout if bundling merges any features."""
-    if not enable_bundle or codes.shape[0] < 2:
+    """The identity layout, or an EFB layout if bundling merges any features.
+
+    ``codes`` is a ``uint8`` array or a :class:`~qwkboost.native.binning.CodeMatrix`, whose
+    wide features get columns of their own and are never bundled.
+    """
+    if isinstance(codes, CodeMatrix):
+        narrow = [f for f in range(codes.shape[0]) if f not in codes.wide]
+        sub = codes.narrow[narrow]
+    else:
+        narrow, sub = list(range(codes.shape[0])), codes
+    if not enable_bundle or sub.shape[0] < 2:
         return Layout(codes)
     # quick exit for dense data: a feature is bundling material only if mostly at one bin
-    F, n = codes.shape
-    probe = codes[:, :: max(1, n // 2000)]
+    F, n = sub.shape
+    probe = sub[:, :: max(1, n // 2000)]
     top = np.array([np.bincount(probe[f], minlength=N_CODES).max() for f in range(F)]) / probe.shape[1]
     if (top >= 0.5).sum() < 2:
         return Layout(codes)
-    bundles, defaults = find_bundles(codes, max_conflict_rate, seed=seed)
+    bundles, defaults = find_bundles(sub, max_conflict_rate, seed=seed)
     if all(len(b) == 1 for b in bundles):
         return Layout(codes)
-    return Layout(codes, bundles, defaults)
+    full = np.zeros(codes.shape[0], dtype=np.int64)
+    full[narrow] = defaults
+    return Layout(codes, [[narrow[f] for f in b] for b in bundles], full)

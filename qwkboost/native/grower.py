@@ -299,7 +299,8 @@ class TreeGrower:
         hist = self.hb.build(rows, self.cols) if n >= 2 else None
         if hist is not None:
             # the totals from the histogram itself keep "parent - left" consistent with the bins
-            G, H = float(hist[0, 0].sum()), float(hist[1, 0].sum())
+            v = int(self.layout.vcols[self.cols[0]])          # the first column's slots
+            G, H = float(hist[0, :v].sum()), float(hist[1, :v].sum())
         else:
             G, H = self.hb.sums(rows)
         root = self._new(0, [G, H, float(n)], -np.inf, np.inf)

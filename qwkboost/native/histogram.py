@@ -43,6 +43,14 @@ histograms are added in block order. ``np.add.at`` holds the GIL, but
 with ``n_jobs`` > 1 the blocks run as ``bincount`` on a thread pool, and with
 one thread as ``np.add.at``: both add the same numbers in the same order, so
 the histograms, and the trees, never depend on ``n_jobs``.
+
+**Wide columns** (categorical features with ``uint16`` codes, see
+:mod:`qwkboost.native.bundling`) come after the ``uint8`` ones. A wide column
+with :math:`W` codes fills :math:`\lceil W/256 \rceil` consecutive 256-bin slots of
+the histogram, so every histogram keeps the shape ``(3, slots, 256)`` and is
+subtracted, stacked and gathered as before; it is counted with ``np.bincount``
+on its codes, one real pass per statistic (the same sums in the same row order
+as a scatter-add), on any path.
 """
 
 from __future__ import annotations
@@ -141,32 +149,45 @@ class HistogramBuilder:
 
     Parameters
     ----------
-    codes : ndarray of uint8, shape (n_columns, n_samples)
+    codes : ndarray of uint8, shape (n_narrow, n_samples)
         Binned columns (features, or EFB bundles), C-contiguous.
     n_jobs : int, default 1
         Threads: large nodes are counted in row blocks on a pool, and the grower
         runs the partitions and builds of levels with large nodes on it (see
         :mod:`qwkboost.native.grower`). The histograms are the same for any value.
+    wide : sequence of (ndarray of uint16, int), optional
+        Wide columns after the ``uint8`` ones: each one's codes and its number of codes.
+
+    Attributes
+    ----------
+    vcols : ndarray of int, shape (n_columns,)
+        The 256-bin slots of each column's histogram (1 for a ``uint8`` column).
     """
 
-    def __init__(self, codes: np.ndarray, n_jobs: int = 1):
+    def __init__(self, codes: np.ndarray, n_jobs: int = 1, wide=()):
         self.codes = np.ascontiguousarray(codes, dtype=np.uint8)
-        self.n_columns, self.n_samples = self.codes.shape
+        self.n_narrow, self.n_samples = self.codes.shape
+        wide = list(wide)
+        self.wide = [np.ascontiguousarray(c, dtype=np.uint16) for c, _ in wide]
+        self.n_columns = self.n_narrow + len(self.wide)
+        self.vcols = np.concatenate([np.ones(self.n_narrow, dtype=np.int64),
+                                     np.array([-(-int(w) // N_CODES) for _, w in wide], dtype=np.int64)])
+        self.vstart = np.concatenate([[0], np.cumsum(self.vcols)[:-1]]).astype(np.int64)
         self.n_jobs = resolve_n_jobs(n_jobs)
         self._root_counts: np.ndarray | None = None
         self._root_keys: dict = {}
         self._scratch = _Scratch()
         # every row's codes side by side, padded to whole 8-byte words: one gather
         # (``take`` of uint64) fetches a node's codes of all columns at once
-        width = -(-self.n_columns // 8) * 8
+        width = -(-self.n_narrow // 8) * 8
         packed = np.zeros((self.n_samples, width), dtype=np.uint8)
-        packed[:, :self.n_columns] = self.codes.T
+        packed[:, :self.n_narrow] = self.codes.T
         self.words = packed.view(np.uint64)                     # (n_samples, width / 8)
         # 16-bit keys of consecutive column pairs (a, a + 1): code_a + 256 code_{a+1},
         # which is also the uint16 at byte a of a row's packed codes
         self.pairs = []
         if self.n_samples >= PAIR_MIN_ROWS:
-            self.pairs = [(a, a + 1) for a in range(0, self.n_columns - 1, 2)]
+            self.pairs = [(a, a + 1) for a in range(0, self.n_narrow - 1, 2)]
 
     # -- per round -------------------------------------------------------------
     def set_gradients(self, g: np.ndarray, h: np.ndarray, need_counts: bool = True) -> None:
@@ -253,7 +274,7 @@ class HistogramBuilder:
                 yield kind, js, cache[js]
             return
         S = scratch
-        few = 2 * len(cols) < self.n_columns
+        few = 2 * len(cols) < self.n_narrow
         if not few:
             # all columns in one gather of the rows' packed codes
             words = self.words.take(rows, axis=0, mode="clip",
@@ -275,15 +296,27 @@ class HistogramBuilder:
                 np.copyto(key, c)
                 yield kind, js, key
 
+    def slots(self, cols) -> tuple[list, dict, int]:
+        """``(uint8 columns, slot of each column, slots in all)`` of a histogram of ``cols``.
+
+        Columns follow ``cols``' order, each taking :attr:`vcols` consecutive 256-bin slots.
+        """
+        pos, at = {}, 0
+        for c in cols:
+            pos[c] = at
+            at += int(self.vcols[c])
+        return [c for c in cols if c < self.n_narrow], pos, at
+
     def build(self, rows: np.ndarray | None, cols=None, in_pool: bool = False) -> np.ndarray:
-        """Histogram ``(3, len(cols), 256)`` of ``rows`` (``None``: every row).
+        """Histogram ``(3, slots, 256)`` of ``rows`` (``None``: every row).
 
         Parameters
         ----------
         rows : ndarray of intp or None
             Row indices of the node, sorted ascending for cache locality.
         cols : sequence of int, optional
-            Columns to build (default all); the output follows this order.
+            Columns to build (default all); the output follows this order, a wide column
+            taking several slots (:meth:`slots`; one per column without wide columns).
         in_pool : bool, default False
             Called from a thread-pool task: count with ``np.bincount``, which releases
             the GIL, and use no pool. The result is the same, bit for bit.
@@ -293,17 +326,18 @@ class HistogramBuilder:
         m = self.n_samples if rows is None else rows.size
         if m >= LARGE_NODE_ROWS:
             return self._build_blocked(rows, cols, cached, in_pool)
-        out = np.zeros((3, len(cols), N_CODES))
-        pos = {j: i for i, j in enumerate(cols)}
+        narrow, pos, n_slots = self.slots(cols)
+        out = np.zeros((3, n_slots, N_CODES))
+        self._count_wide(out, pos, rows, cols, cached)
         if in_pool:
-            for kind, js, k in self._keys(rows, cols):
+            for kind, js, k in self._keys(rows, narrow):
                 self._count_gil_free(out, pos, kind, js, k, rows, cached)
             return self._finish(out, cols, cached)
         S = self._scratch
         passes = [(st, w if (rows is None or w is None) else
                    w.take(rows, mode="clip", out=S.get(f"w{st[0]}{w.dtype.char}", rows.size, w.dtype)))
                   for st, w in self._stats(cached)]
-        for kind, js, k in self._keys(rows, cols, S):
+        for kind, js, k in self._keys(rows, narrow, S):
             for stats, w in passes:
                 if kind == "col":
                     j = pos[js[0]]
@@ -358,6 +392,37 @@ class HistogramBuilder:
         out[stats[0], a], out[stats[1], a] = ma.real, ma.imag
         out[stats[0], b], out[stats[1], b] = mb.real, mb.imag
 
+    def _count_wide(self, out, pos, rows, cols, cached: bool, slot_of=None, k: int = 1) -> None:
+        """The wide columns among ``cols`` into ``out``, one ``np.bincount`` per statistic.
+
+        With ``slot_of`` (each row's node, for :meth:`build_many`), ``out`` is ``(k, 3, slots, 256)``
+        and the key is ``node * width + code``.
+        """
+        wide = [c for c in cols if c >= self.n_narrow]
+        if not wide:
+            return
+        stats = [j for st in self._stat_groups(cached) for j in st]
+        real = {0: self.g, 1: self.h}
+        weights = {j: (real[j] if rows is None else real[j].take(rows)) for j in stats if j < 2}
+        for c in wide:
+            v = int(self.vcols[c])
+            width = v * N_CODES
+            if rows is None:
+                key = self._root_keys.get(("wide", c))
+                if key is None:
+                    key = self._root_keys[("wide", c)] = self.wide[c - self.n_narrow].astype(np.intp)
+            else:
+                key = self.wide[c - self.n_narrow].take(rows).astype(np.intp)
+                if slot_of is not None:
+                    key += slot_of * width
+            a = pos[c]
+            for j in stats:
+                part = np.bincount(key, weights.get(j), minlength=k * width)
+                if slot_of is None:
+                    out[j, a:a + v] = part.reshape(v, N_CODES)
+                else:
+                    out[:, j, a:a + v] = part.reshape(k, v, N_CODES)
+
     def _build_blocked(self, rows, cols: list, cached: bool, in_pool: bool = False) -> np.ndarray:
         """:meth:`build` of a large node: row blocks, real passes, threads if ``n_jobs`` > 1."""
         m = self.n_samples if rows is None else rows.size
@@ -366,13 +431,14 @@ class HistogramBuilder:
             weights.append((1, self.h if rows is None else self.h.take(rows)))
         if self.need_counts and not cached:
             weights.append((2, None))
+        narrow, pos, n_slots = self.slots(cols)
         kinds = []
-        left = set(cols)
+        left = set(narrow)
         for a, b in self.pairs:
             if a in left and b in left:
                 kinds.append(("pair", (a, b), self._pair_key(a, b)))
                 left -= {a, b}
-        kinds += [("col", (j,), self.codes[j]) for j in cols if j in left]
+        kinds += [("col", (j,), self.codes[j]) for j in narrow if j in left]
         nblk = max(1, -(-m // BLOCK_ROWS))
         bounds = [m * i // nblk for i in range(nblk + 1)]
         gil_free = self.n_jobs > 1 or in_pool
@@ -390,8 +456,8 @@ class HistogramBuilder:
 
         tasks = [(i, blk) for i in range(len(kinds)) for blk in range(nblk)]
         parts = list(pool(self.n_jobs).map(count, tasks)) if threaded else [count(t) for t in tasks]
-        out = np.zeros((3, len(cols), N_CODES))
-        pos = {j: i for i, j in enumerate(cols)}
+        out = np.zeros((3, n_slots, N_CODES))
+        self._count_wide(out, pos, rows, cols, cached)
         for i, (kind, js, _) in enumerate(kinds):
             for s_i, (stat, _) in enumerate(weights):
                 acc = parts[i * nblk][s_i]
@@ -413,7 +479,7 @@ class HistogramBuilder:
         return cache[(a, b)]
 
     def build_many(self, rows_list: list, cols=None) -> np.ndarray:
-        """Histograms ``(k, 3, len(cols), 256)`` of several small nodes in one pass per column.
+        """Histograms ``(k, 3, slots, 256)`` of several small nodes in one pass per column.
 
         The nodes' rows are concatenated and counted on the key ``256 * slot + code``,
         one pass per column and statistic for all ``k`` nodes (instead of one per
@@ -422,6 +488,7 @@ class HistogramBuilder:
         and :data:`MANY_MAX_ROWS` rows in total.
         """
         cols = list(range(self.n_columns)) if cols is None else [int(c) for c in cols]
+        all_cols, (cols, pos, n_slots) = cols, self.slots(cols)
         S = self._scratch
         k = len(rows_list)
         M = sum(r.size for r in rows_list)
@@ -431,7 +498,7 @@ class HistogramBuilder:
         for i, r in enumerate(rows_list):
             slot[lo:lo + r.size] = i * N_CODES
             lo += r.size
-        if 2 * len(cols) < self.n_columns:
+        if 2 * len(cols) < self.n_narrow:
             node = self.codes[cols].take(allrows, axis=1)
             column = lambda i: node[i]
         else:
@@ -453,7 +520,13 @@ class HistogramBuilder:
                     both = accumulate(S.zeros("many", nb, np.complex128), key, w)
                     acc[stats[0], i] = both.real
                     acc[stats[1], i] = both.imag
-        out = np.ascontiguousarray(acc.reshape(3, len(cols), k, N_CODES).transpose(2, 0, 1, 3))
+        narrow = acc.reshape(3, len(cols), k, N_CODES).transpose(2, 0, 1, 3)
+        if n_slots == len(cols):
+            out = np.ascontiguousarray(narrow)
+        else:
+            out = np.zeros((k, 3, n_slots, N_CODES))
+            out[:, :, [pos[c] for c in cols]] = narrow
+            self._count_wide(out, pos, allrows, all_cols, False, slot // N_CODES, k)
         if self.const_hess is not None:
             np.multiply(out[:, 2], self.const_hess, out=out[:, 1])
         return out
@@ -479,14 +552,23 @@ class HistogramBuilder:
 
     def _finish(self, out, cols, cached):
         if cached and self.need_counts:
-            out[2] = self._root_counts[cols]
+            out[2] = self._root_counts[self._slot_index(cols)]
         if self.const_hess is not None:
             np.multiply(out[2], self.const_hess, out=out[1])
         return out
 
+    def _slot_index(self, cols) -> list:
+        """The slots of ``cols`` among every column's (``cols`` itself without wide columns)."""
+        if len(self.vcols) == self.n_narrow:
+            return cols
+        return [int(self.vstart[c]) + i for c in cols for i in range(int(self.vcols[c]))]
+
     def cache_root_counts(self) -> None:
         """Remember the all-rows counts: they do not change between rounds without row sampling."""
-        out = np.zeros((self.n_columns, N_CODES))
-        for j in range(self.n_columns):
+        out = np.zeros((int(self.vcols.sum()), N_CODES))
+        for j in range(self.n_narrow):
             out[j] = np.bincount(self.codes[j], minlength=N_CODES)
+        for i, c in enumerate(self.wide):
+            a, v = int(self.vstart[self.n_narrow + i]), int(self.vcols[self.n_narrow + i])
+            out[a:a + v] = np.bincount(c, minlength=v * N_CODES).reshape(v, N_CODES)
         self._root_counts = out

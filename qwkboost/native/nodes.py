@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qwkboost.native.binning import MISSING_BIN, N_CODES
+from qwkboost.native.binning import MISSING_BIN
 from qwkboost.native.bundling import Layout
 from qwkboost.native.predictor import Tree
 from qwkboost.native.splitting import SplitInfo, SplitParams
@@ -207,7 +207,8 @@ def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: b
             cat_left=None) -> np.ndarray:
     """Mask over ``rows`` (``None``: every row) of "bin(x_f) <= b, missing -> default".
 
-    With ``cat_left`` (a categorical split): "bin(x_f) in cat_left, missing -> default".
+    With ``cat_left`` (a categorical split): "bin(x_f) in cat_left, missing -> default"
+    (the missing code is the feature's last, :attr:`Layout.n_codes`).
     ``missing=False`` promises that no row has a missing value (skips their test).
     """
     if layout.identity:
@@ -215,9 +216,9 @@ def go_left(layout: Layout, rows, f: int, b: int, default_left: bool, missing: b
     else:
         c = layout.feature_codes(f, rows)
     if cat_left is not None:
-        table = np.zeros(N_CODES, dtype=bool)
+        table = np.zeros(int(layout.n_codes[f]), dtype=bool)
         table[cat_left] = True
-        table[MISSING_BIN] = default_left
+        table[-1] = default_left
         return table.take(c)
     mask = c <= b
     if default_left and missing:

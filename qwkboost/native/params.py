@@ -83,9 +83,18 @@ PARAMS: tuple[Param, ...] = (
     Param("sampling_method", "uniform", doc="row sampling: uniform, or GOSS", **_choices("uniform", "goss")),
     Param("top_rate", 0.2, _real(0.0, 1.0), "GOSS: share of rows with the largest gradients kept"),
     Param("other_rate", 0.1, _real(0.0, 1.0, lo_open=True), "GOSS: share of the other rows sampled"),
-    Param("cat_smooth", 10.0, _real(0.0), "categorical splits: categories ordered by G / (H + cat_smooth)"),
+    Param("cat_smooth", 10.0, _real(0.0), "categorical splits: categories ordered by G / (H + cat_smooth); "
+          "a node's categories with fewer rows stay right (LightGBM's)"),
+    Param("cat_l2", 10.0, _real(0.0), "categorical splits: extra L2 penalty on the children (LightGBM's)"),
+    Param("max_cat_threshold", 32, _int(1), "categorical splits: most categories sent left (LightGBM's)"),
+    Param("max_cat_to_onehot", 4, _int(1), "categorical splits: one category against the rest for features with "
+          "at most this many categories (LightGBM's)"),
+    Param("min_data_per_group", 100, _int(1), "categorical splits: least rows per group of categories (LightGBM's)"),
     Param("monotone_constraints", None, lambda name, v: v, "+1, -1 or 0 per feature (checked against X)"),
-    Param("max_bin", MAX_BINS, _int(2, MAX_BINS), "value bins per feature"),
+    Param("max_bin", MAX_BINS, _int(2, MAX_BINS), "value bins per numeric feature; for a categorical one, "
+          "the least number of levels kept (LightGBM's)"),
+    Param("min_data_in_bin", 3, _int(1), "categorical features with more levels than max_bin: least rows of a "
+          "level with a bin of its own (LightGBM's)"),
     Param("bin_construct_sample_cnt", 200_000, _int(1), "rows the bins are fitted on"),
     Param("enable_bundle", True, _bool, "exclusive feature bundling of sparse features"),
     Param("max_conflict_rate", 0.0, _real(0.0, 1.0), "share of rows two bundled features may share"),

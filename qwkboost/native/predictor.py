@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.native.binning import MISSING_BIN, N_CODES
+from qwkboost.native.binning import MAX_WIDE_BINS, MISSING_BIN, N_CODES, n_codes_of
 
 __all__ = ["Tree", "EnsemblePredictor", "predict_tree"]
 
@@ -57,7 +57,8 @@ class Tree:
         Training rows per node.
     cat_left : list or None
         Per node, the bins (categories) that go left at a categorical split, else ``None``;
-        ``None`` for a tree without categorical splits.
+        ``None`` for a tree without categorical splits. Missing values (and levels training
+        never had) follow ``default_left`` there too.
     """
 
     FIELDS = ("feature", "bin", "threshold", "default_left", "left", "right", "value", "gain", "hess", "count")
@@ -111,15 +112,18 @@ class Tree:
     def scale(self, factor: float) -> None:
         self.value = self.value * factor
 
-    def go_left_table(self, j: int) -> np.ndarray:
-        """``table[code]``: whether a row with bin ``code`` goes left at node ``j``."""
+    def go_left_table(self, j: int, n_codes: int = N_CODES) -> np.ndarray:
+        """``table[code]``: whether a row with bin ``code`` goes left at node ``j``.
+
+        ``n_codes`` is the split feature's number of codes; its last is the missing code.
+        """
         cats = None if self.cat_left is None else self.cat_left[j]
         if cats is None:
-            table = np.arange(N_CODES) <= self.bin[j]
+            table = np.arange(n_codes) <= self.bin[j]
         else:
-            table = np.zeros(N_CODES, dtype=bool)
+            table = np.zeros(n_codes, dtype=bool)
             table[cats] = True
-        table[MISSING_BIN] = self.default_left[j]
+        table[n_codes - 1] = self.default_left[j]
         return table
 
     def to_dict(self) -> dict:
@@ -135,7 +139,7 @@ class Tree:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict, n_features: int | None = None) -> "Tree":
+    def from_dict(cls, d: dict, n_features: int | None = None, n_codes=None) -> "Tree":
         """A tree from :meth:`to_dict`, checked: a malformed tree raises instead of looping or crashing.
 
         Raises
@@ -156,11 +160,14 @@ class Tree:
             tree = cls(**{k: d[k] for k in cls.FIELDS}, cat_left=d.get("cat_left"))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"a tree has a field that is not an array of numbers ({exc})") from None
-        tree.check(n_features)
+        tree.check(n_features, n_codes)
         return tree
 
-    def check(self, n_features: int | None = None) -> None:
-        """Raise :class:`ValueError` unless the arrays form one finite binary tree rooted at node 0."""
+    def check(self, n_features: int | None = None, n_codes=None) -> None:
+        """Raise :class:`ValueError` unless the arrays form one finite binary tree rooted at node 0.
+
+        ``n_codes`` (per feature, the missing code included) bounds the bins of categorical splits.
+        """
         n = self.feature.size
         if n == 0:
             raise ValueError("a tree has no nodes")
@@ -171,7 +178,9 @@ class Tree:
         internal = self.feature >= 0
         if np.any(self.feature < -1) or (n_features is not None and np.any(self.feature >= n_features)):
             raise ValueError(f"a tree splits on a feature index outside [0, {n_features})")
-        if np.any(internal & ((self.bin < 0) | (self.bin >= MISSING_BIN))):
+        cat = np.array([c is not None for c in self.cat_left], dtype=bool) \
+            if self.cat_left is not None and len(self.cat_left) == n else np.zeros(n, dtype=bool)
+        if np.any(internal & ~cat & ((self.bin < 0) | (self.bin >= MISSING_BIN))):
             raise ValueError(f"a tree has a split bin outside [0, {MISSING_BIN})")
         idx = np.arange(n)
         children = np.concatenate([self.left[internal], self.right[internal]])
@@ -186,8 +195,11 @@ class Tree:
             if len(self.cat_left) != n:
                 raise ValueError(f"a tree's cat_left has {len(self.cat_left)} entries; the tree has {n} nodes")
             for j, c in enumerate(self.cat_left):
-                if c is not None and (not internal[j] or c.ndim != 1 or np.any(c < 0) or np.any(c >= MISSING_BIN)):
-                    raise ValueError(f"a tree's categorical split at node {j} must list bins in [0, {MISSING_BIN})")
+                if c is None:
+                    continue
+                top = MAX_WIDE_BINS if n_codes is None else int(n_codes[self.feature[j]]) - 1
+                if not internal[j] or c.ndim != 1 or np.any(c < 0) or np.any(c >= top):
+                    raise ValueError(f"a tree's categorical split at node {j} must list bins in [0, {top})")
 
     def apply(self, codes: np.ndarray) -> np.ndarray:
         """Leaf id of every row; ``codes`` has shape (n_features, n_samples)."""
@@ -216,11 +228,12 @@ def predict_tree(tree: Tree, codes: np.ndarray, leaf: bool = False) -> np.ndarra
             else:
                 out[rows] = v
             continue
-        c = codes[tree.feature[j]]
+        f = tree.feature[j]
+        c = codes[f]
         if rows is not None:
             c = c.take(rows)
         if tree.cat_left is not None and tree.cat_left[j] is not None:
-            go_left = tree.go_left_table(j).take(c)
+            go_left = tree.go_left_table(j, n_codes_of(codes, f)).take(c)
         else:
             go_left = c <= tree.bin[j]
             if tree.default_left[j]:
@@ -259,12 +272,17 @@ class EnsemblePredictor:
     n_features : int
     block : int, default 256
         Trees per table block (bounds the table memory).
+    n_codes : ndarray of int, optional
+        Codes per feature, the missing code included (default 256 each); a wide categorical
+        feature's table has a row per code.
     """
 
-    def __init__(self, trees: list[Tree], n_features: int, block: int = 256):
+    def __init__(self, trees: list[Tree], n_features: int, block: int = 256, n_codes=None):
         self.trees = trees
         self.n_features = n_features
         self.block = block
+        self.n_codes = np.full(n_features, N_CODES, dtype=np.int64) if n_codes is None else \
+            np.asarray(n_codes, dtype=np.int64)
         self._blocks: list = []
         self._built = 0
 
@@ -304,7 +322,9 @@ class EnsemblePredictor:
                 a, b = int(first[tree.left[j]]), int(last[tree.left[j]])
                 mask = ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
                 if tree.cat_left is not None and tree.cat_left[j] is not None:
-                    cat_nodes.append((t, int(tree.feature[j]), np.flatnonzero(~tree.go_left_table(j)), mask))
+                    f = int(tree.feature[j])
+                    right = np.flatnonzero(~tree.go_left_table(j, int(self.n_codes[f])))
+                    cat_nodes.append((t, f, right, mask))
                     continue
                 tt.append(t), ff.append(tree.feature[j]), bb.append(tree.bin[j])
                 dd.append(tree.default_left[j]), mm.append(mask)
@@ -320,7 +340,8 @@ class EnsemblePredictor:
         for f in feats:
             sel = ff == f
             # codes c > bin go right: AND ~mask into position bin+1, then AND-accumulate over codes
-            A = np.full((N_CODES, T), full, dtype=dt)
+            # (numeric features have 256 codes; a wide categorical's table has a row per code)
+            A = np.full((int(self.n_codes[f]), T), full, dtype=dt)
             np.bitwise_and.at(A, (bb[sel] + 1, tt[sel]), notm[sel])
             A[:MISSING_BIN] = np.bitwise_and.accumulate(A[:MISSING_BIN], axis=0)
             # the missing code goes right where default_left is False
@@ -358,9 +379,9 @@ class EnsemblePredictor:
             for s in range(0, n, chunk):
                 e = min(n, s + chunk)
                 if feats.size:
-                    acc = tables[0].take(codes[feats[0], s:e], axis=0)
+                    acc = tables[0].take(codes[feats[0]][s:e], axis=0)
                     for f, tab in zip(feats[1:], tables[1:]):
-                        np.bitwise_and(acc, tab.take(codes[f, s:e], axis=0), out=acc)
+                        np.bitwise_and(acc, tab.take(codes[f][s:e], axis=0), out=acc)
                 else:
                     acc = np.full((e - s, T), np.iinfo(dt).max, dtype=dt)
                 low = acc & (~acc + dt(1))                      # lowest set bit

@@ -35,6 +35,10 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         Boosting rounds.
     random_state : int, default 0
         Seed of binning subsample and row/column sampling.
+    categorical_features : list of int or str, or array of bool, optional
+        Columns of category codes (whole numbers >= 0, NaN missing), by position, by name
+        (with a DataFrame) or as a mask, as scikit-learn's ``HistGradientBoostingRegressor``
+        takes them: split by category sets (:mod:`qwkboost.native.categorical`).
 
     Attributes
     ----------
@@ -52,10 +56,13 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
                  min_child_weight=D["min_child_weight"], min_samples_leaf=D["min_samples_leaf"],
                  subsample=D["subsample"], colsample_bytree=D["colsample_bytree"],
                  sampling_method=D["sampling_method"], top_rate=D["top_rate"], other_rate=D["other_rate"],
-                 cat_smooth=D["cat_smooth"], monotone_constraints=D["monotone_constraints"], max_bin=D["max_bin"],
+                 cat_smooth=D["cat_smooth"], cat_l2=D["cat_l2"], max_cat_threshold=D["max_cat_threshold"],
+                 max_cat_to_onehot=D["max_cat_to_onehot"], min_data_per_group=D["min_data_per_group"],
+                 monotone_constraints=D["monotone_constraints"], max_bin=D["max_bin"],
+                 min_data_in_bin=D["min_data_in_bin"],
                  bin_construct_sample_cnt=D["bin_construct_sample_cnt"], enable_bundle=D["enable_bundle"],
                  max_conflict_rate=D["max_conflict_rate"], refit=D["refit"], refit_iter=D["refit_iter"],
-                 n_jobs=D["n_jobs"], random_state=0):
+                 n_jobs=D["n_jobs"], random_state=0, categorical_features=None):
         self.objective = objective
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -74,8 +81,13 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         self.top_rate = top_rate
         self.other_rate = other_rate
         self.cat_smooth = cat_smooth
+        self.cat_l2 = cat_l2
+        self.max_cat_threshold = max_cat_threshold
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.min_data_per_group = min_data_per_group
         self.monotone_constraints = monotone_constraints
         self.max_bin = max_bin
+        self.min_data_in_bin = min_data_in_bin
         self.bin_construct_sample_cnt = bin_construct_sample_cnt
         self.enable_bundle = enable_bundle
         self.max_conflict_rate = max_conflict_rate
@@ -83,6 +95,7 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
         self.refit_iter = refit_iter
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.categorical_features = categorical_features
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -92,9 +105,33 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
     def _engine_params(self) -> dict:
         return {p.name: getattr(self, p.name) for p in PARAMS}
 
+    def _categorical(self, n_features: int) -> list[int]:
+        """``categorical_features`` as column positions."""
+        cf = self.categorical_features
+        if cf is None:
+            return []
+        arr = np.asarray(cf)
+        if arr.dtype == bool:
+            if arr.shape != (n_features,):
+                raise ValueError(f"categorical_features as a mask must have {n_features} entries; got {arr.shape}")
+            return [int(j) for j in np.flatnonzero(arr)]
+        names = getattr(self, "feature_names_in_", None)
+        out = []
+        for c in np.atleast_1d(arr).tolist():
+            if isinstance(c, str):
+                if names is None or c not in list(names):
+                    raise ValueError(f"categorical_features: {c!r} is not a column name of X")
+                out.append(list(names).index(c))
+            elif isinstance(c, int) and 0 <= c < n_features:
+                out.append(c)
+            else:
+                raise ValueError(f"categorical_features: {c!r} is not a column position in [0, {n_features})")
+        return sorted(set(out))
+
     def fit(self, X, y, eval_set=None, early_stopping_rounds=None):
         """Fit on ``X`` (n_samples, n_features) and ``y``; return ``self``."""
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
+        categorical = self._categorical(X.shape[1])
         n_estimators = check_int(self.n_estimators, "n_estimators", 0)
         obj = get_objective(self.objective)
         if obj.ordinal and np.any(y != np.round(y)):
@@ -120,8 +157,10 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
             yv = check_1d(yv, "eval_set y")
             check_same_length(Xv, yv, "eval_set X", "eval_set y")
             eval_set = (Xv, yv)
+        names = getattr(self, "feature_names_in_", None)
         booster, _, best, evals = train_booster(X, y, obj, self._engine_params(), n_estimators,
-                                                eval_set, early_stopping_rounds, (), seed)
+                                                eval_set, early_stopping_rounds, (), seed, categorical=categorical,
+                                                names=None if names is None else list(names))
         self.booster_ = booster
         self.objective_ = obj
         self.best_iteration_ = best

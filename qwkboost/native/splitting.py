@@ -20,11 +20,8 @@ updater's way), or while growing (``prune="pre"``, as XGBoost's ``hist`` does).
 Missing values (the last bin) are tried on both sides, and the better side
 becomes the split's default direction (XGBoost's sparsity-aware split finding).
 
-Categorical features (Fisher 1958, "On grouping for maximum homogeneity"; as LightGBM and
-scikit-learn's ``HistGradientBoosting`` do): in each node the categories are
-ordered by :math:`G_c / (H_c + s)`, :math:`s` = ``cat_smooth``, and the split is
-searched over prefixes of that order like thresholds; the left child takes the
-categories of the prefix. Categories the node has no rows of go right.
+Categorical features are searched by :mod:`qwkboost.native.categorical`
+(LightGBM's category-set splits) and compete with the numeric ones by gain.
 
 Monotone constraints (as in XGBoost): a node carries bounds :math:`[l, u]` on its
 weight. Child weights are clipped into them, and the gain is evaluated at
@@ -41,128 +38,30 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from qwkboost.native.binning import MISSING_BIN, N_CODES
+from qwkboost.native.binning import MAX_BINS, MISSING_BIN, N_CODES
+from qwkboost.native.categorical import best_categorical_splits
+from qwkboost.native.gain import (
+    MIN_GAIN,
+    SplitInfo,
+    SplitParams,
+    leaf_weight,
+    leaf_weight_scalar,
+    score_given_weight,
+    similarity,
+    split_gain,
+)
 
 __all__ = ["SplitInfo", "SplitParams", "FlatBins", "similarity", "leaf_weight", "leaf_weight_scalar",
            "score_given_weight", "split_gain",
            "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "missing_present",
-           "order_categories",
            "MIN_GAIN"]
 
-# a split must improve the objective by more than this (XGBoost's kRtEps)
-MIN_GAIN = 1e-6
 # nodes x flat bins searched at once (keeps the search's temporaries in L2 cache)
 SEARCH_CHUNK_ELEMENTS = 12_000
 SEARCH_CHUNK_ELEMENTS_EXACT_H = 24_000
-
-
-@dataclass(slots=True)
-class SplitInfo:
-    """The best split of a node: what the grower keeps on the node and splits by.
-
-    Attributes
-    ----------
-    gain : float
-        XGBoost's gain of the split (:func:`split_gain`), before ``gamma``.
-    feature : int
-        The feature split on (a column of ``X``).
-    bin : int
-        Rows with ``bin(x) <= bin`` go left.
-    default_left : bool
-        Where rows with a missing value go.
-    left, right : list of float
-        The children's ``[G, H, C]``: gradient and hessian sums and row count.
-    cat_left : ndarray of int or None
-        For a split on a categorical feature: the bins (categories) that go left, sorted;
-        ``bin`` is then the last left position in the node's category order.
-    exact_counts : bool
-        Whether ``C`` holds the children's exact row counts. The search counts rows
-        only when it needs them (``min_samples_leaf`` > 1, or a constant hessian);
-        otherwise ``C`` is 0 and the grower fills it in when it partitions the rows.
-    """
-
-    gain: float
-    feature: int
-    bin: int
-    default_left: bool
-    left: list
-    right: list
-    exact_counts: bool = False
-    cat_left: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class SplitParams:
-    """Regularisation and child-size limits of the split search."""
-
-    reg_lambda: float = 1.0
-    reg_alpha: float = 0.0
-    gamma: float = 0.0
-    min_child_weight: float = 1.0
-    min_samples_leaf: int = 1
-    cat_smooth: float = 10.0
-
-
-def _soft(G, alpha):
-    if alpha == 0.0:
-        return G
-    return np.sign(G) * np.maximum(np.abs(G) - alpha, 0.0)
-
-
-def similarity(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0, out=None):
-    r"""Similarity score :math:`T_\alpha(G)^2 / (H + \lambda)` (Chen and Guestrin 2016, eq. 6).
-
-    ``out`` receives the result (an array of the broadcast shape), as in NumPy's ufuncs.
-    """
-    t = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
-    out = np.multiply(t, t, out=out)
-    out /= np.add(H, reg_lambda)
-    return out
-
-
-def leaf_weight(G, H, reg_lambda: float = 1.0, reg_alpha: float = 0.0, lower=-np.inf, upper=np.inf):
-    r"""Optimal leaf weight :math:`w^* = -T_\alpha(G)/(H + \lambda)` (Chen and Guestrin 2016, eq. 5),
-    clipped to ``[lower, upper]``; 0 where :math:`H + \lambda \le 0` (no curvature to step on)."""
-    G = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
-    d = np.add(H, reg_lambda, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        w = np.where(d > 0, -G / d, 0.0)
-    return np.clip(w, lower, upper)
-
-
-def leaf_weight_scalar(G: float, H: float, reg_lambda: float, reg_alpha: float, lower: float,
-                       upper: float) -> float:
-    """:func:`leaf_weight` of one node in plain Python floats (the grower calls it per node, where a
-    NumPy call would cost more than the arithmetic); the same IEEE operations, the same value."""
-    if reg_alpha:
-        G = math.copysign(max(abs(G) - reg_alpha, 0.0), G)
-    w = -G / (H + reg_lambda) if H + reg_lambda > 0 else 0.0
-    return min(max(w, lower), upper)
-
-
-def score_given_weight(G, H, w, reg_lambda: float = 1.0, reg_alpha: float = 0.0):
-    r""":math:`-(2\,T_\alpha(G)\,w + (H+\lambda)\,w^2)`, the similarity of a node forced to weight ``w``."""
-    t = _soft(np.asarray(G, dtype=np.float64), reg_alpha)
-    return -(2.0 * t * w + (H + reg_lambda) * w * w)
-
-
-def split_gain(GL, HL, GR, HR, reg_lambda: float = 1.0, reg_alpha: float = 0.0, G=None, H=None):
-    r"""Gain of splits: similarity(L) + similarity(R) - similarity(parent) (Chen and Guestrin 2016, eq. 7).
-
-    The parent's sums ``G``, ``H`` default to ``GL + GR`` and ``HL + HR``. Every search
-    path computes its gains with this function, or is tested to equal it bit for bit
-    (the counts-based :func:`best_splits_exact_h`).
-    """
-    G = np.add(GL, GR) if G is None else G
-    H = np.add(HL, HR) if H is None else H
-    gain = similarity(GL, HL, reg_lambda, reg_alpha)
-    gain += similarity(GR, HR, reg_lambda, reg_alpha)
-    gain -= similarity(G, H, reg_lambda, reg_alpha)
-    return gain
 
 
 class FlatBins:
@@ -201,14 +100,19 @@ class FlatBins:
         self.miss_pos = self.start + n_bins                      # (F,) missing slot of each feature
         self.is_miss = np.zeros(self.size, dtype=bool)
         self.is_miss[self.miss_pos] = True
-        code = np.where(self.is_miss, MISSING_BIN, self.bin_of)
+        # a feature's missing code: 255, or the code after its value bins for a wide one
+        wide = (n_bins > MAX_BINS)[self.feat_of]
+        code = np.where(self.is_miss & ~wide, MISSING_BIN, self.bin_of)
         if layout is None:
             self.col_of = self.feat_of
             self.src = code
             self.recover = np.zeros(self.size, dtype=bool)
+            self.vcols = np.where(n_bins > MAX_BINS, -(-(n_bins + 1) // N_CODES), 1)
         else:
             self.col_of = layout.column_of[self.feat_of]
-            self.src = layout.src_bin[self.feat_of, code]       # -1: not in the bundle's column
+            self.vcols = layout.vcols
+            # -1: not in the bundle's column; a wide feature's codes are its column's
+            self.src = np.where(wide, code, layout.src_bin[self.feat_of, np.minimum(code, MISSING_BIN)])
             # a bundled feature's default bin is recovered from the node total; its other
             # absent codes (values never seen in training) stay empty
             self.recover = (self.src < 0) & (code == layout.default_bin[self.feat_of])
@@ -218,17 +122,29 @@ class FlatBins:
         inner = (self.bin_of < n_bins[self.feat_of] - 1)
         self.valid = np.stack([inner | (last & ~self.is_miss), inner], axis=0)   # (2, T)
         self._pos_cache: dict = {}
+        self._numeric = None
+
+    def numeric_part(self):
+        """``(FlatBins of the numeric features, their positions here, their feature indices)``, kept."""
+        if self._numeric is None:
+            feats = np.array([f for f in range(self.n_bins.size) if f not in set(self.categorical)], dtype=np.int64)
+            pos = np.concatenate([np.arange(self.start[f], self.start[f] + self.n_bins[f] + 1) for f in feats]) \
+                if feats.size else np.zeros(0, dtype=np.int64)
+            self._numeric = (FlatBins(self.n_bins[feats]), pos, feats)
+        return self._numeric
 
     def gather(self, hist: np.ndarray, cols, totals: np.ndarray):
-        """Flat histograms ``(k, 3, T)`` from column histograms ``(k, 3, len(cols), 256)``.
+        """Flat histograms ``(k, 3, T)`` from column histograms ``(k, 3, slots, 256)`` of ``cols``.
 
         Returns the flat array and a mask ``(T,)`` of positions whose column was built.
         """
         key = tuple(int(c) for c in cols)
         cached = self._pos_cache.get(key)
         if cached is None:
+            # each built column's first 256-bin slot (a wide column spans several)
+            ca = np.asarray(cols, dtype=np.int64)
             pos = np.full(int(self.col_of.max()) + 1 if self.col_of.size else 1, -1, dtype=np.int64)
-            pos[np.asarray(cols, dtype=np.int64)] = np.arange(len(cols))
+            pos[ca] = np.concatenate([[0], np.cumsum(self.vcols[ca])[:-1]]) if ca.size else ca
             fpos = pos[self.col_of]
             built = fpos >= 0
             take = np.where(built & (self.src >= 0), fpos * N_CODES + np.maximum(self.src, 0), -1)
@@ -482,6 +398,10 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
                      hess_scale=None) -> list:
     """Best split of each node: the one entry point of the split search.
 
+    Numeric features are searched here, categorical ones by
+    :func:`qwkboost.native.categorical.best_categorical_splits` (which needs row counts in ``flat``);
+    a categorical split wins only with a larger gain.
+
     Parameters
     ----------
     flat, totals, params, fb, lower, upper, monotone, hess_scale
@@ -502,11 +422,30 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
         With a constant power-of-two hessian (``hess_scale``) and no missing values,
         the counts-based :func:`best_splits_exact_h` serves the search.
     """
+    if not fb.categorical:
+        return _best_numeric_splits(flat, totals, params, fb, feature_mask, lower, upper, monotone, missing,
+                                    hess_scale)
+    # numeric features on their own flat bins, then the categorical ones; the larger gain wins
+    fbn, pos, feats = fb.numeric_part()
+    out = [None] * flat.shape[0]
+    if feats.size:
+        sub = lambda a: None if a is None else np.asarray(a)[feats]
+        out = _best_numeric_splits(flat.take(pos, axis=2), totals, params, fbn, sub(feature_mask), lower, upper,
+                                   sub(monotone), missing, hess_scale)
+        for sp in out:
+            if sp is not None:
+                sp.feature = int(feats[sp.feature])
+    for n, c in enumerate(best_categorical_splits(flat, totals, params, fb, feature_mask, lower, upper)):
+        if c is not None and (out[n] is None or c.gain > out[n].gain):
+            out[n] = c
+    return out
+
+
+def _best_numeric_splits(flat, totals, params: SplitParams, fb: FlatBins, feature_mask, lower, upper, monotone,
+                         missing: bool, hess_scale) -> list:
+    """:func:`find_best_splits` on features that are all numeric."""
     present = missing_present(flat, fb) if missing else None
     missing = bool(present.any()) if missing else False
-    perms = None
-    if fb.categorical and (feature_mask is None or np.asarray(feature_mask)[fb.categorical].any()):
-        flat, perms = order_categories(flat, fb, params.cat_smooth)
     exact_h = exact_h_applies(params, fb, hess_scale, missing, monotone, lower)
     chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h else SEARCH_CHUNK_ELEMENTS) // fb.size)
     out = []
@@ -522,32 +461,7 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
                                        None if upper is None else upper[i:j], monotone, missing, hess_scale,
                                        None if present is None else present[i:j])
         out.extend(res)
-    if perms:
-        for i, sp in enumerate(out):
-            if sp is not None and sp.feature in perms:
-                sp.cat_left = np.sort(perms[sp.feature][i, : sp.bin + 1])
     return out
-
-
-def order_categories(flat: np.ndarray, fb: FlatBins, cat_smooth: float):
-    r"""Each node's categories of each categorical feature, sorted by :math:`G/(H + s)`.
-
-    Returns a copy of ``flat`` whose categorical segments are permuted into that
-    order (empty categories last, so that they go right), and per feature the
-    permutation ``(k, n_bins)``: position ``p`` of node ``i`` holds bin ``perm[i, p]``.
-    """
-    flat = flat.copy()
-    perms = {}
-    for f in fb.categorical:
-        a, nb = int(fb.start[f]), int(fb.n_bins[f])
-        seg = flat[:, :, a:a + nb]
-        G, H, C = seg[:, 0], seg[:, 1], seg[:, 2]
-        key = G / (H + cat_smooth)
-        key[(G == 0) & (H == 0) & (C == 0)] = np.inf
-        perm = np.argsort(key, axis=1, kind="stable")
-        flat[:, :, a:a + nb] = np.take_along_axis(seg, perm[:, None, :], axis=2)
-        perms[f] = perm
-    return flat, perms
 
 
 def _best_splits_general(flat, totals, params: SplitParams, fb: FlatBins, feature_mask, lower, upper, monotone,

@@ -86,13 +86,18 @@ def test_native_categorical_prediction_paths_agree(shuffled_effects):
         qb.train(X, y, "native", "squared_error", {"monotone_constraints": [1, 1]}, num_boost_round=2)
 
 
-def test_native_more_categories_than_bins_share_the_last_bin():
+def test_native_max_bin_is_a_floor_for_categories():
+    """More codes than max_bin: the levels covering 99 % of the rows keep bins of their own (LightGBM's rule,
+    checked against its loop in tests/native/test_wide_categorical.py), the rarest share one."""
     from qwkboost.native.binning import BinMapper
 
-    rs = np.random.RandomState(1)
-    codes = rs.randint(0, 300, size=5000).astype(float)
-    codes[:2000] = 7                                         # the most frequent keeps its own bin
+    codes = np.concatenate([np.repeat(np.arange(300.0), 20), np.full(2000, 7.0), 1000 + np.arange(10.0)])
     bm = BinMapper(max_bin=16).fit(codes[:, None], categorical=[0])
-    assert bm.n_bins_[0] == 16
-    out = bm.transform(np.array([[7.0], [np.nan], [999.0]]))[0]
-    assert out[0] < 15 and out[1] == 255 and out[2] == 255   # unseen code -> the missing bin
+    levels, bins = bm.cat_levels_[0], bm.cat_bins_[0]
+    n = int(bm.n_bins_[0])
+    assert n > 255 and bm.wide == [0]                        # more than a byte holds: 16-bit codes
+    own = bins < n - 1
+    assert np.isin(codes, levels[own]).mean() >= 0.99        # the levels with bins of their own cover 99 %
+    assert np.all(bins[levels >= 1000] == n - 1)             # codes of one row share the rare bin
+    out = bm.transform(np.array([[7.0], [np.nan], [999.0], [1003.0]]))[0]
+    assert out[0] < n - 1 and out[1] == n and out[2] == n and out[3] == n - 1   # unseen -> missing; rare -> shared
