@@ -1,7 +1,9 @@
 """Native engine speed against LightGBM and XGBoost hist, measured in the same run.
 
-    python benchmarks/native_speed.py                    # 80k and 1M rows, prediction, memory
+    python benchmarks/native_speed.py                    # 80k and 1M rows, id columns, prediction, memory
     python benchmarks/native_speed.py --rows 80000 --repeats 5 --skip-memory
+    git worktree add ../before <commit>                  # then: this code against that one, A/B
+    python benchmarks/native_speed.py --compare-to ../before --rows 80000 --repeats 9 --skip-predict --skip-memory
 
 Training: the DSB2019 article's quartile data, one fold of a 5-fold split (80,000 x 5
 from 100,000 rows; 1,000,000 x 5 from 1,250,000), depth 5, 255 bins,
@@ -14,6 +16,16 @@ the fastest median kept: the machine may be shared, and OpenMP libraries
 suffer most from that. Every run is a fresh process (engines interleaved),
 so that no engine inherits another's heap or threads; ``--same-process``
 times them all in one.
+
+Id columns: ``qwkboost.data.synthetic.id_frames`` (50,000 rows; two integer id
+columns of 2,500 and 900 levels, about 20 and 55 rows per level, named
+categorical; three numeric columns), native and LightGBM through ``qwkboost.train``,
+the same shape and rounds as above.
+
+A/B (``--compare-to DIR``, a checkout of another qwkboost commit): the native
+engine of this code and of ``DIR`` on the numeric 80k fold, in fresh processes,
+alternating; reported are both medians and the median of the paired ratios
+(this code / ``DIR``'s) with its range.
 
 Prediction: 200 trees of depth 5 trained on the 80k fold, predicting 20,000
 rows, median of 7 calls after one warm-up.
@@ -63,6 +75,15 @@ def fold(rows: int, seed: int = 0):
     return ds.X_train[idx], ds.y_train[idx], ds.X_test, ds.y_test
 
 
+def id_columns(rows: int = 50_000):
+    """The id-column data (module docstring) as floats, and its categorical columns."""
+    from qwkboost.data.synthetic import id_frames
+
+    train, _ = id_frames(n_train=rows, n_test=10)
+    X = train.drop(columns=["id", "label"])
+    return X, train["label"].to_numpy(dtype=np.float64), ["id_1", "id_2"]
+
+
 def per_round_ms(fn, rounds: int) -> float:
     stamps: list[float] = []
     fn(rounds, lambda *a, **k: stamps.append(time.perf_counter()))
@@ -70,10 +91,10 @@ def per_round_ms(fn, rounds: int) -> float:
     return float(np.median(gaps) * 1e3)
 
 
-def qb_runner(engine, X, y):
+def qb_runner(engine, X, y, categorical=None):
     def run(rounds, cb):
         qb.train(X, y, engine=engine, objective="squared_error", params=PARAMS[engine],
-                 num_boost_round=rounds, callbacks=[lambda r, e: cb()])
+                 num_boost_round=rounds, callbacks=[lambda r, e: cb()], categorical=categorical)
     return run
 
 
@@ -104,11 +125,53 @@ RUNNERS = {"native": lambda X, y: qb_runner("native", X, y), "lightgbm": lambda 
            "xgboost (built-in objective)": xgb_builtin}
 
 
-def time_child(engine: str, rows: int, rounds: int) -> None:
+def time_child(engine: str, rows: int, rounds: int, data: str = "quartiles") -> None:
     """One timing run in a fresh process (``--isolate``): prints its ms per round."""
-    X, y, _, _ = fold(rows)
     with threadpool_limits(1, user_api="blas"):
-        print(json.dumps({"ms": per_round_ms(RUNNERS[engine](X, y), rounds)}))
+        if data == "ids":
+            X, y, cat = id_columns(rows)
+            ms = per_round_ms(qb_runner(engine, X, y, cat), rounds)
+        else:
+            X, y, _, _ = fold(rows)
+            ms = per_round_ms(RUNNERS[engine](X, y), rounds)
+        print(json.dumps({"ms": ms}))
+
+
+def child_ms(engine: str, rows: int, rounds: int, data: str = "quartiles", code: str | None = None) -> float:
+    """:func:`time_child` in a fresh process, on this code or on the checkout ``code``."""
+    env = dict(os.environ)
+    script = __file__
+    if code is not None:
+        env["PYTHONPATH"] = os.path.abspath(code)
+        script = os.path.join(os.path.abspath(code), "benchmarks", os.path.basename(__file__))
+        if not os.path.exists(script):      # an older checkout without this script: time it with this one
+            script = __file__
+    r = subprocess.run([sys.executable, script, "--time-child", engine, "--rows", str(rows), "--rounds", str(rounds),
+                        *(["--data", data] if data != "quartiles" else [])],
+                       capture_output=True, text=True, check=True, env=env)
+    return json.loads(r.stdout.strip().splitlines()[-1])["ms"]
+
+
+def compare(code: str, rows: int, rounds: int, repeats: int) -> dict:
+    """The native engine of this code against ``code``'s, alternating fresh processes (module docstring)."""
+    ours, theirs = [], []
+    for i in range(repeats):
+        pair = [("ours", None), ("theirs", code)]
+        for who, where in (pair if i % 2 == 0 else pair[::-1]):      # alternate which goes first
+            (ours if who == "ours" else theirs).append(child_ms("native", rows, rounds, code=where))
+    ratio = np.array(ours) / np.array(theirs)
+    return {"ours_ms": ours, "theirs_ms": theirs, "ours_median": float(np.median(ours)),
+            "theirs_median": float(np.median(theirs)), "paired_ratio_median": float(np.median(ratio)),
+            "paired_ratio_min": float(ratio.min()), "paired_ratio_max": float(ratio.max())}
+
+
+def id_training(rows: int, rounds: int, repeats: int) -> dict:
+    """ms per round of the native engine and LightGBM on the id columns, interleaved fresh processes."""
+    times = {"native": [], "lightgbm": []}
+    for _ in range(repeats):
+        for k in times:
+            times[k].append(child_ms(k, rows, rounds, data="ids"))
+    return {k: {"best_ms": min(v), "median_ms": float(np.median(v)), "all_ms": v} for k, v in times.items()}
 
 
 def training(rows: int, rounds: int, repeats: int, isolate: bool = True) -> dict:
@@ -126,9 +189,7 @@ def training(rows: int, rounds: int, repeats: int, isolate: bool = True) -> dict
     for _ in range(repeats):
         for k in RUNNERS:
             if isolate:
-                r = subprocess.run([sys.executable, __file__, "--time-child", k, "--rows", str(rows),
-                                    "--rounds", str(rounds)], capture_output=True, text=True, check=True)
-                times[k].append(json.loads(r.stdout.strip().splitlines()[-1])["ms"])
+                times[k].append(child_ms(k, rows, rounds))
             else:
                 times[k].append(per_round_ms(runners[k], rounds))
     return {k: {"best_ms": min(v), "median_ms": float(np.median(v)), "all_ms": v} for k, v in times.items()}
@@ -198,6 +259,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--skip-predict", action="store_true")
+    ap.add_argument("--skip-ids", action="store_true", help="skip the id-column row")
+    ap.add_argument("--compare-to", metavar="DIR",
+                    help="a checkout of another qwkboost commit: time its native engine against this one's, A/B")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--same-process", action="store_true",
                     help="time every engine in this process (default: a fresh process per run)")
@@ -209,9 +273,20 @@ def main() -> None:
         memory_child(args.memory_child, args.data, args.rounds or 30)
         return
     if args.time_child:
-        time_child(args.time_child, args.rows[0], args.rounds)
+        time_child(args.time_child, args.rows[0], args.rounds, args.data or "quartiles")
         return
     res = {"machine": machine(), "training": {}, "memory": {}}
+    if args.compare_to:
+        for rows in args.rows:
+            rounds = args.rounds or (100 if rows <= 200_000 else 30)
+            c = compare(args.compare_to, rows, rounds, args.repeats)
+            res.setdefault("compare", {})[rows] = c
+            print(f"\n## A/B, native, {rows:,} x 5, {rounds} rounds, {args.repeats} alternating pairs: this code "
+                  f"{c['ours_median']:.2f} ms/round, {args.compare_to} {c['theirs_median']:.2f} (medians); "
+                  f"paired ratio {c['paired_ratio_median']:.3f} [{c['paired_ratio_min']:.3f}, "
+                  f"{c['paired_ratio_max']:.3f}]")
+        args.skip_ids = True
+        args.rows = []
     with threadpool_limits(1, user_api="blas"):
         for rows in args.rows:
             rounds = args.rounds or (100 if rows <= 200_000 else 30)
@@ -224,7 +299,17 @@ def main() -> None:
             print("|---|---:|---:|---:|")
             for k, v in t.items():
                 print(f"| {k} | {v['best_ms']:.2f} | {v['median_ms']:.2f} | {nat / v['best_ms']:.2f} |")
-        if not args.skip_predict:
+        if not args.skip_ids:
+            t = id_training(50_000, args.rounds or 100, args.repeats)
+            res["id_columns"] = t
+            print(f"\n## training, id columns: 50,000 rows, ids of 2,500 and 900 levels (categorical) and 3 "
+                  f"numeric columns, depth 5, squared error (best of {args.repeats}, a fresh process per run)")
+            print("| engine | ms/round (best) | ms/round (median) | native / engine |")
+            print("|---|---:|---:|---:|")
+            for k, v in t.items():
+                print(f"| {k} | {v['best_ms']:.2f} | {v['median_ms']:.2f} | "
+                      f"{t['native']['best_ms'] / v['best_ms']:.2f} |")
+        if not args.skip_predict and not args.compare_to:
             p = prediction()
             res["prediction"] = p
             print("\n## prediction, 20,000 rows x 200 trees (depth 5), ms")
@@ -233,7 +318,7 @@ def main() -> None:
             print(f"native Model.predict / xgboost Model.predict = "
                   f"{p['native Model.predict'] / p['xgboost Model.predict']:.2f}; "
                   f"/ xgboost inplace_predict = {p['native Model.predict'] / p['xgboost booster.inplace_predict']:.2f}")
-    if not args.skip_memory:
+    if not args.skip_memory and not args.compare_to:
         for rows in args.rows:
             m = memory(rows, 30)
             res["memory"][rows] = m

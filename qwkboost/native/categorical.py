@@ -67,11 +67,12 @@ def _many_vs_many(seg: np.ndarray, totals: np.ndarray, p: SplitParams):
     if S == 0:
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
-        key = np.where(used, G / (H + p.cat_smooth), np.inf)
-    asc = np.argsort(key, axis=1, kind="stable")               # the used categories first, ascending
+        key = G / (H + p.cat_smooth)
+    # the S first used categories of the ascending order (ties by bin), and of the descending one (ties by
+    # bin, reversed: LightGBM reads its ascending order from the far end)
+    order = np.stack([_first(np.where(used, key, np.inf), S, False), _first(np.where(used, -key, np.inf), S, True)],
+                     axis=1)
     steps = np.arange(S)
-    back = np.clip(n_used[:, None] - 1 - steps, 0, m - 1)        # the same order read from its other end
-    order = np.stack([asc[:, :S], np.take_along_axis(asc, back, axis=1)], axis=1)
     stepped = np.take_along_axis(seg[:, :, None, :], order[:, None], axis=3)       # (k, 3, 2, S)
     sums = np.cumsum(stepped, axis=3)
     CL, HL = sums[:, 2], sums[:, 1]
@@ -82,14 +83,28 @@ def _many_vs_many(seg: np.ndarray, totals: np.ndarray, p: SplitParams):
     ok &= (CL >= p.min_samples_leaf) & (HL >= p.min_child_weight) & (CR >= p.min_samples_leaf)
     ok &= HR >= p.min_child_weight
     # score a candidate once the categories added since the last scored one hold min_data_per_group rows
-    group = np.zeros((k, 2))
-    scored = np.zeros_like(ok)
-    for i in range(S):
-        group += stepped[:, 2, :, i]
-        e = ok[:, :, i] & (group >= p.min_data_per_group)
-        scored[:, :, i] = e
-        group[e] = 0.0
-    return sums, scored, order
+    # (a running count that restarts at each scored candidate: plain Python floats, k x 2 x S <= 32 steps)
+    counts, okl, mdpg = stepped[:, 2].tolist(), ok.tolist(), p.min_data_per_group
+    scored = []
+    for node_c, node_ok in zip(counts, okl):
+        for c, o in zip(node_c, node_ok):
+            group, row = 0.0, [False] * S
+            for i in range(S):
+                group += c[i]
+                if o[i] and group >= mdpg:
+                    row[i] = True
+                    group = 0.0
+            scored.append(row)
+    return sums, np.array(scored, dtype=bool).reshape(k, 2, S), order
+
+
+def _first(key: np.ndarray, S: int, reverse_ties: bool) -> np.ndarray:
+    """Per row the indices of the ``S`` smallest keys in order, ties by index (descending if ``reverse_ties``)."""
+    m = key.shape[1]
+    part = np.argpartition(key, S - 1, axis=1)[:, :S] if S < m else np.broadcast_to(np.arange(m), key.shape)
+    k_part = np.take_along_axis(key, part, axis=1)
+    tie = -part if reverse_ties else part
+    return np.take_along_axis(part, np.lexsort((tie, k_part), axis=1), axis=1)
 
 
 def best_categorical_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb, feature_mask=None,

@@ -311,3 +311,13 @@ def test_bad_categorical_parameters_are_refused(name, value):
     with pytest.raises(ValueError, match=name):
         qb.train(X, np.arange(100.0) % 4, engine="native", objective="squared_error", params={name: value},
                  num_boost_round=2, categorical=[1])
+
+
+def test_the_qwk_classifier_takes_wide_categoricals(ids):
+    X, y, Xt, yt = ids
+    fit = lambda cat: qb.QWKClassifier(engine="native", params={"learning_rate": 0.3, "max_depth": 4},
+                                       num_boost_round=60, early_stopping_rounds=10, n_splits=3,
+                                       categorical=cat).fit(X, y)
+    clf = fit(["id_1", "id_2"])
+    assert clf.score(Xt, yt) > fit(None).score(Xt, yt) + 0.05
+    assert all(m.booster.bin_mapper.wide == [0, 1] for m in clf.pipeline_.models)
