@@ -12,6 +12,15 @@ gives the diagonal itself). Boosting starts from the log class priors
 :math:`F_{0,k} = \log \pi_k`. The decoded ordinal score is the expected class
 :math:`\sum_k p_k c_k` on the labels' own scale, cut into classes by the
 out-of-fold cut points like every other objective's score.
+
+**Work per round.** The metric on the training rows after round :math:`m` is
+the log-loss at the scores round :math:`m+1`'s gradients start from; the
+exponentials it computes, :math:`e^{F_k - \max_j F_j - 1}` and their row sums, are
+kept (:class:`qwkboost.objectives.rows.Memo`), so the gradients take one
+division and a few arithmetic passes instead of a second softmax. The log-loss
+sums :math:`\log \sum_j e^{F_j - \max F - 1}` as logarithms of products
+(:func:`qwkboost.objectives.rows.sum_log`). Arrays keep the memory order of the
+engine's scores (LightGBM's are column-major), so nothing is copied to change it.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from qwkboost.objectives.base import Objective
+from qwkboost.objectives.rows import Memo, class_rows, sum_log
 
 __all__ = ["Multiclass", "MAX_CLASSES", "class_indices", "class_scale", "softmax"]
 
@@ -48,11 +58,63 @@ def softmax(score: np.ndarray) -> np.ndarray:
     return e
 
 
+class Exps:
+    r"""The pieces of a softmax at one score matrix: shifts :math:`m` (each row's maximum plus one),
+    :math:`e = e^{F - m}` and its row sums :math:`s`. :meth:`proba` divides :math:`e` by :math:`s` in place,
+    once, into the probabilities; ``moments`` may hold what an objective derived from them.
+
+    The shift is one more than the maximum (:func:`softmax` subtracts the maximum itself; the probabilities
+    agree to rounding) so that no argument of the exponential is exactly zero: every row's maximum would
+    give one, and glibc's ``exp`` takes a slower branch on zero, mispredicted among other arguments (measured:
+    2.2 against 1.6 ms for 80,000 x 4 values)."""
+
+    __slots__ = ("m", "e", "s", "normalised", "moments")
+
+    def __init__(self, score: np.ndarray):
+        self.m = _row_max(score)
+        self.m += 1.0
+        e = np.subtract(score, self.m[:, None], out=np.empty_like(score))   # the scores' memory order
+        self.e = np.exp(e, out=e)
+        self.s = _row_sum(self.e)
+        self.normalised = False
+        self.moments = None
+
+    def proba(self) -> np.ndarray:
+        if not self.normalised:
+            self.e /= self.s[:, None]
+            self.normalised = True
+        return self.e
+
+
+def _flat(a: np.ndarray, lay) -> tuple[np.ndarray, np.ndarray] | None:
+    """The flat memory of a C- or F-ordered ``(n, K)`` array and the positions of every row's true class in it."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1), lay.true_class_at(a.shape, "C")
+    if a.flags.f_contiguous:
+        return a.T.reshape(-1), lay.true_class_at(a.shape, "F")
+    return None
+
+
+def true_class_scores(score: np.ndarray, lay) -> np.ndarray:
+    """``score[i, idx[i]]`` of every row (``lay`` a :class:`~qwkboost.objectives.rows.ClassRows`)."""
+    flat = _flat(score, lay)
+    return score[np.arange(score.shape[0]), lay.idx] if flat is None else np.take(*flat)
+
+
 def log_softmax_at(score: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``log softmax(score)[i, idx[i]]`` of every row."""
     m = _row_max(score)
     lse = np.log(_row_sum(np.exp(score - m[:, None])))
     return score[np.arange(idx.size), idx] - m - lse
+
+
+def _add_at_true_class(a: np.ndarray, lay, value: float) -> None:
+    """``a[i, idx[i]] += value`` of every row, in place."""
+    flat = _flat(a, lay)
+    if flat is None:
+        a[np.arange(a.shape[0]), lay.idx] += value
+    else:
+        flat[0][flat[1]] += value
 
 
 def class_scale(y: np.ndarray, name: str) -> tuple[float, int]:
@@ -124,26 +186,56 @@ class Multiclass(Objective):
     def init_score(self, y, sample_weight=None):
         return np.asarray(self.init_score_)
 
-    def _onehot(self, y) -> np.ndarray:
-        idx = class_indices(y, self.lo_, self.n_outputs_)
-        out = np.zeros((idx.size, self.n_outputs_))
-        out[np.arange(idx.size), idx] = 1.0
-        return out
+    def _layout(self, y, sample_weight=None):
+        cache = self.__dict__.setdefault("_layouts", {})
+        return class_rows(cache, y, lambda v: class_indices(v, self.lo_, self.n_outputs_), self.n_outputs_,
+                          sample_weight)
+
+    def _memo(self) -> Memo:
+        return self.__dict__.setdefault("_memo_", Memo())
+
+    def _exps(self, lay, score) -> Exps:
+        """The softmax pieces at ``score``: kept by the last metric call there, else computed."""
+        hit = self._memo().take(lay, score, ())
+        return Exps(score) if hit is None else hit
 
     def grad_hess(self, y, score, sample_weight=None):
-        p = softmax(score)
-        g = p - self._onehot(y)
-        h = p * (1.0 - p) * (2.0 if self.hessian == "xgboost" else 1.0)
+        """:math:`g = p - [y = k]`, :math:`h = 2p(1-p)` (or :math:`p(1-p)`) of the module docstring."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        p = self._exps(lay, score).proba()
+        h = np.subtract(1.0, p, out=np.empty_like(p))
+        h *= p
+        if self.hessian == "xgboost":
+            h *= 2.0
         np.maximum(h, 1e-16, out=h)
+        g = p                                               # the kept probabilities become the gradient
+        _add_at_true_class(g, lay, -1.0)
         if sample_weight is not None:
-            g *= sample_weight[:, None]
-            h *= sample_weight[:, None]
+            w = np.asarray(sample_weight, dtype=np.float64)[:, None]
+            g *= w
+            h *= w
         return g, h
 
+    def finish(self, best_iteration: int) -> None:
+        """Drop what was kept between the rounds."""
+        self.__dict__.pop("_memo_", None)
+        self.__dict__.pop("_layouts", None)
+
     def metric(self, y, score, sample_weight=None):
-        """Mean log-loss of the true class (weighted)."""
-        idx = class_indices(y, self.lo_, self.n_outputs_)
-        return float(-np.average(log_softmax_at(score, idx), weights=sample_weight))
+        r"""Mean log-loss of the true class (weighted): :math:`-\frac1W \sum_i w_i (F_{i,y_i} - m_i - \log s_i)`
+        (:class:`Exps`)."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        ex = Exps(score)
+        self._memo().put(lay, score, (), ex)
+        ll = true_class_scores(score, lay)
+        ll -= ex.m
+        if sample_weight is None:
+            return float(-(ll.sum() - sum_log(ex.s)) / ll.size)
+        w = np.asarray(sample_weight, dtype=np.float64)
+        ll -= np.log(ex.s)
+        return float(-(w @ ll) / w.sum())
 
     def metric_sums(self, y, score, sample_weight=None):
         """:math:`(W, -\\sum_k w_k \\log p_{k, y_k})`: the log-loss is their ratio."""

@@ -3,6 +3,7 @@ r"""A cumulative-link ("proportional odds") model: one boosted latent score and 
 Class :math:`k \in \{0..K-1\}` of a row with latent score :math:`F` has probability
 
 .. math:: P(y = k) = G(\theta_k - F) - G(\theta_{k-1} - F), \qquad \theta_{-1} = -\infty,\ \theta_{K-1} = +\infty,
+   :label: ol-proba
 
 with :math:`G` the logistic CDF (``link="logit"``) or the normal CDF
 (``link="probit"``) and cut points :math:`\theta_0 < \dots < \theta_{K-2}`
@@ -13,14 +14,49 @@ log-likelihood. With :math:`a = \theta_k - F`, :math:`b = \theta_{k-1} - F`,
 
 .. math:: \frac{\partial L_i}{\partial F} = \frac{g(a) - g(b)}{p}, \qquad
           \frac{\partial^2 L_i}{\partial F^2} = \frac{(g'(b) - g'(a))\,p + (g(a) - g(b))^2}{p^2},
+   :label: ol-grad
 
-the exact curvature (positive: both CDFs are log-concave). Boosting starts at
-:math:`F = 0` with :math:`\theta_j = G^{-1}(\pi_{\le j})`, the link of the
-cumulative class proportions. Before each round's gradients the cut points
-take a few Newton steps on the likelihood at the current scores (a tridiagonal
-system), halved until the likelihood does not rise and the cut points stay
-increasing; they are part of the fitted state, saved with a model. The decoded
-ordinal score is the expected class :math:`\sum_k k\,P(y=k)` on the labels' scale.
+the exact curvature (positive: both CDFs are log-concave). For the logistic
+link, :math:`g = G(1-G)` turns them into
+
+.. math:: \frac{\partial L_i}{\partial F} = 1 - G(a) - G(b), \qquad
+          \frac{\partial^2 L_i}{\partial F^2} = g(a) + g(b),
+   :label: ol-logit
+
+and with :math:`u = e^{F}` and :math:`c_j = e^{-\theta_j}`,
+:math:`G(\theta_j - F) = 1/(1 + u c_j)`: one exponential per row gives both
+bounds, and :math:`1 - G = u c_j G` needs no subtraction.
+
+**Cut points.** Boosting starts at :math:`F = 0` with :math:`\theta_j = G^{-1}(\pi_{\le j})`,
+the link of the cumulative class proportions. In every round, once the
+gradients are computed, the cut points take a Newton step on the likelihood
+at the same scores, from per-class sums of the same per-row quantities
+(with :math:`r_a = g(a)/p`, :math:`r_b = g(b)/p`):
+
+.. math:: \frac{\partial L}{\partial \theta_j} = -\sum_{y_i = j} r_a + \sum_{y_i = j+1} r_b, \qquad
+          \frac{\partial^2 L}{\partial \theta_j^2} = \sum_{y_i = j} \Big(r_a^2 - \frac{g'(a)}{p}\Big)
+             + \sum_{y_i = j+1} \Big(r_b^2 + \frac{g'(b)}{p}\Big), \qquad
+          \frac{\partial^2 L}{\partial \theta_{j-1} \partial \theta_j} = -\sum_{y_i = j} r_a r_b,
+   :label: ol-cuts
+
+a tridiagonal system. A step that moves no cut point by more than
+:data:`TRUSTED_STEP` is taken as it is (in that range the likelihood's
+curvature changes little, so the quadratic model is accurate); a longer one is
+checked on the likelihood and halved until the likelihood does not rise; every
+step keeps the cut points increasing. The tree of round :math:`m` is fitted to
+gradients at the cut points of round :math:`m-1`, and round :math:`m`'s metric
+and saved cut points are those after its step, which are fitted to the
+scores before its tree (as they were when three steps came before the
+gradients). The cut points are part of the fitted state, saved with a model.
+The decoded ordinal score is the expected class :math:`\sum_k k\,P(y=k)` on the labels' scale.
+
+**Work per round.** The metric on the training rows after round :math:`m`
+evaluates :eq:`ol-proba` at the scores round :math:`m+1`'s gradients start
+from, with the same cut points: its per-row quantities are kept
+(:class:`qwkboost.objectives.rows.Memo`) and the gradients, hessians and
+cut-point sums are a few arithmetic passes over them. Rows are kept sorted by
+class (:class:`qwkboost.objectives.rows.ClassRows`), so a class's cut points
+are constants over a slice and per-class sums are slice sums.
 """
 
 from __future__ import annotations
@@ -30,6 +66,7 @@ from scipy import special
 
 from qwkboost.objectives.base import Objective
 from qwkboost.objectives.multiclass import class_indices, class_scale
+from qwkboost.objectives.rows import Memo, class_rows, sum_log
 
 __all__ = ["OrdinalLogit"]
 
@@ -38,31 +75,55 @@ LINKS = ("logit", "probit")
 MIN_GAP = 1e-6
 #: Probability floor in the log-likelihood.
 P_MIN = 1e-15
+#: A Newton step on the cut points moving none by more than this is taken without checking the likelihood.
+TRUSTED_STEP = 0.1
+#: A round's first Newton step is taken only when its predicted gain (with the last hessian computed) is at
+#: least this, in mean log-loss; below it the cut points stay and the hessian's sums are not taken.
+MIN_GAIN = 1e-8
+#: Logistic link: scores are clipped to :math:`[-700, 690 + \theta_0]` before :math:`u = e^F`, so that
+#: :math:`u c_j \le e^{690}` stays finite (rows that far out have :math:`G < 10^{-299}` anyway).
+EXP_CAP = 690.0
+_SQRT_2PI = float(np.sqrt(2.0 * np.pi))
 
 
 def _cdf(x, link):
     return special.expit(x) if link == "logit" else special.ndtr(x)
 
 
-_SQRT_2PI = float(np.sqrt(2.0 * np.pi))
-
-
-def _pdf(x, link):
-    if link == "logit":
-        s = special.expit(x)
-        return s * (1.0 - s)
-    return np.exp(-0.5 * x * x) / _SQRT_2PI
-
-
-def _dpdf(x, link):
-    if link == "logit":
-        s = special.expit(x)
-        return s * (1.0 - s) * (1.0 - 2.0 * s)
-    return -x * np.exp(-0.5 * x * x) / _SQRT_2PI
-
-
 def _inverse(p, link):
     return special.logit(p) if link == "logit" else special.ndtri(p)
+
+
+class _Rows:
+    r"""Per-row quantities of :eq:`ol-proba` at one score vector and one set of cut points, in class order.
+
+    ``sa`` (:math:`G(a)`) and everything ending in ``a`` belong to the rows below the top class (their upper
+    bound :math:`a` is finite), ``sb`` and the ``b`` names to the rows above the bottom class; ``p`` covers
+    every row. Logistic link: ``u`` is :math:`e^F` per row (kept for further steps at the same scores),
+    ``ta`` / ``tb`` are :math:`e^{-a}` / :math:`e^{-b}`; probit: ``a`` / ``b`` are the bounds.
+    :meth:`slopes` adds ``oma`` (:math:`1 - G(a)`), ``ga``, ``gb`` (:math:`g`) and ``ka``, ``kb``
+    (:math:`g'/g`)."""
+
+    __slots__ = ("link", "u", "ta", "tb", "a", "b", "sa", "sb", "p", "oma", "ga", "gb", "ka", "kb")
+
+    def slopes(self, oma_out=None, ga_out=None) -> "_Rows":
+        """Add the slopes; with the logistic link, :math:`1 - G(a)` and :math:`g(a)` may be written into the
+        given arrays (the gradient's and hessian's first rows, so that they are not copied there)."""
+        if hasattr(self, "ga"):
+            return self
+        if self.link == "logit":
+            self.oma = np.multiply(self.ta, self.sa, out=oma_out)   # 1 - G = e^{-x} G
+            self.ga = np.multiply(self.oma, self.sa, out=ga_out)    # g = G (1 - G)
+            self.ka = self.oma - self.sa                            # g'/g = 1 - 2G
+            omb = self.tb
+            omb *= self.sb                                          # in place of e^{-b}
+            self.gb = omb * self.sb
+            self.kb = omb - self.sb
+        else:
+            self.ga = np.exp(-0.5 * self.a * self.a) / _SQRT_2PI
+            self.gb = np.exp(-0.5 * self.b * self.b) / _SQRT_2PI
+            self.ka, self.kb = -self.a, -self.b                     # g'(x) = -x g(x)
+        return self
 
 
 class OrdinalLogit(Objective):
@@ -71,8 +132,9 @@ class OrdinalLogit(Objective):
     Parameters
     ----------
     link : {"logit", "probit"}, default "logit"
-    cut_steps : int, default 3
-        Newton steps on the cut points before each round's gradients (0: keep the initial ones).
+    cut_steps : int, default 1
+        Newton steps on the cut points per round (0: keep the initial ones). The first is made from the
+        round's own per-row quantities; each further one evaluates the likelihood at the new cut points.
     """
 
     metric_name = "logloss"
@@ -83,7 +145,7 @@ class OrdinalLogit(Objective):
     hessian_kind = "exact"
     state = ("init_score_", "lo_", "n_classes_", "cuts_")
 
-    def __init__(self, link: str = "logit", cut_steps: int = 3):
+    def __init__(self, link: str = "logit", cut_steps: int = 1):
         if link not in LINKS:
             raise ValueError(f"link must be one of {LINKS}; got {link!r}")
         if isinstance(cut_steps, bool) or not isinstance(cut_steps, (int, np.integer)) or cut_steps < 0:
@@ -110,89 +172,213 @@ class OrdinalLogit(Objective):
         return 0.0
 
     # -- the likelihood --------------------------------------------------------
-    def _bounds(self, idx, score, cuts):
-        """``a = theta_k - F`` and ``b = theta_{k-1} - F`` per row (+-inf at the ends)."""
-        ext = np.concatenate([[-np.inf], cuts, [np.inf]])
-        return ext[idx + 1] - score, ext[idx] - score
+    def _layout(self, y, sample_weight=None):
+        cache = self.__dict__.setdefault("_layouts", {})
+        return class_rows(cache, y, lambda v: class_indices(v, self.lo_, self.n_classes_), self.n_classes_,
+                          sample_weight)
 
-    def _proba_of(self, idx, score, cuts):
-        a, b = self._bounds(idx, score, cuts)
-        return np.maximum(_cdf(a, self.link) - _cdf(b, self.link), P_MIN)
+    def _rows(self, lay, score, cuts, u=None) -> _Rows:
+        r"""Per-row quantities of :eq:`ol-proba` at ``score`` (row order) and ``cuts``, in class order;
+        ``u`` reuses :math:`e^F` of an earlier call at the same scores (logistic link)."""
+        b = lay.bounds
+        n, top, bottom = int(b[-1]), int(b[-2]), int(b[1])      # rows below the top class, above the bottom one
+        r = _Rows()
+        r.link = self.link
+        cuts = np.asarray(cuts, dtype=np.float64)
+        if self.link == "logit":
+            cap = EXP_CAP + float(cuts.min(initial=0.0))     # u c_j <= e^{EXP_CAP}: 1 - G = u c G stays finite
+            if u is None or _exceeds(u, cap):
+                u = np.take(score, lay.perm)
+                np.clip(u, -EXP_CAP - 10.0, cap, out=u)
+                np.exp(u, out=u)
+            r.u = u
+            c = np.exp(-cuts)                                   # c_j = e^{-theta_j}
+            r.ta, r.sa = _expit_from(u, c, b[:-1])              # class k's upper cut theta_k
+            r.tb, r.sb = _expit_from(u, c, b[1:] - bottom, bottom)     # class k's lower cut theta_{k-1}
+        else:
+            fs = score[lay.perm]
+            counts = np.diff(b)
+            r.a = np.repeat(cuts, counts[:-1]) - fs[:top]
+            r.b = np.repeat(cuts, counts[1:]) - fs[bottom:]
+            r.sa, r.sb = special.ndtr(r.a), special.ndtr(r.b)
+        p = np.empty(n)
+        p[:bottom] = r.sa[:bottom]                              # the bottom class: G(a)
+        np.subtract(r.sa[bottom:], r.sb[:top - bottom], out=p[bottom:top])
+        np.subtract(1.0, r.sb[top - bottom:], out=p[top:])      # the top class: 1 - G(b)
+        np.maximum(p, P_MIN, out=p)
+        r.p = p
+        return r
 
-    def _nll(self, idx, score, cuts, w):
-        return float(-np.average(np.log(self._proba_of(idx, score, cuts)), weights=w))
+    def _nll(self, lay, p) -> float:
+        """Mean negative log-likelihood from class-ordered ``p``."""
+        if lay.w is None:
+            return -sum_log(p) / p.size
+        return float(-(lay.w @ np.log(p)) / lay.w.sum())
+
+    def _cut_grad(self, lay, r: _Rows):
+        """The gradient of :eq:`ol-cuts` (summed log-loss), with :math:`r_a, r_b` (weighted) for the hessian."""
+        b = lay.bounds
+        K = lay.n_classes
+        top, bottom = int(b[-2]), int(b[1])
+        ra = r.ga / r.p[:top]
+        rb = r.gb / r.p[bottom:]
+        wa = wb = None
+        if lay.w is not None:
+            wa, wb = lay.w[:top], lay.w[bottom:]
+        grad = -lay.sums(ra if wa is None else ra * wa, 0, K - 2) + lay.sums(rb if wb is None else rb * wb, 1, K - 1)
+        return grad, ra, rb
+
+    def _cut_hess(self, lay, r: _Rows, ra, rb) -> np.ndarray:
+        """The tridiagonal hessian of :eq:`ol-cuts`."""
+        b = lay.bounds
+        K = lay.n_classes
+        top, bottom = int(b[-2]), int(b[1])
+        da = ra - r.ka
+        da *= ra                                                # r_a^2 - g'(a)/p
+        db = rb + r.kb
+        db *= rb                                                # r_b^2 + g'(b)/p
+        off = ra[bottom:] * rb[:top - bottom]
+        if lay.w is not None:
+            da *= lay.w[:top]
+            db *= lay.w[bottom:]
+            off *= lay.w[bottom:top]
+        hd = lay.sums(da, 0, K - 2) + lay.sums(db, 1, K - 1)
+        ho = -lay.sums(off, 1, K - 2) if K > 2 else np.zeros(0)
+        return np.diag(hd + 1e-9) + np.diag(ho, 1) + np.diag(ho, -1)
+
+    def _pays(self, lay, grad) -> bool:
+        r"""Whether a Newton step is worth its hessian: its predicted gain
+        :math:`\tfrac12 g^\top H^{-1} g`, with the last hessian computed, per unit weight, is at least
+        :data:`MIN_GAIN` (always, until a hessian was computed)."""
+        H = self.__dict__.get("_last_hessian")
+        if H is None or H.shape[0] != grad.size:
+            return True
+        try:
+            gain = 0.5 * float(grad @ np.linalg.solve(H, grad))
+        except np.linalg.LinAlgError:
+            return True
+        total = float(lay.bounds[-1]) if lay.w is None else float(lay.w.sum())
+        return not gain < MIN_GAIN * total
+
+    def _first_step(self, lay, r: _Rows):
+        """The first Newton step's gradient and hessian from rows ``r``, or ``None`` when it does not pay."""
+        grad, ra, rb = self._cut_grad(lay, r)
+        if not self._pays(lay, grad):
+            return None
+        H = self._cut_hess(lay, r, ra, rb)
+        self._last_hessian = H
+        return grad, H
+
+    def _step_cuts(self, lay, score, cuts, r: _Rows, newton) -> tuple[np.ndarray, bool]:
+        """One Newton step from ``cuts`` at ``score`` (rows ``r`` computed there, ``newton`` its gradient and
+        hessian); ``(cuts, moved)``."""
+        grad, H = newton
+        try:
+            step = np.linalg.solve(H, grad)
+        except np.linalg.LinAlgError:
+            return cuts, False
+        if not np.all(np.isfinite(step)):
+            return cuts, False
+        cand = cuts - step
+        if np.max(np.abs(step), initial=0.0) <= TRUSTED_STEP and np.all(np.diff(cand) > MIN_GAP):
+            return cand, True
+        base = self._nll(lay, r.p)
+        t = 1.0
+        while t > 1e-4:
+            cand = cuts - t * step
+            if np.all(np.diff(cand) > MIN_GAP) and \
+                    self._nll(lay, self._rows(lay, score, cand, getattr(r, "u", None)).p) <= base:
+                return cand, True
+            t *= 0.5
+        return cuts, False
+
+    def _rows_at(self, lay, score, cuts) -> _Rows:
+        """Rows at ``score`` and ``cuts``, from the memo of the last metric call when it was made there."""
+        r = self.__dict__.setdefault("_memo", Memo()).take(lay, score, tuple(cuts))
+        return self._rows(lay, score, cuts) if r is None else r
 
     def update_cuts(self, y, score, sample_weight=None) -> None:
-        """A few damped Newton steps on the cut points at the current scores (kept increasing)."""
-        idx = class_indices(y, self.lo_, self.n_classes_)
+        """``cut_steps`` Newton steps on the cut points at the current scores (kept increasing)."""
+        lay = self._layout(y, sample_weight)
+        score = np.asarray(score, dtype=np.float64)
+        r = self._rows_at(lay, score, self.cuts_).slopes()
+        self._update(lay, score, r, self._first_step(lay, r) if self.cut_steps else None)
+
+    def _update(self, lay, score, r: _Rows, newton) -> None:
+        """``cut_steps`` Newton steps from rows ``r``, the first with ``newton`` (``None``: it does not pay)."""
         cuts = np.asarray(self.cuts_, dtype=np.float64)
-        w = np.ones(idx.size) if sample_weight is None else sample_weight
-        m = cuts.size
-        for _ in range(self.cut_steps):
-            a, b = self._bounds(idx, score, cuts)
-            p = np.maximum(_cdf(a, self.link) - _cdf(b, self.link), P_MIN)
-            ga = np.where(np.isfinite(a), _pdf(np.where(np.isfinite(a), a, 0.0), self.link), 0.0)
-            gb = np.where(np.isfinite(b), _pdf(np.where(np.isfinite(b), b, 0.0), self.link), 0.0)
-            da = np.where(np.isfinite(a), _dpdf(np.where(np.isfinite(a), a, 0.0), self.link), 0.0)
-            db = np.where(np.isfinite(b), _dpdf(np.where(np.isfinite(b), b, 0.0), self.link), 0.0)
-            # row i touches cut idx_i (as its upper bound a) and idx_i - 1 (as its lower bound b)
-            # row i touches cut idx_i (its upper bound a; none for the top class) and idx_i - 1 (its lower
-            # bound b; none for the bottom class): sums per class, then shifted onto the cuts.
-            # L = -log p, dp/da = g(a), dp/db = -g(b)
-            K = m + 1
-            per = lambda v: np.bincount(idx, weights=w * v, minlength=K)
-            grad = -per(ga / p)[:m] + per(gb / p)[1:]
-            hd = per(ga * ga / p ** 2 - da / p)[:m] + per(gb * gb / p ** 2 + db / p)[1:]
-            ho = per(-ga * gb / p ** 2)[1:m]
-            H = np.diag(hd + 1e-9) + np.diag(ho, 1) + np.diag(ho, -1)
-            try:
-                step = np.linalg.solve(H, grad)
-            except np.linalg.LinAlgError:
+        for s in range(self.cut_steps):
+            if s:
+                r = self._rows(lay, score, cuts, getattr(r, "u", None)).slopes()
+                grad, ra, rb = self._cut_grad(lay, r)
+                newton = grad, self._cut_hess(lay, r, ra, rb)
+            if newton is None:
                 break
-            base = float(-np.average(np.log(p), weights=w))
-            t = 1.0
-            while t > 1e-4:
-                cand = cuts - t * step
-                if np.all(np.diff(cand) > MIN_GAP) and self._nll(idx, score, cand, w) <= base:
-                    cuts = cand
-                    break
-                t *= 0.5
-            else:
+            cuts, moved = self._step_cuts(lay, score, cuts, r, newton)
+            if not moved:
                 break
         self.cuts_ = cuts.tolist()
 
     # -- boosting --------------------------------------------------------------
     def grad_hess(self, y, score, sample_weight=None):
+        r""":eq:`ol-logit` (:eq:`ol-grad` for the probit link) at the current cut points, then the cut
+        points' Newton step :eq:`ol-cuts` from the same rows."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        r = self._rows_at(lay, score, self.cuts_)
+        b = lay.bounds
+        top, bottom = int(b[-2]), int(b[1])
+        gs = np.empty(score.size)
+        hs = np.empty(score.size)
+        if self.link == "logit":
+            r.slopes(oma_out=gs[:top], ga_out=hs[:top])         # 1 - G(a) and g(a) where they belong
+        else:
+            r.slopes()
+        # the cut points' step uses these rows: its sums are taken before gs and hs are completed over them
+        newton = self._first_step(lay, r) if self.cut_steps else None
+        gs[top:] = 0.0
+        if self.link == "logit":
+            hs[top:] = 0.0
+            gs[bottom:] -= r.sb                                 # 1 - G(a) - G(b)
+            hs[bottom:] += r.gb                                 # g(a) + g(b)
+        else:
+            p = r.p
+            gs[:top] = r.ga                                     # (g(a) - g(b)) / p
+            gs[bottom:] -= r.gb
+            gs /= p
+            hs[:top] = -r.ka * r.ga                             # g'(b) - g'(a), g' = k g
+            hs[top:] = 0.0
+            hs[bottom:] += r.kb * r.gb
+            hs *= p                                             # (g'(b) - g'(a)) p
+            hs += (gs * p) ** 2
+            hs /= p * p
+        np.maximum(hs, 1e-16, out=hs)
+        if lay.w is not None:
+            gs *= lay.w
+            hs *= lay.w
+        grad = np.take(gs, lay.inv)                             # back to row order
+        hess = np.take(hs, lay.inv)
         if self.cut_steps:
-            self.update_cuts(y, score, sample_weight)
+            self._update(lay, score, r, newton)
         # round r's tree and its metric use these cut points
         self.__dict__.setdefault("_cuts_by_round", []).append(list(self.cuts_))
-        idx = class_indices(y, self.lo_, self.n_classes_)
-        a, b = self._bounds(idx, score, np.asarray(self.cuts_))
-        fa, fb = np.isfinite(a), np.isfinite(b)
-        a0, b0 = np.where(fa, a, 0.0), np.where(fb, b, 0.0)
-        p = np.maximum(np.where(fa, _cdf(a0, self.link), 1.0) - np.where(fb, _cdf(b0, self.link), 0.0), P_MIN)
-        ga = np.where(fa, _pdf(a0, self.link), 0.0)
-        gb = np.where(fb, _pdf(b0, self.link), 0.0)
-        da = np.where(fa, _dpdf(a0, self.link), 0.0)
-        db = np.where(fb, _dpdf(b0, self.link), 0.0)
-        grad = (ga - gb) / p
-        hess = np.maximum(((db - da) * p + (ga - gb) ** 2) / (p * p), 1e-16)
-        if sample_weight is not None:
-            grad = grad * sample_weight
-            hess = hess * sample_weight
         return grad, hess
 
     def finish(self, best_iteration: int) -> None:
         """Keep the cut points of the best round (early stopping may have trained past it)."""
         history = self.__dict__.pop("_cuts_by_round", [])
+        for kept in ("_memo", "_layouts", "_last_hessian"):
+            self.__dict__.pop(kept, None)
         if 0 < best_iteration <= len(history):
             self.cuts_ = history[best_iteration - 1]
 
     def metric(self, y, score, sample_weight=None):
-        """Mean negative log-likelihood of the true class (weighted)."""
-        idx = class_indices(y, self.lo_, self.n_classes_)
-        return self._nll(idx, score, np.asarray(self.cuts_), sample_weight)
+        """Mean negative log-likelihood of the true class (weighted), :eq:`ol-proba`."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        r = self._rows(lay, score, np.asarray(self.cuts_, dtype=np.float64))
+        self.__dict__.setdefault("_memo", Memo()).put(lay, score, tuple(self.cuts_), r)
+        return self._nll(lay, r.p)
 
     def loss(self, y, score, sample_weight=None):
         return self.metric(y, score, sample_weight)
@@ -206,6 +392,23 @@ class OrdinalLogit(Objective):
     def decode(self, score):
         """The expected class, on the labels' scale."""
         return self.predict_proba(score) @ self.classes
+
+
+def _exceeds(u: np.ndarray, cap: float) -> bool:
+    """Whether a reused :math:`u = e^F` holds values above :math:`e^{cap}` (the cut points moved down since)."""
+    return bool(u.size) and float(u.max()) > np.exp(cap)
+
+
+def _expit_from(u: np.ndarray, c: np.ndarray, starts: np.ndarray, offset: int = 0):
+    r""":math:`t = u c_j = e^{-x}` and :math:`G(x) = 1/(1 + t)` over the sorted rows from ``offset`` on, class by
+    class: ``c[j]`` on rows ``offset + starts[j]`` to ``offset + starts[j + 1]`` (``starts[0]`` is 0)."""
+    t = np.empty(int(starts[-1]))
+    for j in range(c.size):
+        lo, hi = int(starts[j]), int(starts[j + 1])
+        np.multiply(u[offset + lo:offset + hi], c[j], out=t[lo:hi])
+    s = t + 1.0
+    np.divide(1.0, s, out=s)
+    return t, s
 
 
 def _increasing(c: np.ndarray) -> np.ndarray:

@@ -33,13 +33,34 @@ usable exact hessian. Two stand-ins:
 Boosting starts from the log class priors, as ``multiclass``; the metric is the
 QWK of the decoded score (the expected class) rounded to the nearest class,
 what this objective is after; the decoded score is the expected class.
+
+**In two moments per row.** :math:`W_{ij} = (i-j)^2` makes every sum above a
+quadratic in the class index, so only the first two moments of each row's
+probabilities, :math:`\mu_n = \sum_j j P_{nj}` and :math:`\nu_n = \sum_j j^2 P_{nj}`,
+and the labels' mean :math:`\bar a` and variance :math:`\bar b` (histogram :math:`h`) enter:
+
+.. math:: c_j = (j - \bar a)^2 + \bar b, \qquad
+          \sum_n w_n\, a_n \cdot P_n = \sum_n w_n (y_n^2 - 2 y_n \mu_n + \nu_n), \qquad
+          \sum_n w_n\, c \cdot P_n = \sum_n w_n (\nu_n - 2 \bar a \mu_n + \bar a^2 + \bar b),
+   :label: sq-moments
+
+and :math:`q_{nj} = \alpha_n + \beta_n j + \gamma j^2` with
+:math:`\beta_n = 2(L \bar a - y_n)/D`, :math:`\gamma = (1 - L)/D`, so
+
+.. math:: q_{nk} - \bar q_n = \beta_n (k - \mu_n) + \gamma (k^2 - \nu_n).
+   :label: sq-grad
+
+The metric after a round computes the probabilities and both moments at the
+scores the next gradients start from; they are kept for them
+(:class:`qwkboost.objectives.rows.Memo`), and the gradient and hessian are a
+dozen arithmetic passes over ``(n, K)`` arrays.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.objectives.multiclass import Multiclass, class_indices, softmax
+from qwkboost.objectives.multiclass import Exps, Multiclass
 
 __all__ = ["SoftQWK"]
 
@@ -67,48 +88,102 @@ class SoftQWK(Multiclass):
     def hessian_kind(self) -> str:
         return "constant" if self.hessian == "constant" else "approximate"
 
-    def _parts(self, y, score, sample_weight):
-        idx = class_indices(y, self.lo_, self.n_outputs_)
-        k = self.n_outputs_
-        w = np.ones(idx.size) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-        N = float(w.sum())
-        j = np.arange(k, dtype=np.float64)
-        W = (j[:, None] - j[None, :]) ** 2
-        h = np.bincount(idx, weights=w, minlength=k)
-        c = W.T @ h / N                                    # c_j = sum_i W_ij h_i / N
-        P = softmax(score)
-        A = W[idx]                                         # a_n = W[y_n, :]
-        num = float(np.sum(w * np.einsum("nj,nj->n", A, P)))
-        den = float(np.sum(w * (P @ c)))
-        return idx, w, N, c, P, A, num, den
+    def _moments(self, ex: Exps) -> tuple[np.ndarray, np.ndarray]:
+        r""":math:`\mu_n` and :math:`\nu_n` of :eq:`sq-moments` (computed once per softmax)."""
+        if ex.moments is None:
+            P = ex.proba()
+            j = np.arange(self.n_outputs_, dtype=np.float64)
+            ex.moments = (P @ j, P @ (j * j))
+        return ex.moments
+
+    def _parts(self, lay, ex: Exps, sample_weight):
+        r"""The sums of :eq:`sq-moments`: ``(w, N, abar, bbar, num, den)`` for the labels of ``lay``."""
+        mu, nu = self._moments(ex)
+        t = lay.idx.astype(np.float64)
+        if sample_weight is None:
+            w, N = None, float(t.size)
+            abar = float(t.sum()) / N
+            bbar = float(t @ t) / N - abar * abar
+            num = float((t * t).sum() - 2.0 * (t @ mu) + nu.sum())
+            den = float(nu.sum() - 2.0 * abar * mu.sum()) + (abar * abar + bbar) * N
+        else:
+            w = np.asarray(sample_weight, dtype=np.float64)
+            N = float(w.sum())
+            wt = w * t
+            abar = float(wt.sum()) / N
+            bbar = float(wt @ t) / N - abar * abar
+            num = float(wt @ t - 2.0 * (wt @ mu) + w @ nu)
+            den = float(w @ nu - 2.0 * abar * (w @ mu)) + (abar * abar + bbar) * N
+        return w, N, abar, bbar, num, den
 
     def grad_hess(self, y, score, sample_weight=None):
-        idx, w, N, c, P, A, num, den = self._parts(y, score, sample_weight)
+        r""":math:`g_{nk} = N w_n P_{nk} (q_{nk} - \bar q_n)` by :eq:`sq-grad`, and the hessian stand-in."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        ex = self._exps(lay, score)
+        w, N, abar, bbar, num, den = self._parts(lay, ex, sample_weight)
+        P = ex.proba()
+        mu, nu = self._moments(ex)
         L = num / den
-        q = (A - L * c[None, :]) / den                     # dL/dP
-        qbar = np.einsum("nj,nj->n", q, P)[:, None]
-        d = q - qbar
-        grad = N * P * d * w[:, None]
+        beta = (L * abar - lay.idx) * (2.0 / den)
+        gamma = (1.0 - L) / den
+        j = np.arange(self.n_outputs_, dtype=np.float64)
+        d = np.multiply(beta[:, None], j, out=np.empty_like(P))     # beta (k - mu) + gamma (k^2 - nu)
+        d += gamma * j * j
+        d -= (beta * mu + gamma * nu)[:, None]
+        scale = N if w is None else (N * w)[:, None]
         if self.hessian == "constant":
-            hess = np.repeat(w[:, None], self.n_outputs_, axis=1).astype(np.float64)
+            hess = np.empty_like(P)
+            hess[...] = 1.0 if w is None else w[:, None]
         else:
-            local = np.abs(N * d * P * (1.0 - 2.0 * P))
-            floor = N * P * (1.0 - P) * float(c.mean()) / den
-            hess = np.maximum(np.maximum(local, floor), 1e-16) * w[:, None]
-        return grad, hess
+            # N P max(|d (1 - 2P)|, (1 - P) cbar / D): the local curvature's size, floored (module docstring)
+            cbar = float(((j - abar) ** 2).mean()) + bbar
+            hess = np.multiply(P, -2.0, out=np.empty_like(P))
+            hess += 1.0
+            hess *= d
+            np.abs(hess, out=hess)
+            floor = np.subtract(1.0, P, out=np.empty_like(P))
+            floor *= cbar / den
+            np.maximum(hess, floor, out=hess)
+            hess *= P
+            hess *= scale
+            np.maximum(hess, 1e-16 if w is None else 1e-16 * w[:, None], out=hess)
+        d *= P
+        d *= scale
+        return d, hess
 
     def loss(self, y, score, sample_weight=None):
-        """:math:`1 - \\kappa` of the soft confusion matrix."""
-        _, _, _, _, _, _, num, den = self._parts(y, score, sample_weight)
+        r""":math:`1 - \kappa` of the soft confusion matrix."""
+        score = np.asarray(score, dtype=np.float64)
+        _, _, _, _, num, den = self._parts(self._layout(y, sample_weight), Exps(score), sample_weight)
         return num / den
 
     def metric(self, y, score, sample_weight=None):
         """QWK of the decoded score (expected class) rounded to the nearest class."""
-        from qwkboost.evaluation.metrics import qwk
-
-        idx = class_indices(y, self.lo_, self.n_outputs_)
-        e = self.predict_proba(score) @ np.arange(self.n_outputs_)
-        pred = np.clip(np.rint(e), 0, self.n_outputs_ - 1).astype(np.int64)
-        if idx.min() == idx.max():
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        ex = Exps(score)
+        self._memo().put(lay, score, (), ex)
+        mu, _ = self._moments(ex)
+        pred = np.rint(mu)
+        np.clip(pred, 0, self.n_outputs_ - 1, out=pred)
+        if np.diff(lay.bounds).max() == lay.idx.size:       # a single class
             return 0.0
-        return qwk(idx, pred, sample_weight=sample_weight)
+        return class_qwk(lay.idx, pred.astype(np.int64), sample_weight)
+
+
+def class_qwk(t: np.ndarray, p: np.ndarray, sample_weight=None) -> float:
+    r"""QWK of class indices ``t`` (true) and ``p`` (predicted), both in ``0..K-1`` with ``t`` not constant: the
+    expansion of :func:`qwkboost.evaluation.metrics.qwk`,
+    :math:`\kappa = 1 - n\sum (t-p)^2 / \big(n(\sum t^2 + \sum p^2) - 2 \sum t \sum p\big)`, in exact
+    integer arithmetic (with weights, in floating point), without that function's checks of its input."""
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=np.float64)
+        tf, pf = t.astype(np.float64), p.astype(np.float64)
+        d = tf - pf
+        W, st, sp = float(w.sum()), float(w @ tf), float(w @ pf)
+        return 1.0 - float(w @ (d * d)) / (float(w @ (tf * tf)) + float(w @ (pf * pf)) - 2.0 * st * sp / W)
+    n = t.size
+    d = t - p
+    expected_n = n * (int(t @ t) + int(p @ p)) - 2 * int(t.sum()) * int(p.sum())
+    return 1.0 - (n * int(d @ d)) / expected_n
