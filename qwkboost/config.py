@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from qwkboost.engines import ENGINES
+from qwkboost.engines.callback import check_min_delta
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import available as available_objectives
@@ -48,7 +49,8 @@ GROUP_KEYS = {
     "cv": ("n_splits", "stratified", "shuffle", "group", "repeats"),
     "thresholds": ("method",),
     "tracking": ("uri", "experiment_name", "log_models", "log_pyfunc"),
-    "engine": ("name", "num_boost_round", "early_stopping_rounds", "params", "search_space"),
+    "engine": ("name", "num_boost_round", "early_stopping_rounds", "early_stopping_min_delta", "params",
+               "search_space"),
     "objective": ("name", "params", "_target_"),
     "table": ("engines", "objectives"),
     "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit"),
@@ -144,6 +146,12 @@ def check_config(cfg: Mapping) -> None:
     _positive_int(engine.get("num_boost_round"), "engine.num_boost_round")
     if engine.get("early_stopping_rounds") is not None:
         _positive_int(engine["early_stopping_rounds"], "engine.early_stopping_rounds")
+    if engine.get("early_stopping_min_delta") is not None:
+        check_min_delta(engine["early_stopping_min_delta"], "engine.early_stopping_min_delta")
+        if engine.get("early_stopping_rounds") is None:
+            raise ValueError("engine.early_stopping_min_delta needs engine.early_stopping_rounds (it says what "
+                             "counts as an improvement for early stopping); set it, or "
+                             "engine.early_stopping_min_delta=null")
     objective = cfg["objective"]
     target = objective.get("_target_")
     if target is not None:

@@ -42,6 +42,9 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
     num_boost_round : int, default 1000
         Rounds per fold, at most; each fold early-stops on its validation rows.
     early_stopping_rounds : int, default 50
+    early_stopping_min_delta : float, optional
+        The smallest gain of the validation metric that counts as an improvement
+        (see :func:`qwkboost.train`); ``None``: the objective's own.
     n_splits : int, default 5
         Folds of the internal cross-validation (stratified by label). On data with
         fewer rows in some class, the folds are as many as that class has rows
@@ -79,7 +82,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, engine="lightgbm", objective="extended_qwk", params=None, objective_params=None,
                  num_boost_round=1000, early_stopping_rounds=50, n_splits=5, thresholds="exact", categorical=None,
-                 random_state=0, n_jobs=None, n_repeats=1):
+                 random_state=0, n_jobs=None, n_repeats=1, early_stopping_min_delta=None):
         self.engine = engine
         self.objective = objective
         self.params = params
@@ -92,6 +95,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.n_repeats = n_repeats
+        self.early_stopping_min_delta = early_stopping_min_delta
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -159,7 +163,8 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
                             objective_params=check_mapping(self.objective_params, "objective_params"),
                             num_boost_round=self.num_boost_round, early_stopping_rounds=self.early_stopping_rounds,
                             n_splits=n_splits, stratified=bool(counts.min() >= 2), seed=seed, progress=False,
-                            n_jobs=self.n_jobs, schema=schema, sample_weight=w, groups=groups, repeats=n_repeats)
+                            n_jobs=self.n_jobs, schema=schema, sample_weight=w, groups=groups, repeats=n_repeats,
+                            early_stopping_min_delta=self.early_stopping_min_delta)
         scale = np.arange(len(self.classes_), dtype=np.float64) if not self._numeric else \
             self.classes_.astype(np.float64)
         lo, k = float(scale[0]), scale.size

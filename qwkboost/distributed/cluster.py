@@ -41,11 +41,13 @@ import numpy as np
 
 from qwkboost.data.features import FeatureSchema
 from qwkboost.distributed.allreduce import for_workers, xgboost_allreduce
+from qwkboost.engines.callback import check_min_delta
 from qwkboost.engines.engine import (
     EngineObjective,
     check_engine_params,
     check_label_span,
     label_offset,
+    min_delta,
 )
 from qwkboost.engines.model import Model
 from qwkboost.objectives import resolve
@@ -372,7 +374,8 @@ class _LightGBMObjective:
 
 def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extended_qwk", params: dict | None = None,
                num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
-               objective_params: dict | None = None, seed: int = 0, sample_weight=None) -> Model:
+               objective_params: dict | None = None, seed: int = 0, sample_weight=None,
+               early_stopping_min_delta: float | None = None) -> Model:
     r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective`` over the workers of ``client``.
 
     The same contract as :func:`qwkboost.train`, on rows that live on a
@@ -402,6 +405,8 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
         Scored every round with the objective's metric over all its rows (``xgboost`` only).
     early_stopping_rounds : int, optional
         Needs ``eval_set`` (``xgboost`` only).
+    early_stopping_min_delta : float, optional
+        As in :func:`qwkboost.train` (XGBoost's own ``min_delta``); ``None``: the objective's own.
     objective_params : dict, optional
     seed : int, default 0
     sample_weight : array-like, optional
@@ -447,6 +452,12 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
         early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
         if valid is None:
             raise ValueError("early_stopping_rounds needs an eval_set to score")
+    if early_stopping_min_delta is not None:
+        early_stopping_min_delta = check_min_delta(early_stopping_min_delta)
+        if early_stopping_rounds is None:
+            raise ValueError("early_stopping_min_delta needs early_stopping_rounds (it says what counts as an "
+                             "improvement for early stopping)")
+    delta = min_delta(obj, engine, params, early_stopping_min_delta)
     if engine == "lightgbm":
         _check_lightgbm(obj, valid, early_stopping_rounds)
     else:
@@ -477,7 +488,7 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
     offset = label_offset(vals) if getattr(obj, "centre_labels", True) else 0.0
     fit = _train_xgboost if engine == "xgboost" else _train_lightgbm
     booster, num_rounds, best, evals_result = fit(client, data, valid, obj, offset, params, num_boost_round,
-                                                  early_stopping_rounds, seed)
+                                                  early_stopping_rounds, seed, delta)
     best_iteration = num_rounds if best is None or not num_rounds else best + 1
     obj.finish(best_iteration)
     return Model(engine, obj, obj.init_score_, booster, num_rounds, best_iteration, evals_result,
@@ -504,7 +515,7 @@ def _margin(X, f0: np.ndarray):
 
 
 def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, params, num_boost_round,
-                   early_stopping_rounds, seed):
+                   early_stopping_rounds, seed, min_delta=0.0):
     import xgboost as xgb
     from xgboost import dask as dxgb
 
@@ -531,7 +542,7 @@ def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, 
         evals.append((dmatrix(valid), "valid"))
     callbacks = [] if early_stopping_rounds is None else [xgb.callback.EarlyStopping(
         rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid", maximize=obj.higher_is_better,
-        save_best=False)]
+        save_best=False, min_delta=min_delta)]
     if not obj.metric_adds_up():
         log.warning("objective %r has no metric_sums: XGBoost reports the mean of each worker's own %s, not the "
                     "%s of all rows", obj.name, obj.metric_name, obj.metric_name)
@@ -549,7 +560,7 @@ def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, 
 
 
 def _train_lightgbm(client, data: DaskData, valid, obj, offset, params, num_boost_round, early_stopping_rounds,
-                    seed):
+                    seed, min_delta=0.0):
     import dask.array as da
     import lightgbm as lgb
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CallbackEnv", "EarlyStopException", "EarlyStopping", "RoundFunction", "run_callbacks"]
+__all__ = ["CallbackEnv", "EarlyStopException", "EarlyStopping", "RoundFunction", "run_callbacks", "check_min_delta"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,35 @@ class EarlyStopException(Exception):
         self.best_score = best_score
 
 
-class EarlyStopping:
-    """Stop when ``metric`` on ``data`` has not improved for ``rounds`` rounds.
+def check_min_delta(value, name: str = "early_stopping_min_delta") -> float:
+    """``value`` as a float, checked: a finite number >= 0.
 
-    An improvement is strictly better than the best so far (greater if
-    ``higher_is_better``), the rule of XGBoost's and LightGBM's own early
-    stopping, so results match theirs round for round.
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the value.
+    """
+    import math
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)) \
+            or float(value) < 0:
+        raise ValueError(f"{name} must be a finite number >= 0 (the smallest change of the metric that counts "
+                         f"as an improvement); got {value!r}")
+    return float(value)
+
+
+class EarlyStopping:
+    r"""Stop when ``metric`` on ``data`` has not improved for ``rounds`` rounds.
+
+    A round improves on the best score :math:`s^*` so far when its score
+    :math:`s` is better by more than ``min_delta``: :math:`s > s^* + \delta`
+    (:math:`s < s^* - \delta` when lower is better). With :math:`\delta = 0`
+    that is strictly better, the rule of XGBoost's and LightGBM's own early
+    stopping, so results match theirs round for round; with :math:`\delta > 0`
+    it is the rule of their ``min_delta`` (XGBoost's ``EarlyStopping``,
+    LightGBM's ``early_stopping`` callback): rounds that gain less do not
+    become the best round and do not restart the count.
 
     Attributes
     ----------
@@ -65,17 +88,19 @@ class EarlyStopping:
     best_score : float or None
     """
 
-    def __init__(self, rounds: int, metric: str, higher_is_better: bool, data: str = "valid"):
+    def __init__(self, rounds: int, metric: str, higher_is_better: bool, data: str = "valid",
+                 min_delta: float = 0.0):
         self.rounds = int(rounds)
         self.metric = metric
         self.sign = 1.0 if higher_is_better else -1.0
         self.data = data
+        self.min_delta = check_min_delta(min_delta)
         self.best_iteration: int | None = None
         self.best_score: float | None = None
 
     def __call__(self, env: CallbackEnv) -> None:
         score = env.evals[self.data][self.metric]
-        if self.best_score is None or self.sign * score > self.sign * self.best_score:
+        if self.best_score is None or self.sign * (score - self.best_score) > self.min_delta:
             self.best_iteration, self.best_score = env.iteration, score
         elif env.iteration - self.best_iteration >= self.rounds:
             raise EarlyStopException(self.best_iteration, self.best_score)

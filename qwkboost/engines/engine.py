@@ -19,7 +19,7 @@ import numpy as np
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.distributed.parallel import available_cores, blas_single_thread
 from qwkboost.engines.base import Engine, EvalSet, FitResult
-from qwkboost.engines.callback import EarlyStopping, RoundFunction
+from qwkboost.engines.callback import EarlyStopping, RoundFunction, check_min_delta
 from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, resolve
@@ -38,6 +38,25 @@ __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engin
 
 #: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
 LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
+#: Each engine's learning rate when its parameters name none.
+DEFAULT_LEARNING_RATE = {"xgboost": 0.3, "lightgbm": 0.1, "native": 0.3}
+
+
+def learning_rate(engine: str, params: dict) -> float:
+    """The learning rate ``params`` give ``engine`` (any of its names), else the engine's default."""
+    for k in LEARNING_RATE_NAMES:
+        if params.get(k) is not None:
+            return float(params[k])
+    return DEFAULT_LEARNING_RATE.get(engine, 0.1)
+
+
+def min_delta(objective: Objective, engine: str, params: dict, given: float | None) -> float:
+    """``given`` (checked), else the objective's :meth:`~qwkboost.objectives.Objective.default_min_delta` at the
+    engine's learning rate."""
+    if given is not None:
+        return check_min_delta(given)
+    return check_min_delta(objective.default_min_delta(learning_rate(engine, params)),
+                           f"{objective.name}.default_min_delta()")
 
 
 def check_engine_params(engine: str, params: dict | None, n_features: int) -> dict:
@@ -163,7 +182,8 @@ def _check_callbacks(callbacks) -> list:
 def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_qwk", params: dict | None = None,
           num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
           objective_params: dict | None = None, callbacks: list[Callable[[int, dict], None]] | None = None,
-          seed: int = 0, n_jobs: int | None = None, categorical=None, sample_weight=None) -> Model:
+          seed: int = 0, n_jobs: int | None = None, categorical=None, sample_weight=None,
+          early_stopping_min_delta: float | None = None) -> Model:
     r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective``.
 
     The objective is fitted on ``y`` first (its statistics and :math:`F_0`),
@@ -192,6 +212,13 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     early_stopping_rounds : int, optional
         Stop when the eval-set metric has not improved for this many rounds
         (:class:`qwkboost.engines.callback.EarlyStopping`); needs ``eval_set``.
+    early_stopping_min_delta : float, optional
+        The smallest gain of the eval-set metric that counts as an improvement
+        (XGBoost's and LightGBM's ``min_delta``); needs ``early_stopping_rounds``.
+        ``None``: the objective's own at the learning rate :math:`\eta` of ``params``
+        (:meth:`qwkboost.objectives.Objective.default_min_delta`): :math:`0.01\,\eta` for extended QWK's
+        :math:`\tilde\kappa`, whose long tails of tiny gains otherwise keep training going, 0 for the other
+        built-in objectives.
     objective_params : dict, optional
         Parameters for a named objective, e.g. ``{"hessian": "gauss_newton"}``.
     callbacks : list of callable, optional
@@ -248,6 +275,11 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
         if eval_set is None:
             raise ValueError("early_stopping_rounds needs an eval_set to score")
+    if early_stopping_min_delta is not None:
+        early_stopping_min_delta = check_min_delta(early_stopping_min_delta)
+        if early_stopping_rounds is None:
+            raise ValueError("early_stopping_min_delta needs early_stopping_rounds (it says what counts as an "
+                             "improvement for early stopping)")
     seed = check_seed(seed)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be a non-zero integer (or None for every core); got {n_jobs!r}")
@@ -273,7 +305,8 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)
     valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset, eval_set[2])
     stopper = None if early_stopping_rounds is None else \
-        EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better)
+        EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better,
+                      min_delta=min_delta(obj, engine, params, early_stopping_min_delta))
     rounds = [RoundFunction(fn) for fn in callbacks] + ([stopper] if stopper else [])   # users see every round
     with blas_single_thread():
         fit = adapter.fit(X, y - offset, objective=seen, params=params, num_boost_round=num_boost_round,

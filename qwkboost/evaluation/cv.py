@@ -260,7 +260,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                    shuffle: bool = True, seed: int = 0, progress: bool | None = None,
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
-                   repeats: int = 1) -> CVResult:
+                   repeats: int = 1, early_stopping_min_delta: float | None = None) -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -278,6 +278,9 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
         Predicted by every fold model; the mean is returned.
     engine, objective, params, objective_params, num_boost_round, early_stopping_rounds, n_jobs
         Passed to :func:`qwkboost.train`; the validation fold is the eval set.
+    early_stopping_min_delta : float, optional
+        Passed to :func:`qwkboost.train`: the smallest gain of the validation metric that counts as an
+        improvement; ``None``: the objective's own.
     n_splits : int, default 5
     stratified : bool, default True
         Stratify folds by label (for classes).
@@ -370,13 +373,15 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                                    eval_set=(X[va], y[va], None if w is None else w[va]) if engine == "xgboost"
                                    else None,    # lightgbm.dask would score each worker's rows alone
                                    early_stopping_rounds=early_stopping_rounds, seed=seed + i,
-                                   sample_weight=None if w is None else w[tr])
+                                   sample_weight=None if w is None else w[tr],
+                                   early_stopping_min_delta=early_stopping_min_delta)
             else:
                 model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
                               params=params, objective_params=objective_params, num_boost_round=num_boost_round,
                               eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
                               early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
-                              seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr])
+                              seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr],
+                              early_stopping_min_delta=early_stopping_min_delta)
             times.append(time.perf_counter() - t0)
             raw = model.predict_raw(EncodedFeatures(X[va], schema))
             oof_repeats[r, va] = model.objective.decode(raw)

@@ -182,6 +182,12 @@ class Objective:
         r"""The metric from :meth:`metric_sums` added over every row. Default: :math:`\sqrt{S_1 / S_0}`."""
         return float(np.sqrt(sums[1] / sums[0]))
 
+    def default_min_delta(self, learning_rate: float) -> float:
+        """The smallest gain of :meth:`metric` that early stopping counts as an improvement when the caller gives
+        none (``early_stopping_min_delta``), at the engine's ``learning_rate``. Default 0: any strict gain, the
+        engines' own rule."""
+        return 0.0
+
     def loss(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Scalar minimised by :meth:`grad_hess`. Default: the metric, negated if higher is better."""
         if sample_weight is not None and takes_weight(self.metric):

@@ -201,6 +201,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
             params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
             num_boost_round=int(engine["num_boost_round"]), early_stopping_rounds=engine.get("early_stopping_rounds"),
+            early_stopping_min_delta=engine.get("early_stopping_min_delta"),
             n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
             schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,

@@ -183,7 +183,8 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
                 ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
                 params=dict(engine.get("params") or {}), objective_params=objective_params,
                 num_boost_round=int(engine["num_boost_round"]),
-                early_stopping_rounds=engine.get("early_stopping_rounds"), n_splits=n_splits,
+                early_stopping_rounds=engine.get("early_stopping_rounds"),
+                early_stopping_min_delta=engine.get("early_stopping_min_delta"), n_splits=n_splits,
                 stratified=bool(cv_cfg.get("stratified", True)), shuffle=bool(cv_cfg.get("shuffle", True)),
                 seed=seed, progress=False, n_jobs=threads, schema=ds.schema, groups=ds.groups_train,
                 repeats=repeats)
