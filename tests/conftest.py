@@ -1,9 +1,87 @@
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from qwkboost.data.sources import quartiles
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's engines get its share of the cores, as Hydra's joblib jobs do
+    (:func:`qwkboost.distributed.parallel.threads_per_job`): two workers whose engines each spin an OpenMP thread
+    per core fight for the cores and train many times slower. The share reaches
+    :func:`~qwkboost.distributed.parallel.available_cores` (and the commands the tests start) through joblib's
+    ``LOKY_MAX_CPU_COUNT``; a value set by the user is kept."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "LOKY_MAX_CPU_COUNT" not in os.environ:
+        from qwkboost.distributed.parallel import available_cores
+
+        os.environ["LOKY_MAX_CPU_COUNT"] = str(max(1, available_cores() // int(workers)))
+
+
+#: Under pytest-xdist, the work is handed out in this order: the files and tests that take longest first, so that
+#: the suite does not end with one worker running a long test while the others have finished. A file named here
+#: keeps its collection order inside; tests not named follow in collection order. Scheduling only: a test
+#: missing here still runs.
+SLOW_FIRST = (
+    "tests/tracking/test_mlflow_server.py",
+    "tests/distributed/test_cluster.py",
+    "tests/runs/test_run_cli.py",
+    "tests/runs/test_tuning_postgres.py",
+    "tests/runs/test_tuning.py",
+    "tests/objectives/test_outputs_and_hessians.py::test_every_objective_in_the_table_on_the_command_line",
+    "tests/tracking/test_predictions.py",
+    "tests/blending/test_blend_runs.py",
+    "tests/test_docs.py",
+    "tests/study/test_study.py",
+    "tests/test_estimator.py::test_scikit_learn_estimator_checks",
+    "tests/test_custom_objective.py",
+    "tests/runs/test_run_command.py",
+    "tests/test_readme.py",
+)
+#: Files whose tests share a costly module fixture (a server, a Dask cluster, finished runs): under pytest-xdist
+#: each is one unit of work, run by one worker, so the fixture is set up once. (``--dist loadgroup`` would do
+#: this with ``xdist_group`` marks, but pytest-xdist 3.8 on pytest 9.2 no longer groups: pytest-xdist#1386.)
+ONE_WORKER_FILES = (
+    "tests/tracking/test_mlflow_server.py",         # one mlflow server, killed and restarted by a test
+    "tests/distributed/test_cluster.py",            # one LocalCluster with two worker processes
+    "tests/runs/test_tuning_postgres.py",           # one PostgreSQL server
+    "tests/tracking/test_predictions.py",           # one finished run
+    "tests/blending/test_blend_runs.py",            # three finished runs to blend
+)
+
+
+def _slow_rank(nodeid: str) -> int:
+    name = nodeid.split("[", 1)[0]
+    for i, prefix in enumerate(SLOW_FIRST):
+        if name == prefix or name.startswith(prefix + "::"):
+            return i
+    return len(SLOW_FIRST)
+
+
+def pytest_collection_modifyitems(config, items):
+    """On a pytest-xdist worker (all workers sort alike), the slow files and tests first (:data:`SLOW_FIRST`)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = [item for _, _, item in sorted((_slow_rank(item.nodeid), i, item) for i, item in enumerate(items))]
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)     # optional: a run without pytest-xdist has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """``-n``'s default ``--dist load``, with each file of :data:`ONE_WORKER_FILES` handed out whole: any test
+    is its own unit of work, and units go out in collection order (slow first), to whichever worker is nearly
+    done with its own, as with ``load``."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in ONE_WORKER_FILES else nodeid
+
+    config.option.loadscopereorder = False       # units in collection order, not by their number of tests
+    return Scheduling(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -77,8 +77,9 @@ def test_constant_features_are_refused_on_every_engine(engine):
 # -- threads ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_engine_threads_default_to_the_cores_and_follow_n_jobs(engine, small_quartiles):
+def test_engine_threads_default_to_the_cores_and_follow_n_jobs(engine, small_quartiles, monkeypatch):
     ds = small_quartiles
+    monkeypatch.delenv("LOKY_MAX_CPU_COUNT", raising=False)    # every core, not a pytest-xdist worker's share
 
     def threads(m):
         if engine == "xgboost":
