@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 import qwkboost
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, run_in_process
 from qwkboost.distributed.cluster import ClusterSpec, DaskData, as_dask, connect, predict_dask, read_parquet, train_dask
 from qwkboost.config import ConfigError
 from qwkboost.data.sources import quartiles
@@ -168,12 +168,14 @@ def test_cli_trains_every_fold_on_a_local_cluster(tmp_path, mlflow_store):
     assert run.info.status == "FINISHED"
     assert run.data.tags["cluster"] == "local:2x1"
     assert run.data.metrics["qwk_thresholds"] > 0.5
-    # the native engine, and objectives lightgbm.dask would get wrong, are refused before training
+    # the native engine, and objectives lightgbm.dask would get wrong, are refused before training (in this
+    # process: a ConfigError is the command's exit status 2, tests/runs/test_run_cli.py)
     for extra, msg in ((["engine=native"], "has no Dask interface"),
                        (["engine=lightgbm", "engine.early_stopping_rounds=null"], "lightgbm.dask cannot combine")):
-        bad = subprocess.run([*cmd, *extra], cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True,
-                             text=True, timeout=120)
-        assert bad.returncode != 0 and msg in bad.stdout + bad.stderr
+        with pytest.raises(ConfigError, match=msg):
+            run_in_process([*cmd[2:-1], *extra], tmp_path / "bad")
+    (only,) = client.search_runs([exp.experiment_id])            # nothing started a run
+    assert only.info.run_id == run.info.run_id
 
 
 def test_hydra_submitit_launcher_runs_a_sweep(tmp_path, mlflow_store):
@@ -244,14 +246,12 @@ def test_every_rounds_gradients_on_the_workers_equal_one_process(client, data, t
 
 
 def test_cli_stops_before_its_run_when_the_scheduler_does_not_answer(tmp_path, mlflow_store):
+    """The command's config, run in this process: a ConfigError (the command's exit status 2 with the message
+    alone on stderr, tests/runs/test_run_cli.py) and no run."""
     import mlflow
 
-    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), *TINY_OVERRIDES,
-                           "cluster.address=tcp://127.0.0.1:9", f"tracking.uri={mlflow_store}",
-                           "tracking.experiment_name=cluster_unreachable", f"hydra.run.dir={tmp_path}/out"],
-                          cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True, text=True, timeout=120)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out[-3000:]
-    assert "error: cluster.address=tcp://127.0.0.1:9: no Dask scheduler answers there" in out
+    with pytest.raises(ConfigError, match="cluster.address=tcp://127.0.0.1:9: no Dask scheduler answers there"):
+        run_in_process([*TINY_OVERRIDES, "cluster.address=tcp://127.0.0.1:9", f"tracking.uri={mlflow_store}",
+                        "tracking.experiment_name=cluster_unreachable"], tmp_path / "out")
     exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("cluster_unreachable")
     assert exp is None or not mlflow.MlflowClient(mlflow_store).search_runs([exp.experiment_id])

@@ -1,18 +1,11 @@
 """The objective contract across objectives: outputs, hessian kinds, the native engine's use of them, and every
 objective in the table on the command line."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import qwkboost as qb
 from qwkboost.objectives import available, get
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_objective_declares_its_outputs_and_hessian():
@@ -58,14 +51,14 @@ def test_native_multi_output_keeps_sampling_constraints_and_early_stopping(data,
     assert m.evals_result["valid"]["logloss"][m.best_iteration - 1] < 1.25
 
 
-def test_every_objective_in_the_table_on_the_command_line(tmp_path):
-    env = {**os.environ, "CI": "true"}
-    proc = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=objectives_table",
-                           "table.engines=[native]", "data.n_train=1500", "data.n_test=800",
-                           "engine.num_boost_round=60", "engine.early_stopping_rounds=10",
-                           f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", "hydra.run.dir=out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_every_objective_in_the_table_on_the_command_line(tmp_path, mlflow_store):
+    """``experiments/run.py experiment=objectives_table ...``, composed as its command line and run in this process
+    (:func:`conftest.run_in_process`)."""
+    from conftest import run_in_process
+
+    run_in_process(["experiment=objectives_table", "table.engines=[native]", "data.n_train=1500", "data.n_test=800",
+                    "engine.num_boost_round=60", "engine.early_stopping_rounds=10", f"tracking.uri={mlflow_store}",
+                    "tracking.experiment_name=objectives_table"], tmp_path / "out")
     table = (tmp_path / "out" / "objectives_table.md").read_text()
     for name in ("squared_error", "extended_qwk", "multiclass", "ordinal_logit", "soft_qwk", "Bayes ceiling"):
         assert name in table, name

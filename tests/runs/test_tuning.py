@@ -115,8 +115,9 @@ def test_killed_study_resumes_at_once(tmp_path, mlflow_store):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert [t.state for t in trials(db, state=None)] == [optuna.trial.TrialState.RUNNING]
-    # resume at once, well inside the heartbeat's grace period: the dead process is recognised anyway
-    subprocess.run(cmd, cwd=tmp_path, check=True, env=ENV, capture_output=True, timeout=600)
+    # resume at once, well inside the heartbeat's grace period: the dead process is recognised anyway (the
+    # same command, in this process)
+    tune_in(tmp_path, mlflow_store, db, "tune_kill", 1, slow)
     s = optuna.load_study(study_name="s", storage=f"sqlite:///{db}")
     states = [t.state for t in s.trials]
     assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.COMPLETE]
@@ -132,14 +133,14 @@ def test_killed_study_resumes_at_once(tmp_path, mlflow_store):
 
 def test_parallel_workers_draw_different_parameters(tmp_path, mlflow_store):
     db = tmp_path / "optuna.db"     # a new study store, created by two workers at once
-    cmds = [tune_cmd(mlflow_store, db, "tune_parallel", 6) for _ in range(2)]
+    cmds = [tune_cmd(mlflow_store, db, "tune_parallel", 4) for _ in range(2)]
     procs = [subprocess.Popen(c, cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True) for c in cmds]
     for p in procs:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
     done = trials(db)
-    assert len(done) >= 6
+    assert len(done) >= 4
     keys = {tuple(sorted(t.params.items())) for t in done}
     assert len(keys) == len(done)      # no two trials share their parameters
 

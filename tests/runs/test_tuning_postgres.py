@@ -11,18 +11,23 @@ import mlflow
 import optuna
 import pytest
 
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, run_in_process
 from postgres_server import free_port
+from qwkboost.exceptions import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "CI": "true"}
 COMPLETE = optuna.trial.TrialState.COMPLETE
 
 
-def tune_cmd(store, storage, name, n_trials, study="s"):
-    return [sys.executable, str(ROOT / "experiments" / "tune.py"), *TINY_OVERRIDES, f"tracking.uri={store}",
-            f"tracking.experiment_name={name}", f"tune.storage={storage}", f"tune.n_trials={n_trials}",
-            f"tune.study_name={study}", "tune.heartbeat_interval=1", "tune.grace_period=2"]
+def tune_args(store, storage, name, n_trials, study="s"):
+    return [*TINY_OVERRIDES, f"tracking.uri={store}", f"tracking.experiment_name={name}", f"tune.storage={storage}",
+            f"tune.n_trials={n_trials}", f"tune.study_name={study}", "tune.heartbeat_interval=1", "tune.grace_period=2"]
+
+
+def tune_cmd(*args, **kwargs):
+    """``experiments/tune.py`` as a process: for what needs one (workers side by side)."""
+    return [sys.executable, str(ROOT / "experiments" / "tune.py"), *tune_args(*args, **kwargs)]
 
 
 def new_database(server_url: str, name: str) -> str:
@@ -44,8 +49,8 @@ def worker_pid(trial) -> int:
 
 
 @pytest.mark.slow
-def test_workers_share_one_study(postgres_url, mlflow_store, tmp_path):
-    n = 6
+def test_workers_share_one_study(postgres_url, mlflow_store, tmp_path, caplog):
+    n = 4
     url = new_database(postgres_url, "shared")    # empty: the two workers create Optuna's tables together
     # one worker names the driver, the other writes postgresql:// as the README does
     urls = [url, url.replace("postgresql+psycopg2://", "postgresql://")]
@@ -74,11 +79,10 @@ def test_workers_share_one_study(postgres_url, mlflow_store, tmp_path):
     assert len(parents) == 2 and all(r.info.status == "FINISHED" for r in parents)
     assert {t.user_attrs["mlflow_run_id"] for t in done} <= {r.info.run_id for r in runs}
 
-    # the same command again: the study is finished, so it runs no trial
-    again = subprocess.run(tune_cmd(mlflow_store, url, "tune_pg_shared", n), cwd=tmp_path, env=ENV,
-                           capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"already has {len(done)} completed trials" in again.stdout + again.stderr
+    # the same command again (in this process): the study is finished, so it runs no trial
+    with caplog.at_level("INFO", logger="qwkboost"):
+        run_in_process(tune_args(mlflow_store, url, "tune_pg_shared", n), tmp_path / "again", config_name="tune")
+    assert f"already has {len(done)} completed trials" in caplog.text
     assert len(optuna.load_study(study_name="s", storage=url).trials) == len(study.trials)
 
 
@@ -108,12 +112,13 @@ def test_unreachable_server_is_refused_before_any_trial(mlflow_store, tmp_path):
                         "pip install -e '.[cluster]'")
     port = free_port()                  # nothing listens there
     url = f"postgresql://postgres:s3cret@127.0.0.1:{port}/qwkboost_test"
-    proc = subprocess.run(tune_cmd(mlflow_store, url, "tune_pg_refused", 2), cwd=tmp_path, env=ENV,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    err = proc.stderr
+    # in this process: a ConfigError is experiments/tune.py's exit status 2 with its message alone on stderr
+    # (test_run_cli.py::test_bad_tuning_input_is_one_line_before_any_trial)
+    with pytest.raises(ConfigError) as exc:
+        run_in_process(tune_args(mlflow_store, url, "tune_pg_refused", 2), tmp_path / "out", config_name="tune")
+    err = str(exc.value)
     assert f"tune.storage='postgresql://postgres:***@127.0.0.1:{port}/qwkboost_test' cannot be opened" in err
     assert "Connection refused" in err and "check that the server runs" in err
-    assert "s3cret" not in err and "Traceback" not in err
+    assert "s3cret" not in err
     # refused before tracking starts: no experiment, so no trial
     assert mlflow.MlflowClient(mlflow_store).get_experiment_by_name("tune_pg_refused") is None

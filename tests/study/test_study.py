@@ -22,11 +22,15 @@ SMALL = ["engine.num_boost_round=60", "engine.early_stopping_rounds=10", "engine
          "cv.n_splits=3", "study.cap.n_train=600", "study.cap.n_test=600"]
 
 
-def study_cmd(store, cache, *extra):
+def study_args(store, cache, *extra):
     # one MLflow experiment per test: the store is shared
-    return [sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=study", *SMALL,
-            f"tracking.uri={store}", f"tracking.experiment_name=study_{cache.parent.name}", f"study.cache_dir={cache}",
-            *extra]
+    return ["experiment=study", *SMALL, f"tracking.uri={store}", f"tracking.experiment_name=study_{cache.parent.name}",
+            f"study.cache_dir={cache}", *extra]
+
+
+def study_cmd(store, cache, *extra):
+    """``experiments/run.py experiment=study ...`` as a process."""
+    return [sys.executable, str(ROOT / "experiments" / "run.py"), *study_args(store, cache, *extra)]
 
 
 def study_runs(client, tmp_path):
@@ -86,10 +90,12 @@ def test_tiny_study_reports_paired_statistics_and_nests_runs(tmp_path, mlflow_st
     assert {a.path for a in client.list_artifacts(parents[0].info.run_id)} >= {"study.md", "study.csv", "plots"}
 
 
-def test_killed_study_resumes_without_running_a_cell_twice(tmp_path, mlflow_store):
+def test_killed_study_resumes_without_running_a_cell_twice(tmp_path, mlflow_store, caplog):
+    from conftest import run_in_process
+
     cache = tmp_path / "cache"
-    cmd = study_cmd(mlflow_store, cache, "study.seeds=8", "study.regimes=[quartiles]", "study.only=[squared_error]",
-                    "study.n_jobs=1")
+    extra = ("study.seeds=8", "study.regimes=[quartiles]", "study.only=[squared_error]", "study.n_jobs=1")
+    args, cmd = study_args(mlflow_store, cache, *extra), study_cmd(mlflow_store, cache, *extra)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     journal = cache / "computed.jsonl"
@@ -103,9 +109,12 @@ def test_killed_study_resumes_without_running_a_cell_twice(tmp_path, mlflow_stor
     proc.wait(timeout=30)
     first = [json.loads(line)["key"] for line in journal.read_text().splitlines()]
     assert 2 <= len(first) < 8
-    again = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"{len(first)} reused" in again.stdout + again.stderr
+    # the same command again, and a third time, in this process (the kill needed a process); their output
+    # directories sort after the killed command's outputs/<date>/<time>, as a later command's would
+    with caplog.at_level("INFO", logger="qwkboost"):
+        run_in_process(args, tmp_path / "outputs" / "again" / "1")
+    assert f"{len(first)} reused" in caplog.text
+    caplog.clear()
     keys = [json.loads(line)["key"] for line in journal.read_text().splitlines()]
     assert len(keys) == len(set(keys)) == 8          # none twice, none lost
     assert len(list((cache / "cells").glob("*.json"))) == 8
@@ -115,8 +124,9 @@ def test_killed_study_resumes_without_running_a_cell_twice(tmp_path, mlflow_stor
     parents, children = study_runs(client, tmp_path)
     assert sorted(r.data.tags["study.cell"] for r in children) == sorted(keys)
     # a third run computes nothing
-    third = subprocess.run(cmd, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
-    assert "8 reused from" in third.stdout + third.stderr and "0 to compute" in third.stdout + third.stderr
+    with caplog.at_level("INFO", logger="qwkboost"):
+        run_in_process(args, tmp_path / "outputs" / "third" / "2")
+    assert "8 reused from" in caplog.text and "0 to compute" in caplog.text
     assert len(journal.read_text().splitlines()) == 8
     # the killed command recorded nothing; the two that finished are in the report's time
     assert "The 2 commands that ran this study took" in (output_dir(tmp_path) / "study.md").read_text()

@@ -72,13 +72,17 @@ def _cli(tmp_path, script, *args):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    """One CLI run on the competition pair (native engine), logged to its own sqlite store."""
+    """One run of the command on the competition pair (native engine), logged to its own sqlite store: its
+    config composed as the command line composes it, run in this process (:func:`conftest.run_in_process`)."""
+    from conftest import run_in_process
+
     tmp = tmp_path_factory.mktemp("competition")
     te, yt = competition(tmp)
     uri = f"sqlite:///{tmp}/mlflow.db"
-    _cli(tmp, "run.py", "engine=native", "data=csv", f"data.path={tmp}/train.csv", f"data.test_path={tmp}/test.csv",
-         "data.target=AdoptionSpeed", "data.id=Id", "engine.num_boost_round=200", "engine.early_stopping_rounds=20",
-         "engine.params.learning_rate=0.2", "cv.n_splits=3", f"tracking.uri={uri}", "hydra.run.dir=out")
+    run_in_process(["engine=native", "data=csv", f"data.path={tmp}/train.csv", f"data.test_path={tmp}/test.csv",
+                    "data.target=AdoptionSpeed", "data.id=Id", "engine.num_boost_round=200",
+                    "engine.early_stopping_rounds=20", "engine.params.learning_rate=0.2", "cv.n_splits=3",
+                    f"tracking.uri={uri}"], tmp / "out")
     import mlflow
 
     client = mlflow.MlflowClient(uri)
