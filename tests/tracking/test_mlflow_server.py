@@ -17,7 +17,7 @@ import mlflow
 import pytest
 import requests
 
-from conftest import TINY_OVERRIDES
+from conftest import TINY_OVERRIDES, run_in_process
 from qwkboost.tracking.interrupt import is_alive
 from qwkboost.tracking import HTTP_DEFAULTS, PROCESS_TAG, bound_http_retries
 
@@ -88,19 +88,13 @@ class Server:
             pass
 
 
-@pytest.fixture
-def mlflow_server(tmp_path):
-    """Start servers with ``mlflow_server(root, port=None)``; every one is stopped when the test ends."""
-    started: list[Server] = []
-
-    def start(root: Path | None = None, port: int | None = None) -> Server:
-        server = Server(root or tmp_path / "server", port or free_port())
-        started.append(server)
-        return server.start()
-
-    yield start
-    for server in started:
-        server.stop()
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """One server for the module (each test logs to its own experiment); a test that kills it starts it again
+    with ``server.start()``, on the same store and port. Stopped when the module's tests are done."""
+    server = Server(tmp_path_factory.mktemp("server"), free_port()).start()
+    yield server
+    server.stop()
 
 
 def cmd(*args, script="run.py"):
@@ -121,7 +115,7 @@ def runs_of(client, name: str) -> list:
 
 
 def test_run_logged_over_http_is_read_back_over_http(tmp_path, mlflow_server):
-    server = mlflow_server()
+    server = mlflow_server
     work = tmp_path / "work"
     work.mkdir()
     run_cli(work, *TINY_OVERRIDES, "engine=lightgbm", f"tracking.uri={server.url}",
@@ -195,8 +189,8 @@ def test_http_retry_defaults_leave_the_users_settings(monkeypatch):
 
 
 @pytest.mark.slow
-def test_server_killed_mid_sweep_fails_the_sweep_and_keeps_what_was_logged(tmp_path, mlflow_server):
-    server = mlflow_server()
+def test_server_killed_mid_sweep_fails_the_sweep_and_keeps_what_was_logged(tmp_path, mlflow_server, monkeypatch):
+    server = mlflow_server
     name = "server_dies"
     work = tmp_path / "work"
     work.mkdir()
@@ -231,7 +225,7 @@ def test_server_killed_mid_sweep_fails_the_sweep_and_keeps_what_was_logged(tmp_p
     last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: {gone}") and f"experiment {name!r}" in last, last
 
-    server = mlflow_server(server.root, server.port)       # back, on the same store
+    server.start()                                          # back, on the same store and port
     client = mlflow.MlflowClient(server.url)
     before = {r.info.run_id: r for r in runs_of(client, name)}
     parent = next(r for r in before.values() if r.info.run_name.startswith("sweep"))
@@ -249,8 +243,13 @@ def test_server_killed_mid_sweep_fails_the_sweep_and_keeps_what_was_logged(tmp_p
         if r.info.status == "RUNNING":
             assert r.data.tags[PROCESS_TAG].split(":")[1] == str(sweep.pid) and is_alive(r.data.tags[PROCESS_TAG]) \
                 is False
-    # the next command logging to the experiment ends them KILLED; the finished runs are untouched
-    run_cli(work, *TINY_OVERRIDES, f"tracking.uri={server.url}", f"tracking.experiment_name={name}")
+    # the next command logging to the experiment (in this process, with qwkboost's HTTP defaults, restored
+    # afterwards) ends them KILLED; the finished runs are untouched
+    for k in (*HTTP_DEFAULTS, "MLFLOW_TRACKING_URI"):
+        monkeypatch.setenv(k, "")
+        monkeypatch.delenv(k)
+    run_in_process([*TINY_OVERRIDES, f"tracking.uri={server.url}", f"tracking.experiment_name={name}"],
+                   work / "next")
     after = {r.info.run_id: r for r in runs_of(client, name)}
     assert len(after) == len(before) + 1
     for run_id, r in before.items():
