@@ -47,10 +47,11 @@ def output_dir(cwd: Path) -> Path:
 
 
 def test_tiny_study_reports_paired_statistics_and_nests_runs(tmp_path, mlflow_store):
-    proc = subprocess.run(study_cmd(mlflow_store, tmp_path / "cache", "study.seeds=3", "study.regimes=[quartiles]",
-                                    "study.only=[squared_error,extended_qwk]"),
-                          cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    """``experiments/run.py experiment=study ...`` in this process (:func:`conftest.run_in_process`)."""
+    from conftest import run_in_process
+
+    run_in_process(study_args(mlflow_store, tmp_path / "cache", "study.seeds=3", "study.regimes=[quartiles]",
+                              "study.only=[squared_error,extended_qwk]"), tmp_path / "outputs" / "day" / "time")
     out = output_dir(tmp_path)
     cells = pd.read_csv(out / "cells.csv")
     summary = pd.read_csv(out / "study.csv")
