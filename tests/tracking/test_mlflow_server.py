@@ -152,11 +152,33 @@ def test_run_logged_over_http_is_read_back_over_http(tmp_path, mlflow_server):
 TUNE = ["tune.n_trials=2", "tune.storage=sqlite:///{tmp_path}/optuna.db"]
 
 
+def unreachable_message(url: str) -> str:
+    return (f"the MLflow tracking server at tracking.uri={url} cannot be reached (ConnectionError: connection "
+            "refused); start it (e.g. mlflow server --host 127.0.0.1 --port 5000), or leave tracking.uri and "
+            "MLFLOW_TRACKING_URI unset to log to the local sqlite store")
+
+
+def test_unreachable_server_stops_tuning_before_any_trial(tmp_path, monkeypatch):
+    """experiments/tune.py's config in this process: a ConfigError (the command's exit status 2 with the message
+    alone on stderr, tests/runs/test_run_cli.py) before the study is opened."""
+    from qwkboost.exceptions import ConfigError
+
+    for k in HTTP_DEFAULTS:              # restored afterwards: the command sets them for an http:// store
+        monkeypatch.setenv(k, "")
+        monkeypatch.delenv(k)
+    url = f"http://127.0.0.1:{free_port()}"         # nothing listens there
+    with pytest.raises(ConfigError) as exc:
+        run_in_process([a.format(tmp_path=tmp_path) for a in TUNE] + [*TINY_OVERRIDES, f"tracking.uri={url}"],
+                       tmp_path / "out", config_name="tune")
+    assert str(exc.value) == unreachable_message(url)
+    assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("*.csv"))
+    assert not (tmp_path / "optuna.db").exists()
+
+
 @pytest.mark.parametrize("args, script", [
     (["-m", "engine=xgboost,lightgbm"], "run.py"),
-    (TUNE, "tune.py"),
     (["-m", "engine=xgboost,lightgbm", *TUNE], "tune.py"),
-], ids=["run-multirun", "tune", "tune-multirun"])
+], ids=["run-multirun", "tune-multirun"])
 def test_unreachable_server_stops_multirun_and_tuning_before_training(tmp_path, args, script):
     url = f"http://127.0.0.1:{free_port()}"         # nothing listens there
     t = time.time()
@@ -165,10 +187,7 @@ def test_unreachable_server_stops_multirun_and_tuning_before_training(tmp_path, 
     assert time.time() - t < FAIL_S
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "Launching" not in proc.stdout + proc.stderr   # no job started
-    assert proc.stderr.strip().splitlines()[-1] == (
-        f"error: the MLflow tracking server at tracking.uri={url} cannot be reached (ConnectionError: connection "
-        "refused); start it (e.g. mlflow server --host 127.0.0.1 --port 5000), or leave tracking.uri and "
-        "MLFLOW_TRACKING_URI unset to log to the local sqlite store")
+    assert proc.stderr.strip().splitlines()[-1] == f"error: {unreachable_message(url)}"
     # nothing trained, nothing written: no results, no Optuna study
     assert not list(tmp_path.rglob("result.json")) and not list(tmp_path.rglob("*.csv"))
     assert not (tmp_path / "optuna.db").exists()
