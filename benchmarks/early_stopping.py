@@ -24,8 +24,9 @@ seed, the means over seeds and each setting's difference from the first, paired 
 
 Without ``--measure``, each dataset and engine is trained once with ``min_delta = 0`` and every other
 ``--deltas`` value is replayed on its validation curves: a larger ``min_delta`` only ever stops sooner (it
-counts a subset of the improvements), and trees do not depend on when training stops, so each fold's
-stopping round, best round and predictions under ``min_delta`` follow exactly from the run with 0 (test
+counts a subset of the improvements: each round that gains more than it is a new best), and trees do not
+depend on when training stops, so each fold's stopping round, best round and predictions under
+``min_delta`` follow exactly from the run with 0 (test
 scores from the fold models cut at that best round; time as the fold's seconds times its share of the
 rounds). With ``--measure``, each listed setting is trained for real (``default``: the objective's own) and
 its wall time measured. Reported: the folds' stopping rounds, total rounds, fit seconds, and test QWK of the
@@ -73,16 +74,17 @@ def dataset(name: str, seed: int = 0):
 
 
 def replay(curve, delta: float, rounds: int, higher_is_better: bool = True) -> tuple[int, int]:
-    """(rounds trained, best round), both 1-based, of early stopping with ``min_delta = delta`` on the
-    per-round validation ``curve`` (the rule of :class:`qwkboost.engines.callback.EarlyStopping`)."""
-    sign = 1.0 if higher_is_better else -1.0
-    best, best_i = None, 0
+    """(rounds trained, best round), both 1-based, of :class:`qwkboost.engines.callback.EarlyStopping` with
+    ``min_delta = delta`` on the per-round validation ``curve``."""
+    from qwkboost.engines.callback import CallbackEnv, EarlyStopException, EarlyStopping
+
+    stopper = EarlyStopping(rounds, "m", higher_is_better, min_delta=delta)
     for i, v in enumerate(curve):
-        if best is None or sign * (v - best) > delta:
-            best, best_i = v, i
-        elif i - best_i >= rounds:
-            return i + 1, best_i + 1
-    return len(curve), best_i + 1
+        try:
+            stopper(CallbackEnv(i, {"valid": {"m": float(v)}}))
+        except EarlyStopException as stop:
+            return i + 1, stop.best_iteration + 1
+    return len(curve), stopper.best_iteration + 1
 
 
 def scores(cv, X, y, X_test, y_test, best: list[int]) -> dict:

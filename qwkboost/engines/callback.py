@@ -70,16 +70,17 @@ def check_min_delta(value, name: str = "early_stopping_min_delta") -> float:
 
 
 class EarlyStopping:
-    r"""Stop when ``metric`` on ``data`` has not improved for ``rounds`` rounds.
+    r"""Stop when ``metric`` on ``data`` has not improved by more than ``min_delta`` for ``rounds`` rounds.
 
-    A round improves on the best score :math:`s^*` so far when its score
-    :math:`s` is better by more than ``min_delta``: :math:`s > s^* + \delta`
-    (:math:`s < s^* - \delta` when lower is better). With :math:`\delta = 0`
-    that is strictly better, the rule of XGBoost's and LightGBM's own early
-    stopping, so results match theirs round for round; with :math:`\delta > 0`
-    it is the rule of their ``min_delta`` (XGBoost's ``EarlyStopping``,
-    LightGBM's ``early_stopping`` callback): rounds that gain less do not
-    become the best round and do not restart the count.
+    A round counts as an improvement when its score :math:`s` beats the score :math:`s^\circ` of the last
+    round that counted by more than ``min_delta``: :math:`s > s^\circ + \delta` (:math:`s < s^\circ - \delta`
+    when lower is better), and training stops ``rounds`` rounds after the last such round: the stopping
+    rule of XGBoost's and LightGBM's ``min_delta`` (XGBoost's ``EarlyStopping``, LightGBM's
+    ``early_stopping`` callback). The model keeps the round with the best score of all those trained
+    (``best_iteration``): gains smaller than :math:`\delta` do not keep training going, but are not thrown
+    away either (XGBoost and LightGBM would keep the last round that counted). With :math:`\delta = 0` both
+    are the strict rule of XGBoost's and LightGBM's own early stopping, so results match theirs round for
+    round.
 
     Attributes
     ----------
@@ -97,12 +98,15 @@ class EarlyStopping:
         self.min_delta = check_min_delta(min_delta)
         self.best_iteration: int | None = None
         self.best_score: float | None = None
+        self._counted: tuple[int, float] | None = None      # the last round that counted, and its score
 
     def __call__(self, env: CallbackEnv) -> None:
         score = env.evals[self.data][self.metric]
-        if self.best_score is None or self.sign * (score - self.best_score) > self.min_delta:
+        if self.best_score is None or self.sign * score > self.sign * self.best_score:
             self.best_iteration, self.best_score = env.iteration, score
-        elif env.iteration - self.best_iteration >= self.rounds:
+        if self._counted is None or self.sign * (score - self._counted[1]) > self.min_delta:
+            self._counted = (env.iteration, score)
+        elif env.iteration - self._counted[0] >= self.rounds:
             raise EarlyStopException(self.best_iteration, self.best_score)
 
 

@@ -85,12 +85,18 @@ def test_min_delta_zero_is_the_rule_before_it(seed, maximize):
 @pytest.mark.parametrize("maximize", [True, False])
 @pytest.mark.parametrize("delta", [0.0, 1e-4, 1e-3, 5e-3])
 @pytest.mark.parametrize("seed", range(4))
-def test_min_delta_is_xgboosts_and_lightgbms_rule(seed, delta, maximize):
+def test_min_delta_stops_by_xgboosts_and_lightgbms_rule_and_keeps_the_best_round(seed, delta, maximize):
     curve = creeping(seed, maximize=maximize)
     for rounds in (10, 50):
-        mine = ours(EarlyStopping(rounds, "kappa", maximize, min_delta=delta), curve)
-        assert mine == xgboost_rule(curve, rounds, delta, maximize)
-        assert mine == lightgbm_rule(curve, rounds, delta, maximize)
+        stop, best = ours(EarlyStopping(rounds, "kappa", maximize, min_delta=delta), curve)
+        theirs = xgboost_rule(curve, rounds, delta, maximize)
+        assert theirs == lightgbm_rule(curve, rounds, delta, maximize)
+        assert stop == theirs[0]
+        # they keep the last round that gained more than delta; the best round trained is kept here
+        trained = curve if stop is None else curve[:stop + 1]
+        assert best == int(np.argmax(trained) if maximize else np.argmin(trained)) >= theirs[1]
+        if delta == 0:
+            assert best == theirs[1]
 
 
 def test_a_larger_min_delta_stops_sooner_on_a_creeping_curve():
