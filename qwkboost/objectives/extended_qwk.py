@@ -159,7 +159,9 @@ class ExtendedQWK(Objective):
         Without it a fold can creep for thousands of rounds on gains of about :math:`10^{-5}` a round, e.g.
         when validation rows repeat training rows (``benchmarks/RESULTS.md``, issue 23). The gain a round
         makes is proportional to the learning rate :math:`\eta` (boosting follows one path in
-        :math:`\eta \times` rounds), so the threshold is too: at :math:`\eta = 0.03` it is 0.0003.
+        :math:`\eta \times` rounds), so the threshold is too: at :math:`\eta = 0.03` it is 0.0003. It only
+        decides when training stops; the best round trained is kept
+        (:class:`qwkboost.engines.callback.EarlyStopping`).
         """
         return self.MIN_DELTA_PER_RATE * float(learning_rate)
 

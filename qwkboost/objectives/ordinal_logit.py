@@ -43,7 +43,10 @@ a tridiagonal system. A step that moves no cut point by more than
 :data:`TRUSTED_STEP` is taken as it is (in that range the likelihood's
 curvature changes little, so the quadratic model is accurate); a longer one is
 checked on the likelihood and halved until the likelihood does not rise; every
-step keeps the cut points increasing. The tree of round :math:`m` is fitted to
+step keeps the cut points increasing. A round's step whose predicted gain
+:math:`\tfrac12 g^\top H^{-1} g` (with the last hessian computed), per unit
+weight, is below :data:`MIN_GAIN` is not taken, and its hessian's sums are not
+formed: late in boosting, when the cut points have settled. The tree of round :math:`m` is fitted to
 gradients at the cut points of round :math:`m-1`, and round :math:`m`'s metric
 and saved cut points are those after its step, which are fitted to the
 scores before its tree (as they were when three steps came before the
