@@ -552,10 +552,10 @@ def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, 
     booster = out["booster"]
     best = None
     if early_stopping_rounds is not None:
-        try:
-            best = int(booster.best_iteration)
-        except AttributeError:
-            best = None
+        # XGBoost's callback decides when to stop; the round kept is the best of all trained, as on one
+        # machine (EarlyStopping keeps gains under min_delta, XGBoost's attribute would not)
+        scores = np.asarray(out["history"]["valid"][obj.metric_name], dtype=np.float64)
+        best = int(np.argmax(scores if obj.higher_is_better else -scores))
     return booster, booster.num_boosted_rounds(), best, out["history"]
 
 
