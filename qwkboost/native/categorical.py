@@ -100,8 +100,18 @@ def _many_vs_many(seg: np.ndarray, totals: np.ndarray, p: SplitParams):
 
 def _first(key: np.ndarray, S: int, reverse_ties: bool) -> np.ndarray:
     """Per row the indices of the ``S`` smallest keys in order, ties by index (descending if ``reverse_ties``)."""
-    m = key.shape[1]
-    part = np.argpartition(key, S - 1, axis=1)[:, :S] if S < m else np.broadcast_to(np.arange(m), key.shape)
+    k, m = key.shape
+    key = np.where(np.isnan(key), np.inf, key)
+    if S < m:
+        # the keys below each row's S-th smallest value, then its ties by index; np.argpartition's choice among
+        # tied keys depends on the CPU's NumPy kernels
+        t = np.partition(key, S - 1, axis=1)[:, S - 1 : S]
+        below, tied = key < t, key == t
+        rank = np.cumsum(tied[:, ::-1], axis=1)[:, ::-1] if reverse_ties else np.cumsum(tied, axis=1)
+        take = below | (tied & (rank <= S - below.sum(axis=1, keepdims=True)))
+        part = np.nonzero(take)[1].reshape(k, S)
+    else:
+        part = np.broadcast_to(np.arange(m), key.shape)
     k_part = np.take_along_axis(key, part, axis=1)
     tie = -part if reverse_ties else part
     return np.take_along_axis(part, np.lexsort((tie, k_part), axis=1), axis=1)

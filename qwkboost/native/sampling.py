@@ -40,7 +40,8 @@ def goss(g: np.ndarray, top_rate: float, other_rate: float, rng: np.random.Gener
     Returns
     -------
     rows : ndarray of intp
-        Sorted kept rows: the top ``top_rate * n`` by ``|g|`` plus ``other_rate * n`` random others.
+        Sorted kept rows: the top ``top_rate * n`` by ``|g|`` (of equal ones, the lower row indices) plus
+        ``other_rate * n`` random others.
     weight : ndarray of float
         Same length as ``rows``: 1 for the top rows, ``(1 - top_rate) / other_rate`` for the others.
     """
@@ -49,11 +50,16 @@ def goss(g: np.ndarray, top_rate: float, other_rate: float, rng: np.random.Gener
     n_other = int(other_rate * n)
     if n_top + n_other >= n:
         return np.arange(n), np.ones(n)
-    # the n_top largest |g| in O(n) (introselect: the same rows for the same gradients)
+    # The n_top largest |g| in O(n), ties at the n_top-th value broken by the lower row index. Which tied rows
+    # np.argpartition returns depends on the CPU's NumPy sort kernels (AVX-512 or not); the threshold value does not.
     a = np.abs(g)
-    top = np.argpartition(-a, n_top - 1)[:n_top] if n_top > 0 else np.empty(0, dtype=np.intp)
     is_top = np.zeros(n, dtype=bool)
-    is_top[top] = True
+    if n_top > 0:
+        t = np.partition(a, n - n_top)[n - n_top]
+        is_top = a > t
+        tied = np.flatnonzero(a == t)
+        is_top[tied[: n_top - np.count_nonzero(is_top)]] = True
+    top = np.flatnonzero(is_top)
     rest = np.flatnonzero(~is_top)
     other = rest[rng.choice(rest.size, n_other, replace=False)] if n_other > 0 else rest[:0]
     rows = np.concatenate([top, other])

@@ -1,5 +1,7 @@
 """The data and settings of ``data/reference_trees.json``: trees the native engine grew before categorical
-columns could be wide (16-bit codes), kept to show that data without such columns grows the same trees."""
+columns could be wide (16-bit codes), kept to show that data without such columns grows the same trees.
+``goss_colsample`` was grown again when GOSS came to break ties in |g| by row index: which tied rows the
+previous selection kept depended on the CPU's NumPy kernels, so its trees differed between machines."""
 
 import numpy as np
 

@@ -41,6 +41,16 @@ def test_goss_keeps_top_gradients_and_reweights_the_rest():
     assert rows.size == 1000 and np.all(w == 1)
 
 
+def test_goss_breaks_ties_by_row_index():
+    """Rows with equal |g| (one leaf's rows share a gradient under squared error) are taken lowest index first, so
+    the kept rows do not depend on which NumPy selection kernel the CPU runs."""
+    g = np.random.RandomState(2).choice([-1.5, -0.5, 0.25, 0.5, 1.5], size=2000)
+    for top_rate in (0.1, 0.25, 0.4):
+        rows, w = goss(g, top_rate, 0.1, np.random.default_rng(0))
+        expected = np.sort(np.argsort(-np.abs(g), kind="stable")[: int(top_rate * g.size)])
+        np.testing.assert_array_equal(rows[w == 1.0], expected)
+
+
 def test_goss_waits_one_over_learning_rate_rounds():
     assert not goss_active(9, 0.1) and goss_active(10, 0.1)
     assert not goss_active(0, 1.0) and goss_active(1, 1.0)
