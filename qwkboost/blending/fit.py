@@ -189,7 +189,10 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
 
 def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     """``submission.csv``, ``predictions.parquet``, ``oof.parquet``, ``blend.json`` and ``plots/blend.png``;
-    and ``pipeline/`` when every member is a qwkboost pipeline. Returns the files written."""
+    and ``pipeline/`` when every member is a qwkboost pipeline. Returns the files written.
+
+    The parquet files hold the blend's scores and classes and, as ``member_<i>``, the score of
+    ``blend.json``'s ``members[i]``."""
     import matplotlib.pyplot as plt
     import pandas as pd
 
@@ -214,6 +217,9 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     pred = pd.DataFrame({id_name: ref.test_ids, "score": result.test_score, "class": cls(result.test_class)})
     if ref.y_test is not None:
         pred[target] = ref.y_test
+    for i, m in enumerate(result.members):         # aligned to the first member's rows; blend.json names them
+        oof[f"member_{i}"] = m.oof
+        pred[f"member_{i}"] = m.test
     files = [out / "oof.parquet", out / "predictions.parquet", out / "submission.csv", out / "blend.json",
              out / "plots" / "blend.png"]
     oof.to_parquet(files[0], index=False)

@@ -230,7 +230,7 @@ def _from_dir(d: Path, id_name: str | None, target: str | None, source: str | No
     id_name = id_name or ("id" if "id" in oof.columns else str(oof.columns[0]))
     target = target or ("label" if "label" in oof.columns else None)
     if target is None:
-        raise BlendInputError(f"member {source or d}: cannot tell its label column; give blend.target (columns: "
+        raise BlendInputError(f"member {source or d}: cannot tell its label column; give target=<column> (columns: "
                               f"{list(oof.columns)})")
     name = "/".join(str(info[k]) for k in ("engine", "objective") if info.get(k)) or d.name
     return Member.from_frames(name, oof, test, id_name, target, source=source or str(d), pipeline_dir=pipeline_dir,
@@ -417,14 +417,14 @@ def align(members: Sequence[Member], check_folds: bool = True) -> list[Member]:
                     raise BlendInputError(
                         f"member {x.name!r} ({x.source}) records no CV folds (a 'fold' column), so the members' "
                         "folds cannot be checked; re-run it with this qwkboost, add the column, or set "
-                        "check_folds=false (blend.check_folds=false) knowingly")
+                        "check_folds=false knowingly")
             if folds.shape[0] != ref.folds.shape[0] or not all(
                     _same_partition(a, b) for a, b in zip(folds, ref.folds)):
                 raise BlendInputError(
                     f"members {ref.name!r} ({ref.source}) and {m.name!r} ({m.source}) were cross-validated on "
                     "different folds: blend weights fitted on their out-of-fold scores would leak. Re-run them with "
                     "the same seed, cv.n_splits, cv.repeats and cv.group, or set check_folds=false "
-                    "(blend.check_folds=false) knowingly")
+                    "knowingly")
         y_test = None if m.y_test is None else m.y_test[tpos]
         out.append(replace(m, ids=ref.ids, y=ref.y, oof=m.oof[pos], test_ids=ref.test_ids, test=m.test[tpos],
                            folds=folds, weight=w, y_test=y_test))

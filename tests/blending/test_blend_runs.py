@@ -57,6 +57,11 @@ def test_the_blend_submission_is_as_good_as_the_best_member_and_honest(runs, tmp
     info = pd.read_json(tmp_path / "blend.json", typ="series")
     for key in ("members", "weights", "cuts", "oof_qwk", "nested_oof_qwk"):
         assert key in info
+    # beside the blend's score, every member's, in blend.json's order: the weighted sum gives the blend's score
+    oof, pred = pd.read_parquet(tmp_path / "oof.parquet"), pd.read_parquet(tmp_path / "predictions.parquet")
+    cols = [f"member_{i}" for i in range(len(r.members))]
+    np.testing.assert_allclose(oof[cols].to_numpy() @ r.weights, oof["score"], rtol=1e-12)
+    np.testing.assert_allclose(pred[cols].to_numpy() @ r.weights, pred["score"], rtol=1e-12)
     # the pipeline scores new rows exactly as the submission was made
     pipe = load_run(tmp_path)
     assert isinstance(pipe, FittedBlend)
