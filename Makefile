@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: run test docs demo table-small study mlflow-ui clean
+.PHONY: run test docs mathjax demo table-small study mlflow-ui clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,9 +20,20 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto
 
-## the documentation site, built strictly (broken links, missing references, bad docstrings fail) into site/
+## the documentation site, built strictly (broken links, missing references, bad docstrings fail) into site/;
+## its formulas render offline with MathJax from npm where npm is installed (else the page loads it from a CDN)
+MATHJAX := docs/javascripts/tex-svg.js
 docs: $(STAMP)
+	@test -f $(MATHJAX) || $(MAKE) --no-print-directory mathjax || echo "MathJax not fetched: the site loads it from a CDN"
+	if [ -f $(MATHJAX) ]; then export QWKBOOST_MATHJAX=javascripts/tex-svg.js; fi; \
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+mathjax:
+	command -v npm > /dev/null
+	mkdir -p $(dir $(MATHJAX))
+	d=$$(mktemp -d) && cd $$d && npm pack --silent mathjax@3.2.2 > /dev/null && \
+	tar -xzf mathjax-3.2.2.tgz package/es5/tex-svg.js && cd - > /dev/null && \
+	cp $$d/package/es5/tex-svg.js $(MATHJAX) && rm -rf $$d
 
 ## quick end-to-end demo without Hydra or MLflow
 demo: $(STAMP)
