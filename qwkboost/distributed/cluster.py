@@ -41,9 +41,9 @@ import numpy as np
 
 from qwkboost.data.features import FeatureSchema
 from qwkboost.distributed.allreduce import for_workers, xgboost_allreduce
-from qwkboost.engines.callback import check_min_delta
 from qwkboost.engines.engine import (
     EngineObjective,
+    check_early_stopping,
     check_engine_params,
     check_label_span,
     label_offset,
@@ -448,15 +448,8 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
             raise ValueError(f"eval_set X has {valid.n_features} features but X has {data.n_features}")
     num_boost_round = check_int(num_boost_round, "num_boost_round", 0)
     seed = check_seed(seed)
-    if early_stopping_rounds is not None:
-        early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
-        if valid is None:
-            raise ValueError("early_stopping_rounds needs an eval_set to score")
-    if early_stopping_min_delta is not None:
-        early_stopping_min_delta = check_min_delta(early_stopping_min_delta)
-        if early_stopping_rounds is None:
-            raise ValueError("early_stopping_min_delta needs early_stopping_rounds (it says what counts as an "
-                             "improvement for early stopping)")
+    early_stopping_rounds, early_stopping_min_delta = check_early_stopping(
+        early_stopping_rounds, early_stopping_min_delta, valid is not None)
     delta = min_delta(obj, engine, params, early_stopping_min_delta)
     if engine == "lightgbm":
         _check_lightgbm(obj, valid, early_stopping_rounds)

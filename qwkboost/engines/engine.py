@@ -33,8 +33,8 @@ from qwkboost.validation import (
     check_weight,
 )
 
-__all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "label_offset",
-           "EngineObjective", "Engine", "EvalSet", "FitResult"]
+__all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "check_early_stopping",
+           "label_offset", "EngineObjective", "Engine", "EvalSet", "FitResult"]
 
 #: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
 LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
@@ -57,6 +57,27 @@ def min_delta(objective: Objective, engine: str, params: dict, given: float | No
         return check_min_delta(given)
     return check_min_delta(objective.default_min_delta(learning_rate(engine, params)),
                            f"{objective.name}.default_min_delta()")
+
+
+def check_early_stopping(rounds, min_delta, has_eval_set: bool) -> tuple[int | None, float | None]:
+    """``early_stopping_rounds`` and ``early_stopping_min_delta`` checked: a positive integer that needs an eval
+    set, and a finite number >= 0 that needs ``early_stopping_rounds``; ``None`` stays ``None``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument and the problem.
+    """
+    if rounds is not None:
+        rounds = check_int(rounds, "early_stopping_rounds", 1)
+        if not has_eval_set:
+            raise ValueError("early_stopping_rounds needs an eval_set to score")
+    if min_delta is not None:
+        min_delta = check_min_delta(min_delta)
+        if rounds is None:
+            raise ValueError("early_stopping_min_delta needs early_stopping_rounds (it says what counts as an "
+                             "improvement for early stopping)")
+    return rounds, min_delta
 
 
 def check_engine_params(engine: str, params: dict | None, n_features: int) -> dict:
@@ -271,15 +292,8 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
             _check_whole(yv, "eval_set y", obj)
         eval_set = (Xv, yv, wv)
     num_boost_round = check_int(num_boost_round, "num_boost_round", 0)
-    if early_stopping_rounds is not None:
-        early_stopping_rounds = check_int(early_stopping_rounds, "early_stopping_rounds", 1)
-        if eval_set is None:
-            raise ValueError("early_stopping_rounds needs an eval_set to score")
-    if early_stopping_min_delta is not None:
-        early_stopping_min_delta = check_min_delta(early_stopping_min_delta)
-        if early_stopping_rounds is None:
-            raise ValueError("early_stopping_min_delta needs early_stopping_rounds (it says what counts as an "
-                             "improvement for early stopping)")
+    early_stopping_rounds, early_stopping_min_delta = check_early_stopping(
+        early_stopping_rounds, early_stopping_min_delta, eval_set is not None)
     seed = check_seed(seed)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(f"n_jobs must be a non-zero integer (or None for every core); got {n_jobs!r}")

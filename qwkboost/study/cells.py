@@ -125,6 +125,18 @@ def build_cells(spec: StudySpec, compose) -> list[Cell]:
     return cells
 
 
+def _cell_data(config: Mapping[str, Any]):
+    """A cell's data set, its lowest class and number of classes, and the training and test labels as class
+    indices ``0..k-1``."""
+    from qwkboost.data.sources import class_range
+    from qwkboost.runs.experiment import load_dataset
+
+    ds = load_dataset(config["data"], int(config["seed"]), config["cv"].get("group"))
+    classes = class_range(ds.classes)
+    lo = float(classes[0])
+    return ds, lo, len(classes), (ds.y_train - lo).astype(np.int64), (ds.y_test - lo).astype(np.int64)
+
+
 def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, keep_scores: bool = False) -> dict:
     """Train ``method`` under ``config`` and score it with each of its decoders.
 
@@ -143,22 +155,16 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         shift_weights,
         target_moments,
     )
-    from qwkboost.data.sources import class_range
     from qwkboost.distributed.parallel import blas_single_thread
     from qwkboost.evaluation.cv import cross_validate, make_repeated_folds
     from qwkboost.evaluation.metrics import qwk
     from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
-    from qwkboost.runs.experiment import load_dataset
     from qwkboost.runs.peers import cross_validate_peer
 
     t0 = time.perf_counter()
     seed = int(config["seed"])
     cv_cfg = config["cv"]
-    ds = load_dataset(config["data"], seed, cv_cfg.get("group"))
-    classes = class_range(ds.classes)
-    lo, k = float(classes[0]), len(classes)
-    y_idx = (ds.y_train - lo).astype(np.int64)
-    yt_idx = (ds.y_test - lo).astype(np.int64)
+    ds, lo, k, y_idx, yt_idx = _cell_data(config)
     prior = ds.test_prior
     weights = None if prior is None else shift_weights(y_idx, prior)
     n_splits, repeats = int(cv_cfg["n_splits"]), int(cv_cfg.get("repeats", 1))
@@ -177,7 +183,7 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
             objective_params = dict(objective.get("params") or {})
             if prior is not None and "a" in objective_params and "b" in objective_params:
                 # the target's label mean and variance, for extended QWK's denominator
-                objective_params["a"], objective_params["b"] = target_moments(classes, prior)
+                objective_params["a"], objective_params["b"] = target_moments(lo + np.arange(k), prior)
             engine = config["engine"]
             cv = cross_validate(
                 ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
@@ -224,19 +230,13 @@ def run_blend_cell(config: Mapping[str, Any], method: MethodSpec, scores: list[d
     out-of-fold QWK (:func:`qwkboost.blending.methods.fit_nested`)."""
     from qwkboost.blending.methods import fit_nested
     from qwkboost.data.shift import shift_weights
-    from qwkboost.data.sources import class_range
     from qwkboost.evaluation.cv import make_folds
     from qwkboost.evaluation.metrics import qwk
-    from qwkboost.runs.experiment import load_dataset
 
     t0 = time.perf_counter()
     seed = int(config["seed"])
     cv_cfg = config["cv"]
-    ds = load_dataset(config["data"], seed, cv_cfg.get("group"))
-    classes = class_range(ds.classes)
-    lo, k = float(classes[0]), len(classes)
-    y_idx = (ds.y_train - lo).astype(np.int64)
-    yt_idx = (ds.y_test - lo).astype(np.int64)
+    ds, lo, k, y_idx, yt_idx = _cell_data(config)
     weights = None if ds.test_prior is None else shift_weights(y_idx, ds.test_prior)
     S = np.column_stack([s["oof"] for s in scores]) - lo
     T = np.column_stack([s["test"] for s in scores]) - lo
