@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from qwkboost.blending.members import BlendInputError, Member, align, read_members
+from qwkboost.blending.members import BlendInputError, Member, align, distinct_names, read_members
 from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
 from qwkboost.data.sources import class_range
 from qwkboost.evaluation.metrics import qwk
@@ -106,7 +106,9 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         ``metrics`` holds ``oof_qwk`` (in-sample), ``nested_oof_qwk`` (weights and
         cut points fitted without each fold), ``cut_optimism`` (their
         difference), ``best_member_oof_qwk`` and, when the test set has labels,
-        ``test_qwk`` and ``best_member_test_qwk``.
+        ``test_qwk``, ``best_member_test_qwk`` (the best member on the test set: a bar to
+        clear, chosen with the test labels) and ``chosen_member_test_qwk`` (the test QWK of
+        the member with the best nested OOF QWK: the single model one would have picked).
 
     Raises
     ------
@@ -120,7 +122,8 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         raise BlendInputError(f"blend method={method!r} is unknown; choose one of: {', '.join(BLEND_METHODS)}")
     if thresholds not in THRESHOLD_METHODS:
         raise BlendInputError(f"thresholds={thresholds!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
-    members = list(runs) if all(isinstance(r, Member) for r in runs) else \
+    runs = list(runs)
+    members = distinct_names(list(runs)) if all(isinstance(r, Member) for r in runs) else \
         read_members(runs, tracking_uri, id, target)
     members = align(members, check_folds=check_folds)
     ref = members[0]
@@ -173,7 +176,8 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     metrics["best_member_oof_qwk"] = float(table["oof_qwk"].max())
     metrics["best_member_nested_oof_qwk"] = float(table.loc[best, "nested_oof_qwk"])
     if labelled:
-        metrics["best_member_test_qwk"] = float(table["test_qwk"].max())
+        metrics["best_member_test_qwk"] = float(table["test_qwk"].max())     # the best on test: a bar, not a choice
+        metrics["chosen_member_test_qwk"] = float(table.loc[best, "test_qwk"])  # the one nested OOF would pick
     shift = 0.0 if method == "rank_mean" else lo       # rank_mean scores live on [0, 1]
     cuts = None if fit.cuts is None else fit.cuts + shift
     result = BlendResult(method, thresholds, members, fit.weights, cuts, classes, fit.score(S) + shift,
@@ -182,7 +186,8 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     log.info("blend (%s) of %d members: OOF QWK %.4f in-sample, %.4f nested (best member %.4f nested)%s",
              method, len(members), metrics["oof_qwk"], metrics["nested_oof_qwk"],
              metrics["best_member_nested_oof_qwk"],
-             f"; test QWK {metrics['test_qwk']:.4f} (best member {metrics['best_member_test_qwk']:.4f})"
+             f"; test QWK {metrics['test_qwk']:.4f} (best member {metrics['best_member_test_qwk']:.4f}, the one "
+             f"nested OOF picks {metrics['chosen_member_test_qwk']:.4f})"
              if labelled else "")
     return result
 

@@ -122,7 +122,7 @@ class Member:
         ids = np.arange(y.size) if ids is None else np.asarray(ids)
         test_ids = np.arange(cv.test.size) if test_ids is None else np.asarray(test_ids)
         return cls(name, name, ids, y, np.asarray(cv.oof, dtype=float), test_ids, np.asarray(cv.test, dtype=float),
-                   np.asarray(cv.fold_of), None if sample_weight is None else np.asarray(sample_weight, dtype=float),
+                   None if cv.fold_of is None else np.asarray(cv.fold_of), None if sample_weight is None else np.asarray(sample_weight, dtype=float),
                    None if y_test is None else np.asarray(y_test, dtype=float))
 
     @classmethod
@@ -346,13 +346,19 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
             out += _from_run_id(text, uri, id, target, tmp)
         else:
             raise BlendInputError(f"runs[{i}]={text!r} is neither a directory nor an MLflow run id (32 hex digits)")
+    return distinct_names(out)
+
+
+def distinct_names(members: list[Member]) -> list[Member]:
+    """``members``, a second ``a`` renamed ``a (2)`` and so on: names tell members apart in reports and key
+    their weights in ``blend.json``."""
     names: dict[str, int] = {}
-    for m in out:                       # names must tell members apart in reports
+    for m in members:
         n = names.get(m.name, 0)
         names[m.name] = n + 1
         if n:
             m.name = f"{m.name} ({n + 1})"
-    return out
+    return members
 
 
 # --------------------------------------------------------------------------- checks
@@ -396,8 +402,9 @@ def align(members: Sequence[Member], check_folds: bool = True) -> list[Member]:
         raise BlendInputError(f"a blend needs at least two members; got {len(members)}"
                               + (f" ({members[0].name})" if members else ""))
     ref = members[0]
-    if len(np.unique(ref.ids)) != len(ref.ids):
-        raise BlendInputError(f"member {ref.name!r} repeats training ids")
+    for ids, what in ((ref.ids, "training"), (ref.test_ids, "test")):
+        if len(np.unique(ids)) != len(ids):
+            raise BlendInputError(f"member {ref.name!r} repeats {what} ids")
     out = [ref]
     for m in members[1:]:
         pos = _order(m.ids, ref.ids, "training", m.name, ref.name)

@@ -35,8 +35,8 @@ from qwkboost.validation import (
     check_weight,
 )
 
-__all__ = ["CVResult", "cross_validate", "make_folds", "make_repeated_folds", "fold_assignment", "check_groups",
-           "duplicate_rows", "warn_duplicates", "progress_enabled", "DUPLICATE_SHARE"]
+__all__ = ["CVResult", "cross_validate", "make_folds", "make_repeated_folds", "check_fold_labels", "fold_assignment",
+           "check_groups", "duplicate_rows", "warn_duplicates", "progress_enabled", "DUPLICATE_SHARE"]
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +183,31 @@ def make_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, se
         return list(splitter.split(np.zeros((len(y), 1)), y, g))
 
 
+def check_fold_labels(y: np.ndarray, plan, grouped: bool) -> None:
+    """Every training part of ``plan`` (:func:`make_repeated_folds`) holds the lowest and the highest label.
+
+    An ordinal objective takes its label range from its training rows, so a fold whose training rows lack an
+    end of the range would train on fewer classes than it is scored on: refused before any training.
+    Labels inside the range may be missing (they are empty classes).
+
+    Raises
+    ------
+    ValueError
+        Naming the label, the fold and the settings that decide it.
+    """
+    lo, hi = y.min(), y.max()
+    for r, split in enumerate(plan):
+        for k, (tr, _) in enumerate(split):
+            ytr = y[tr]
+            for end in (lo, hi):
+                if not np.any(ytr == end):
+                    where = f"fold {k + 1}" + (f" of repeat {r + 1}" if len(plan) > 1 else "")
+                    cause = "in that fold's groups (cv.group)" if grouped else "in that fold"
+                    raise ValueError(f"label {end:g}: every row with it is {cause}, so the models of {where} "
+                                     "would train without it and take a narrower label range; lower cv.n_splits"
+                                     + (", or group more coarsely" if grouped else ", or set cv.stratified=true"))
+
+
 def make_repeated_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int,
                         repeats: int = 1, groups=None) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     """``repeats`` K-fold splits, the r-th drawn with seed ``seed + r`` (:func:`make_folds`).
@@ -252,6 +277,16 @@ def warn_duplicates(X: np.ndarray, schema: FeatureSchema | None = None) -> int:
                       "stopping are flattered: name the entity column with cv.group=<column> (groups= in Python)",
                       UserWarning, stacklevel=3)
     return n_dup
+
+
+def _is_ordinal(objective, objective_params) -> bool:
+    """Whether ``objective`` needs ordinal labels (its own errors, if any, are raised where it is trained)."""
+    from qwkboost.objectives import resolve
+
+    try:
+        return bool(resolve(objective, **(objective_params or {})).ordinal)
+    except Exception:
+        return False
 
 
 def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | None = None,
@@ -344,6 +379,8 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     shuffle = check_bool(shuffle, "cv.shuffle")
     seed = check_int(seed, "seed", 0, SEED_MAX - n_splits * repeats)
     plan = make_repeated_folds(y, n_splits, stratified, shuffle, seed, repeats, groups)
+    if _is_ordinal(objective, objective_params):
+        check_fold_labels(y, plan, groups is not None)
     n_dup = warn_duplicates(X, schema) if groups is None else None
     folds = [f for split in plan for f in split]
     progress = progress_enabled() if progress is None else progress

@@ -127,3 +127,32 @@ def test_unreadable_and_lonely_members(tmp_path):
         Member.from_frames("a", oof.drop(columns=["score"]), test)
     with pytest.raises(BlendInputError, match="blend method='median' is unknown"):
         blend([Member.from_frames("a", oof, test)] * 2, method="median")
+
+
+def test_the_first_members_repeated_test_ids_are_refused():
+    oof, test = _frames(seed=0)
+    test.loc[1, "id"] = test.loc[0, "id"]
+    a = Member.from_frames("a", oof, test)
+    with pytest.raises(BlendInputError, match="member 'a' repeats test ids"):
+        align([a, Member.from_frames("b", *_frames(seed=0))])
+
+
+def test_members_given_as_objects_keep_distinct_names_and_a_generator_loses_none():
+    a1, a2 = Member.from_frames("a", *_frames(seed=0)), Member.from_frames("a", *_frames(seed=1))
+    a2.oof, a2.test = a2.oof.copy(), a2.test.copy()
+    a2.y, a2.ids = a1.y, a1.ids                      # the same rows and labels, other scores
+    r = blend(m for m in [a1, a2])
+    assert [m.name for m in r.members] == ["a", "a (2)"]
+    assert set(r.summary()["weights"]) == {"a", "a (2)"}
+
+
+def test_a_cv_result_without_folds_is_refused_by_name():
+    from qwkboost.evaluation.cv import CVResult
+
+    oof, test = _frames(seed=0)
+    cv = CVResult(oof=oof["score"].to_numpy(), test=test["score"].to_numpy(), models=[], folds=[], fit_seconds=0.0)
+    cv.fold_of = None
+    m = Member.from_cv("cv", cv, oof["label"].to_numpy(), oof["id"].to_numpy(), test["id"].to_numpy())
+    assert m.folds is None
+    with pytest.raises(BlendInputError, match="records no CV folds"):
+        align([m, Member.from_frames("b", *_frames(seed=0))])

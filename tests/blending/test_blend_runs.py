@@ -47,6 +47,8 @@ def test_the_blend_submission_is_as_good_as_the_best_member_and_honest(runs, tmp
     assert r.test_qwk >= best - 0.01
     assert r.nested_oof_qwk <= r.oof_qwk
     assert r.metrics["best_member_test_qwk"] == pytest.approx(best)
+    picked = r.member_table["nested_oof_qwk"].idxmax()           # the member one would pick without test labels
+    assert r.metrics["chosen_member_test_qwk"] == pytest.approx(r.member_table.loc[picked, "test_qwk"])
     assert np.all(r.weights >= 0) and r.weights.sum() == pytest.approx(1.0)
     files = write_blend(r, tmp_path)
     assert {f.name for f in files} == {"oof.parquet", "predictions.parquet", "submission.csv", "blend.json",

@@ -158,3 +158,30 @@ def test_bad_groups_and_repeats_are_refused_before_training(kw, match, monkeypat
     with pytest.raises(ValueError, match=match):
         cross_validate(rs.rand(300, 3), rs.randint(0, 3, 300).astype(float), **args)
     assert not trained
+
+
+@pytest.mark.parametrize("objective", ["multiclass", "ordinal_logit", "extended_qwk"])
+def test_a_fold_trained_without_an_end_of_the_label_range_is_refused(objective, monkeypatch):
+    """Ten entities, the top label only in the last one's rows: the fold holding that entity would train on
+    labels 0..1 and be scored on 0..2. Refused before any training for an ordinal objective; squared error,
+    which takes no label range from its training rows, trains."""
+    import qwkboost.evaluation.cv as cvmod
+
+    g = np.repeat(np.arange(10), 30)
+    y = np.where(g == 9, 2.0, (np.arange(300) % 2).astype(float))
+    X = np.random.RandomState(0).rand(300, 3)
+    class Trained(Exception):
+        pass
+
+    def train(*a, **k):
+        trained.append(1)
+        raise Trained
+
+    trained = []
+    monkeypatch.setattr(cvmod, "train", train)
+    with pytest.raises(ValueError, match=r"label 2: every row with it is in that fold's groups \(cv.group\), so the "
+                                         r"models of fold \d would train without it.*lower cv.n_splits"):
+        cross_validate(X, y, engine="xgboost", objective=objective, n_splits=5, groups=g)
+    assert not trained
+    with pytest.raises(Trained):                       # squared error gets as far as training
+        cross_validate(X, y, engine="xgboost", objective="squared_error", n_splits=5, groups=g)
