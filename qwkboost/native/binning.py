@@ -193,9 +193,10 @@ class BinMapper:
             return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
         top = int(codes.max())
         if top < self.max_bin:
-            # today's dense bins: bin = code for every code up to the largest
-            dense = np.arange(top + 1, dtype=np.int64)
-            return dense, dense.copy()
+            # dense bins: bin = code up to the largest; codes training never had have an empty bin, but as levels
+            # only the codes seen, so that an unseen code goes to the missing bin as every other unseen code does
+            seen = np.unique(codes.astype(np.int64))
+            return seen, seen.copy()
         levels, counts = np.unique(codes.astype(np.int64), return_counts=True)
         order = np.lexsort((levels, -counts))                   # most frequent first, ties by code
         c = counts[order]

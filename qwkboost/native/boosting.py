@@ -401,13 +401,18 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
     categorical = sorted({int(j) for j in categorical})
     if categorical and (min(categorical) < 0 or max(categorical) >= F):
         raise ValueError(f"categorical features must be column positions in [0, {F}); got {categorical}")
+    bm = bin_mapper if bin_mapper is not None else \
+        BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed, p["min_data_in_bin"]).fit(X, categorical, names)
+    if bin_mapper is not None:
+        if categorical and categorical != sorted(bm.categorical):
+            raise ValueError(f"categorical={categorical} disagrees with bin_mapper's categorical features "
+                             f"{sorted(bm.categorical)}")
+        categorical = sorted(bm.categorical)           # the features the split search treats as categories
     mono = p["monotone_constraints"]
     if mono is not None and categorical and np.any(mono[categorical] != 0):
         bad = [j for j in categorical if mono[j] != 0]
         raise ValueError(f"monotone_constraints: features {bad} are categorical; categories have no order to "
                          "be monotone in")
-    bm = bin_mapper if bin_mapper is not None else \
-        BinMapper(p["max_bin"], p["bin_construct_sample_cnt"], seed, p["min_data_in_bin"]).fit(X, categorical, names)
     if bin_mapper is not None:
         nb = np.asarray(bm.n_bins_)
         if nb.size != F or nb.max(initial=1) > MAX_BINS:

@@ -28,7 +28,9 @@ than ``min_data_per_group`` rows. The children's similarities get the extra L2 p
 (the parent's term keeps :math:`\lambda`, as LightGBM's gain shift does). These limits keep
 an id-like column with thousands of levels and a few rows each from splitting on noise. Both
 children must keep ``min_samples_leaf`` rows and ``min_child_weight`` hessian, as on numeric
-features; the leaf weights are those of :mod:`qwkboost.native.gain` with :math:`\lambda`.
+features. The children's weights take :math:`\lambda + \lambda_c` too, as LightGBM's outputs of such a
+split do (:attr:`SplitInfo.child_l2 <qwkboost.native.gain.SplitInfo>`); one against the rest keeps
+:math:`\lambda`.
 """
 
 from __future__ import annotations
@@ -156,12 +158,13 @@ def best_categorical_splits(flat: np.ndarray, totals: np.ndarray, params: SplitP
         a, nb = int(fb.start[f]), int(fb.n_bins[f])
         seg = flat[:, :, a:a + nb + 1]
         if nb <= params.max_cat_to_onehot:
-            (sums, scored), order, lam_c = _one_vs_rest(seg, totals, params), None, lam
+            (sums, scored), order, extra = _one_vs_rest(seg, totals, params), None, 0.0
         else:
             found = _many_vs_many(seg, totals, params)
             if found is None:
                 continue
-            (sums, scored, order), lam_c = found, lam + params.cat_l2
+            (sums, scored, order), extra = found, params.cat_l2
+        lam_c = lam + extra                                 # the children's L2, as LightGBM's cat_l2 is
         GL, HL = sums[:, 0], sums[:, 1]
         GR, HR = Gt - GL, Ht - HL
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -191,5 +194,5 @@ def best_categorical_splits(flat: np.ndarray, totals: np.ndarray, params: SplitP
             R = [float(totals[i, 0]) - L[0], float(totals[i, 1]) - L[1], float(totals[i, 2]) - L[2]]
             gains[i] = g
             out[i] = SplitInfo(g, int(f), int(chosen.size - 1), dl, L, R, True,
-                               chosen[:-1] if dl else chosen)
+                               chosen[:-1] if dl else chosen, extra)
     return out

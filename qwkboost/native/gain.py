@@ -54,6 +54,9 @@ class SplitInfo:
         Whether ``C`` holds the children's exact row counts. The search counts rows
         only when it needs them (``min_samples_leaf`` > 1, or a constant hessian);
         otherwise ``C`` is 0 and the grower fills it in when it partitions the rows.
+    child_l2 : float
+        L2 penalty added to ``reg_lambda`` in the children's weights: ``cat_l2`` for a
+        category-set split, as LightGBM computes its children's outputs; 0 otherwise.
     """
 
     gain: float
@@ -64,6 +67,7 @@ class SplitInfo:
     right: list
     exact_counts: bool = False
     cat_left: np.ndarray | None = None
+    child_l2: float = 0.0
 
 
 @dataclass(frozen=True)

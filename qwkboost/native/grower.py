@@ -139,10 +139,10 @@ class TreeGrower:
         self._start(rows)
 
     # -- helpers ---------------------------------------------------------------
-    def _new(self, depth, totals, lower, upper, weight=None) -> TreeNode:
+    def _new(self, depth, totals, lower, upper, weight=None, extra_l2: float = 0.0) -> TreeNode:
         node = TreeNode(len(self.nodes), depth, None, totals, lower, upper)
         G, H, C = totals
-        node.weight = leaf_weight_scalar(G, H, self.sp.reg_lambda, self.sp.reg_alpha, lower, upper) \
+        node.weight = leaf_weight_scalar(G, H, self.sp.reg_lambda + extra_l2, self.sp.reg_alpha, lower, upper) \
             if weight is None else weight
         node.n = int(C)
         node.can = depth < self._max_depth and H >= self._min_h and C >= self._min_c
@@ -188,7 +188,7 @@ class TreeGrower:
         """Partition ``node`` (or use ``parts``, its partition done elsewhere); return its children."""
         s = node.split
         f, b, dl, L, R = s.feature, s.bin, s.default_left, s.left, s.right
-        lam, alpha = self.sp.reg_lambda, self.sp.reg_alpha
+        lam, alpha = self.sp.reg_lambda + s.child_l2, self.sp.reg_alpha     # cat_l2 after a category-set split
         wl = leaf_weight_scalar(L[0], L[1], lam, alpha, node.lower, node.upper)
         wr = leaf_weight_scalar(R[0], R[1], lam, alpha, node.lower, node.upper)
         if self.monotone is None:
@@ -220,8 +220,8 @@ class TreeGrower:
                 L[2], R[2] = float(nl), float(go.size - nl)
         # a child whose bounds did not move keeps the weight just computed
         pb = (node.lower, node.upper)
-        left = self._new(node.depth + 1, L, ll, lu, wl if (ll, lu) == pb else None)
-        right = self._new(node.depth + 1, R, rl, ru, wr if (rl, ru) == pb else None)
+        left = self._new(node.depth + 1, L, ll, lu, wl if (ll, lu) == pb else None, s.child_l2)
+        right = self._new(node.depth + 1, R, rl, ru, wr if (rl, ru) == pb else None, s.child_l2)
         if parts is not None:
             left.rows, right.rows = NodeRows(lrows), NodeRows(rrows)
         elif lmask is not None:

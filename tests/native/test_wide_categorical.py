@@ -11,7 +11,7 @@ import pytest
 
 import qwkboost as qb
 from qwkboost.native import NativeGBDTRegressor
-from qwkboost.native.binning import MAX_BINS, BinMapper, CodeMatrix
+from qwkboost.native.binning import MAX_BINS, MISSING_BIN, BinMapper, CodeMatrix
 from qwkboost.native.boosting import NativeBooster, boost
 from qwkboost.native.bundling import make_layout
 from qwkboost.native.categorical import best_categorical_splits
@@ -75,7 +75,9 @@ def test_wide_bins_follow_lightgbms_rule(levels, max_bin, min_data, skew):
 def test_few_codes_keep_todays_dense_bins_and_uint8():
     col = np.array([0, 3, 3, 7, np.nan, 2], dtype=float)
     bm = BinMapper(max_bin=255).fit(col[:, None], categorical=[0])
-    assert bm.cat_bins_[0].tolist() == list(range(8)) and bm.n_bins_[0] == 8
+    # bin = code up to the largest code (8 bins); only the codes seen are levels, so 1 and 4..6 go to missing
+    assert bm.cat_levels_[0].tolist() == bm.cat_bins_[0].tolist() == [0, 2, 3, 7] and bm.n_bins_[0] == 8
+    assert bm.transform(np.array([[1.0], [2.0], [7.0]]))[0].tolist() == [MISSING_BIN, 2, 7]   # codes: (features, rows)
     assert bm.transform(col[:, None]).dtype == np.uint8
 
 
@@ -338,3 +340,51 @@ def test_category_order_breaks_ties_by_bin():
             filled, idx = np.where(np.isnan(key), np.inf, key), np.arange(m)
             for r in range(k):
                 np.testing.assert_array_equal(got[r], np.lexsort((-idx if reverse else idx, filled[r]))[:S])
+
+
+def test_a_code_training_never_had_goes_where_missing_values_go():
+    """Codes 0, 1 and 3 in training (and NaN): an unseen 2, inside the codes' range, is routed as the unseen 9,
+    a fractional code and NaN are, not as a category of its own."""
+    rs = np.random.RandomState(0)
+    x = rs.choice([0.0, 1.0, 3.0, np.nan], size=600)
+    y = np.where(np.isnan(x), -5.0, np.where(x == 3, 1.0, 2.0)) + rs.normal(0, 0.1, x.size)
+    m = NativeGBDTRegressor(n_estimators=5, categorical_features=[0], min_data_per_group=1, cat_smooth=1).fit(
+        x[:, None], y)
+    unseen = m.predict(np.array([[2.0], [9.0], [2.5], [np.nan]]))
+    assert np.all(unseen == unseen[-1])
+
+
+def test_monotone_constraints_are_refused_on_a_bin_mappers_categorical_feature():
+    X = np.column_stack([np.random.RandomState(0).randint(0, 6, 300), np.random.RandomState(1).rand(300)])
+    y = X[:, 0] % 3 + X[:, 1]
+    bm = BinMapper().fit(X, [0])
+    from qwkboost.native.boosting import train_booster
+
+    with pytest.raises(ValueError, match=r"monotone_constraints: features \[0\] are categorical"):
+        train_booster(X, y, get_objective("squared_error").fit(y), {"monotone_constraints": [1, 0]}, 3, bin_mapper=bm)
+    with pytest.raises(ValueError, match=r"categorical=\[1\] disagrees with bin_mapper's categorical features \[0\]"):
+        train_booster(X, y, get_objective("squared_error").fit(y), {}, 3, bin_mapper=bm, categorical=[1])
+
+
+@pytest.mark.parametrize("cat_l2", [0.0, 10.0])
+def test_the_children_of_a_category_set_split_take_cat_l2(cat_l2):
+    """LightGBM computes the outputs of a many-vs-many categorical split with lambda_l2 + cat_l2, as it scores it."""
+    from qwkboost.native.boosting import train_booster
+
+    rs = np.random.RandomState(0)
+    x = rs.randint(0, 8, 800).astype(float)              # 8 categories > max_cat_to_onehot: the set search
+    y = (x % 4) + rs.normal(0, 0.3, 800)
+    obj = get_objective("squared_error").fit(y)
+    fit = train_booster(x[:, None], y, obj, {"max_depth": 1, "learning_rate": 1.0, "reg_lambda": 1.0,
+                                             "cat_l2": cat_l2, "min_data_per_group": 1, "cat_smooth": 1.0},
+                        1, categorical=[0])
+    booster = fit[0] if isinstance(fit, tuple) else fit
+    assert booster.trees[0].to_dict()["feature"][0] == 0
+    f0 = obj.init_score(y)
+    g, h = obj.grad_hess(y, np.full(y.size, f0))
+    pred = booster.predict(x[:, None])
+    leaves = np.unique(pred)
+    assert leaves.size == 2
+    for v in leaves:
+        rows = pred == v
+        assert v - f0 == pytest.approx(-g[rows].sum() / (h[rows].sum() + 1.0 + cat_l2), rel=1e-12)
