@@ -140,7 +140,9 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         from qwkboost.evaluation.cv import make_folds
 
         folds = np.empty(len(y_idx), dtype=np.int64)
-        for f, (_, va) in enumerate(make_folds(y_idx, 5, True, True, 0)):
+        counts = np.bincount(y_idx)
+        stratified = bool(counts[counts > 0].min() >= 5)        # a class of fewer than 5 rows: plain 5-fold
+        for f, (_, va) in enumerate(make_folds(y_idx, 5, stratified, True, 0)):
             folds[va] = f
     fit, nested = fit_nested(method, S, y_idx, k, w, folds, thresholds)
     oof_class = fit.classes(S)

@@ -156,3 +156,16 @@ def test_a_cv_result_without_folds_is_refused_by_name():
     assert m.folds is None
     with pytest.raises(BlendInputError, match="records no CV folds"):
         align([m, Member.from_frames("b", *_frames(seed=0))])
+
+
+def test_unchecked_members_without_folds_and_a_rare_class_still_blend():
+    """check_folds=false and no member knows its folds: the nested estimate uses its own 5 folds, plain K-fold
+    where a class has fewer than 5 rows (the stratified split would refuse it, naming cv settings a blend has not)."""
+    oof, test = _frames(seed=0)
+    oof = oof.drop(columns="fold")
+    oof.loc[:2, "label"] = 5                                   # a class of 3 rows
+    a = Member.from_frames("a", oof, test)
+    oof_b = oof.copy()
+    oof_b["score"] = oof_b["score"] + 0.2
+    r = blend([a, Member.from_frames("b", oof_b, test)], check_folds=False)
+    assert r.nested_oof_qwk <= r.oof_qwk + 1e-12
