@@ -431,7 +431,7 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
                           p["min_samples_leaf"], p["cat_smooth"], p["cat_l2"], p["max_cat_threshold"],
                           p["max_cat_to_onehot"], p["min_data_per_group"]),
         max_depth=p["max_depth"], max_leaves=p["max_leaves"], grow_policy=p["grow_policy"], prune=p["prune"])
-    fb = FlatBins(bm.n_bins_, layout, bm.categorical)
+    fb = FlatBins(bm.n_bins_, layout, bm.categorical, {j: bm.cat_levels_[j].size for j in bm.categorical})
     K = int(getattr(objective, "n_outputs", None) or getattr(objective, "n_outputs_", 1))   # trees per round
     if p["refit"] == "auto":
         # the objective says what its hessian is: line-search the leaves where it is a stand-in

@@ -6,7 +6,7 @@ training never had, go wherever that slot goes. A split sends a *set* of categor
 The search follows LightGBM's (``FeatureHistogram::FindBestThresholdCategoricalInner``; the
 ordering is Fisher's, "On grouping for maximum homogeneity", JASA 1958), with its parameters:
 
-**One against the rest**, for a feature with at most ``max_cat_to_onehot`` value bins: each
+**One against the rest**, for a feature with at most ``max_cat_to_onehot`` categories: each
 category alone goes left.
 
 **Many against many** otherwise. The node's categories with at least ``cat_smooth`` rows are
@@ -157,7 +157,7 @@ def best_categorical_splits(flat: np.ndarray, totals: np.ndarray, params: SplitP
             continue
         a, nb = int(fb.start[f]), int(fb.n_bins[f])
         seg = flat[:, :, a:a + nb + 1]
-        if nb <= params.max_cat_to_onehot:
+        if fb.n_categories.get(f, nb) <= params.max_cat_to_onehot:
             (sums, scored), order, extra = _one_vs_rest(seg, totals, params), None, 0.0
         else:
             found = _many_vs_many(seg, totals, params)

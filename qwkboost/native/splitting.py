@@ -84,12 +84,17 @@ class FlatBins:
         Column layout; default one column per feature.
     categorical : sequence of int, optional
         Categorical features: their bins are categories, searched in gradient order.
+    n_categories : mapping of int to int, optional
+        Categories seen in training per categorical feature (default: its value bins). A
+        feature whose codes skip numbers has more value bins than categories, and
+        ``max_cat_to_onehot`` counts categories.
     """
 
-    def __init__(self, n_bins, layout=None, categorical=()):
+    def __init__(self, n_bins, layout=None, categorical=(), n_categories=None):
         n_bins = np.asarray(n_bins, dtype=np.int64)
         F = n_bins.size
         self.categorical = sorted(int(j) for j in categorical)
+        self.n_categories = {j: int((n_categories or {}).get(j, n_bins[j])) for j in self.categorical}
         seg = n_bins + 1
         self.n_bins = n_bins
         self.uniform = bool(F > 0 and np.all(n_bins == n_bins[0]))

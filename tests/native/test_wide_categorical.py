@@ -388,3 +388,16 @@ def test_the_children_of_a_category_set_split_take_cat_l2(cat_l2):
     for v in leaves:
         rows = pred == v
         assert v - f0 == pytest.approx(-g[rows].sum() / (h[rows].sum() + 1.0 + cat_l2), rel=1e-12)
+
+
+def test_max_cat_to_onehot_counts_categories_not_the_largest_code():
+    """Two categories coded 0 and 1, or 0 and 7: the same one-against-the-rest split (8 value bins, 2 categories)."""
+    rs = np.random.RandomState(0)
+    a = rs.randint(0, 2, 150).astype(float)
+    y = a * 2.0 + rs.normal(0, 0.1, 150)
+    trees = []
+    for codes in (a, a * 7):
+        m = NativeGBDTRegressor(n_estimators=1, max_depth=1, categorical_features=[0]).fit(codes[:, None], y)
+        trees.append(m.predict(codes[:, None]))
+    assert np.unique(trees[0]).size == 2
+    np.testing.assert_array_equal(trees[0], trees[1])
