@@ -123,7 +123,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     if thresholds not in THRESHOLD_METHODS:
         raise BlendInputError(f"thresholds={thresholds!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
     runs = list(runs)
-    members = distinct_names(list(runs)) if all(isinstance(r, Member) for r in runs) else \
+    members = distinct_names(runs) if all(isinstance(r, Member) for r in runs) else \
         read_members(runs, tracking_uri, id, target)
     members = align(members, check_folds=check_folds)
     ref = members[0]

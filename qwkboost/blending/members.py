@@ -122,7 +122,8 @@ class Member:
         ids = np.arange(y.size) if ids is None else np.asarray(ids)
         test_ids = np.arange(cv.test.size) if test_ids is None else np.asarray(test_ids)
         return cls(name, name, ids, y, np.asarray(cv.oof, dtype=float), test_ids, np.asarray(cv.test, dtype=float),
-                   None if cv.fold_of is None else np.asarray(cv.fold_of), None if sample_weight is None else np.asarray(sample_weight, dtype=float),
+                   None if cv.fold_of is None else np.asarray(cv.fold_of),
+                   None if sample_weight is None else np.asarray(sample_weight, dtype=float),
                    None if y_test is None else np.asarray(y_test, dtype=float))
 
     @classmethod
@@ -353,12 +354,12 @@ def distinct_names(members: list[Member]) -> list[Member]:
     """``members``, a second ``a`` renamed ``a (2)`` and so on: names tell members apart in reports and key
     their weights in ``blend.json``."""
     names: dict[str, int] = {}
+    out = []
     for m in members:
         n = names.get(m.name, 0)
         names[m.name] = n + 1
-        if n:
-            m.name = f"{m.name} ({n + 1})"
-    return members
+        out.append(replace(m, name=f"{m.name} ({n + 1})") if n else m)     # the caller's objects stay as they are
+    return out
 
 
 # --------------------------------------------------------------------------- checks
