@@ -128,6 +128,11 @@ class EngineObjective:
     native engine checks finiteness in its own passes): a custom objective's
     mistake is named instead of failing deep in an engine or training a
     constant model on NaN.
+
+    An objective whose ``grad_hess`` takes ``out=`` writes every round into the
+    same (gradient, hessian) pair, kept here: the engines copy or consume them
+    before the next call, and a round then allocates no new pages for them
+    (see :mod:`qwkboost.objectives.rows` on what fresh pages cost).
     """
 
     def __init__(self, objective: Objective, offset: float = 0.0, check_finite: bool = True,
@@ -137,6 +142,8 @@ class EngineObjective:
         self.check_finite = check_finite
         self.sample_weight = sample_weight
         self._weighted = {m: takes_weight(getattr(objective, m)) for m in ("grad_hess", "metric", "loss")}
+        self._takes_out = _takes(objective.grad_hess, "out")
+        self._out: tuple[np.ndarray, np.ndarray] | None = None
         self.name = objective.name
         self.hessian_kind = objective.hessian_kind
         self.metric_name = objective.metric_name
@@ -152,10 +159,10 @@ class EngineObjective:
     def grad_hess(self, y, score):
         """Gradients and hessians of the training rows (weighted by ``sample_weight``)."""
         w = self.sample_weight
+        kw = {"out": self._out_for(score)} if self._takes_out else {}
         if w is not None and self._weighted["grad_hess"]:
-            g, h = self.objective.grad_hess(*self._shift(y, score), sample_weight=w)
-        else:
-            g, h = self.objective.grad_hess(*self._shift(y, score))
+            kw["sample_weight"] = w
+        g, h = self.objective.grad_hess(*self._shift(y, score), **kw)
         g = np.asarray(g, dtype=np.float64)
         h = np.asarray(h, dtype=np.float64)
         shape = y.shape if self.n_outputs == 1 else (y.size, self.n_outputs)
@@ -171,6 +178,14 @@ class EngineObjective:
         self._round += 1
         return g, h
 
+    def _out_for(self, score) -> tuple[np.ndarray, np.ndarray]:
+        """The kept (gradient, hessian) pair, made anew when ``score``'s shape or memory order changes."""
+        pair = self._out
+        if pair is None or pair[0].shape != np.shape(score) or \
+                pair[0].flags.c_contiguous != np.asarray(score).flags.c_contiguous:
+            pair = self._out = (np.empty_like(score, dtype=np.float64), np.empty_like(score, dtype=np.float64))
+        return pair
+
     def metric(self, y, score, sample_weight=None):
         if sample_weight is not None and self._weighted["metric"]:
             return self.objective.metric(*self._shift(y, score), sample_weight=sample_weight)
@@ -180,6 +195,14 @@ class EngineObjective:
         if sample_weight is not None and self._weighted["loss"]:
             return self.objective.loss(*self._shift(y, score), sample_weight=sample_weight)
         return self.objective.loss(*self._shift(y, score))
+
+
+def _takes(method, name: str) -> bool:
+    """Whether ``method`` has a parameter called ``name`` (not only ``**kwargs``)."""
+    try:
+        return name in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_callbacks(callbacks) -> list:

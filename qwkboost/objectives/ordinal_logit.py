@@ -68,7 +68,7 @@ import numpy as np
 from scipy import special
 
 from qwkboost.objectives.base import Objective
-from qwkboost.objectives.multiclass import class_indices, class_scale
+from qwkboost.objectives.multiclass import class_indices, class_scale, outputs
 from qwkboost.objectives.rows import Memo, class_rows, sum_log
 
 __all__ = ["OrdinalLogit"]
@@ -107,7 +107,12 @@ class _Rows:
     :meth:`slopes` adds ``oma`` (:math:`1 - G(a)`), ``ga``, ``gb`` (:math:`g`) and ``ka``, ``kb``
     (:math:`g'/g`)."""
 
-    __slots__ = ("link", "u", "ta", "tb", "a", "b", "sa", "sb", "p", "oma", "ga", "gb", "ka", "kb")
+    __slots__ = ("link", "lay", "u", "ta", "tb", "a", "b", "sa", "sb", "p", "oma", "ga", "gb", "ka", "kb")
+
+    def buf(self, name: str, n: int) -> np.ndarray:
+        """An array of ``n`` values: the layout's scratch buffer ``name`` (:meth:`ClassRows.buffer`) when the
+        rows were computed into buffers, else a new one."""
+        return np.empty(n) if self.lay is None else self.lay.buffer("ol_" + name, n)
 
     def slopes(self, oma_out=None, ga_out=None) -> "_Rows":
         """Add the slopes; with the logistic link, :math:`1 - G(a)` and :math:`g(a)` may be written into the
@@ -115,13 +120,14 @@ class _Rows:
         if hasattr(self, "ga"):
             return self
         if self.link == "logit":
-            self.oma = np.multiply(self.ta, self.sa, out=oma_out)   # 1 - G = e^{-x} G
-            self.ga = np.multiply(self.oma, self.sa, out=ga_out)    # g = G (1 - G)
-            self.ka = self.oma - self.sa                            # g'/g = 1 - 2G
+            na, nb = self.sa.size, self.sb.size
+            self.oma = np.multiply(self.ta, self.sa, out=self.buf("oma", na) if oma_out is None else oma_out)
+            self.ga = np.multiply(self.oma, self.sa, out=self.buf("ga", na) if ga_out is None else ga_out)
+            self.ka = np.subtract(self.oma, self.sa, out=self.buf("ka", na))    # g'/g = 1 - 2G
             omb = self.tb
             omb *= self.sb                                          # in place of e^{-b}
-            self.gb = omb * self.sb
-            self.kb = omb - self.sb
+            self.gb = np.multiply(omb, self.sb, out=self.buf("gb", nb))
+            self.kb = np.subtract(omb, self.sb, out=self.buf("kb", nb))
         else:
             self.ga = np.exp(-0.5 * self.a * self.a) / _SQRT_2PI
             self.gb = np.exp(-0.5 * self.b * self.b) / _SQRT_2PI
@@ -180,31 +186,35 @@ class OrdinalLogit(Objective):
         return class_rows(cache, y, lambda v: class_indices(v, self.lo_, self.n_classes_), self.n_classes_,
                           sample_weight)
 
-    def _rows(self, lay, score, cuts, u=None) -> _Rows:
+    def _rows(self, lay, score, cuts, u=None, scratch=False) -> _Rows:
         r"""Per-row quantities of :eq:`ol-proba` at ``score`` (row order) and ``cuts``, in class order;
-        ``u`` reuses :math:`e^F` of an earlier call at the same scores (logistic link)."""
+        ``u`` reuses :math:`e^F` of an earlier call at the same scores (logistic link). With ``scratch`` they
+        are written into the layout's buffers (:meth:`ClassRows.buffer`): only for the rows the memo or one
+        call keeps, never while other rows computed into them are still in use."""
         b = lay.bounds
         n, top, bottom = int(b[-1]), int(b[-2]), int(b[1])      # rows below the top class, above the bottom one
         r = _Rows()
         r.link = self.link
+        r.lay = lay if scratch else None
         cuts = np.asarray(cuts, dtype=np.float64)
         if self.link == "logit":
             cap = EXP_CAP + float(cuts.min(initial=0.0))     # u c_j <= e^{EXP_CAP}: 1 - G = u c G stays finite
             if u is None or _exceeds(u, cap):
-                u = np.take(score, lay.perm)
+                u = np.take(score, lay.perm, out=r.buf("u", n))
                 np.clip(u, -EXP_CAP - 10.0, cap, out=u)
                 np.exp(u, out=u)
             r.u = u
             c = np.exp(-cuts)                                   # c_j = e^{-theta_j}
-            r.ta, r.sa = _expit_from(u, c, b[:-1])              # class k's upper cut theta_k
-            r.tb, r.sb = _expit_from(u, c, b[1:] - bottom, bottom)     # class k's lower cut theta_{k-1}
+            r.ta, r.sa = _expit_from(u, c, b[:-1], 0, r.buf("ta", top), r.buf("sa", top))   # upper cut theta_k
+            r.tb, r.sb = _expit_from(u, c, b[1:] - bottom, bottom, r.buf("tb", n - bottom),
+                                     r.buf("sb", n - bottom))  # class k's lower cut theta_{k-1}
         else:
             fs = score[lay.perm]
             counts = np.diff(b)
             r.a = np.repeat(cuts, counts[:-1]) - fs[:top]
             r.b = np.repeat(cuts, counts[1:]) - fs[bottom:]
             r.sa, r.sb = special.ndtr(r.a), special.ndtr(r.b)
-        p = np.empty(n)
+        p = r.buf("p", n)
         p[:bottom] = r.sa[:bottom]                              # the bottom class: G(a)
         np.subtract(r.sa[bottom:], r.sb[:top - bottom], out=p[bottom:top])
         np.subtract(1.0, r.sb[top - bottom:], out=p[top:])      # the top class: 1 - G(b)
@@ -223,12 +233,13 @@ class OrdinalLogit(Objective):
         b = lay.bounds
         K = lay.n_classes
         top, bottom = int(b[-2]), int(b[1])
-        ra = r.ga / r.p[:top]
-        rb = r.gb / r.p[bottom:]
-        wa = wb = None
-        if lay.w is not None:
+        ra = np.divide(r.ga, r.p[:top], out=r.buf("ra", top))
+        rb = np.divide(r.gb, r.p[bottom:], out=r.buf("rb", r.gb.size))
+        if lay.w is None:
+            grad = -lay.sums(ra, 0, K - 2) + lay.sums(rb, 1, K - 1)
+        else:
             wa, wb = lay.w[:top], lay.w[bottom:]
-        grad = -lay.sums(ra if wa is None else ra * wa, 0, K - 2) + lay.sums(rb if wb is None else rb * wb, 1, K - 1)
+            grad = -lay.sums(ra * wa, 0, K - 2) + lay.sums(rb * wb, 1, K - 1)
         return grad, ra, rb
 
     def _cut_hess(self, lay, r: _Rows, ra, rb) -> np.ndarray:
@@ -236,11 +247,11 @@ class OrdinalLogit(Objective):
         b = lay.bounds
         K = lay.n_classes
         top, bottom = int(b[-2]), int(b[1])
-        da = ra - r.ka
+        da = np.subtract(ra, r.ka, out=r.buf("da", ra.size))
         da *= ra                                                # r_a^2 - g'(a)/p
-        db = rb + r.kb
+        db = np.add(rb, r.kb, out=r.buf("db", rb.size))
         db *= rb                                                # r_b^2 + g'(b)/p
-        off = ra[bottom:] * rb[:top - bottom]
+        off = np.multiply(ra[bottom:], rb[:top - bottom], out=r.buf("off", top - bottom))
         if lay.w is not None:
             da *= lay.w[:top]
             db *= lay.w[bottom:]
@@ -296,9 +307,10 @@ class OrdinalLogit(Objective):
         return cuts, False
 
     def _rows_at(self, lay, score, cuts) -> _Rows:
-        """Rows at ``score`` and ``cuts``, from the memo of the last metric call when it was made there."""
+        """Rows at ``score`` and ``cuts`` in the layout's buffers, from the memo of the last metric call when
+        it was made there (the memo forgets them either way: the caller writes over them)."""
         r = self.__dict__.setdefault("_memo", Memo()).take(lay, score, tuple(cuts))
-        return self._rows(lay, score, cuts) if r is None else r
+        return self._rows(lay, score, cuts, scratch=True) if r is None else r
 
     def update_cuts(self, y, score, sample_weight=None) -> None:
         """``cut_steps`` Newton steps on the cut points at the current scores (kept increasing)."""
@@ -323,16 +335,17 @@ class OrdinalLogit(Objective):
         self.cuts_ = cuts.tolist()
 
     # -- boosting --------------------------------------------------------------
-    def grad_hess(self, y, score, sample_weight=None):
+    def grad_hess(self, y, score, sample_weight=None, out=None):
         r""":eq:`ol-logit` (:eq:`ol-grad` for the probit link) at the current cut points, then the cut
-        points' Newton step :eq:`ol-cuts` from the same rows."""
+        points' Newton step :eq:`ol-cuts` from the same rows; ``out``: a (gradient, hessian) pair of float64
+        arrays to write them into (as a training loop passes every round)."""
         score = np.asarray(score, dtype=np.float64)
         lay = self._layout(y, sample_weight)
         r = self._rows_at(lay, score, self.cuts_)
         b = lay.bounds
         top, bottom = int(b[-2]), int(b[1])
-        gs = np.empty(score.size)
-        hs = np.empty(score.size)
+        gs = lay.buffer("ol_gs", score.size)                    # class order
+        hs = lay.buffer("ol_hs", score.size)
         if self.link == "logit":
             r.slopes(oma_out=gs[:top], ga_out=hs[:top])         # 1 - G(a) and g(a) where they belong
         else:
@@ -359,8 +372,9 @@ class OrdinalLogit(Objective):
         if lay.w is not None:
             gs *= lay.w
             hs *= lay.w
-        grad = np.take(gs, lay.inv)                             # back to row order
-        hess = np.take(hs, lay.inv)
+        grad, hess = outputs(out, score)
+        np.take(gs, lay.inv, out=grad)                          # back to row order
+        np.take(hs, lay.inv, out=hess)
         if self.cut_steps:
             self._update(lay, score, r, newton)
         # round r's tree and its metric use these cut points
@@ -379,7 +393,7 @@ class OrdinalLogit(Objective):
         """Mean negative log-likelihood of the true class (weighted), :eq:`ol-proba`."""
         score = np.asarray(score, dtype=np.float64)
         lay = self._layout(y, sample_weight)
-        r = self._rows(lay, score, np.asarray(self.cuts_, dtype=np.float64))
+        r = self._rows(lay, score, np.asarray(self.cuts_, dtype=np.float64), scratch=True)
         self.__dict__.setdefault("_memo", Memo()).put(lay, score, tuple(self.cuts_), r)
         return self._nll(lay, r.p)
 
@@ -402,14 +416,14 @@ def _exceeds(u: np.ndarray, cap: float) -> bool:
     return bool(u.size) and float(u.max()) > np.exp(cap)
 
 
-def _expit_from(u: np.ndarray, c: np.ndarray, starts: np.ndarray, offset: int = 0):
+def _expit_from(u: np.ndarray, c: np.ndarray, starts: np.ndarray, offset: int, t: np.ndarray, s: np.ndarray):
     r""":math:`t = u c_j = e^{-x}` and :math:`G(x) = 1/(1 + t)` over the sorted rows from ``offset`` on, class by
-    class: ``c[j]`` on rows ``offset + starts[j]`` to ``offset + starts[j + 1]`` (``starts[0]`` is 0)."""
-    t = np.empty(int(starts[-1]))
+    class: ``c[j]`` on rows ``offset + starts[j]`` to ``offset + starts[j + 1]`` (``starts[0]`` is 0); written
+    into ``t`` and ``s`` (``starts[-1]`` values each)."""
     for j in range(c.size):
         lo, hi = int(starts[j]), int(starts[j + 1])
         np.multiply(u[offset + lo:offset + hi], c[j], out=t[lo:hi])
-    s = t + 1.0
+    np.add(t, 1.0, out=s)
     np.divide(1.0, s, out=s)
     return t, s
 

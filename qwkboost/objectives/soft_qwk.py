@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.objectives.multiclass import Exps, Multiclass
+from qwkboost.objectives.multiclass import Exps, Multiclass, _order, outputs
 
 __all__ = ["SoftQWK"]
 
@@ -89,11 +89,13 @@ class SoftQWK(Multiclass):
         return "constant" if self.hessian == "constant" else "approximate"
 
     def _moments(self, ex: Exps) -> tuple[np.ndarray, np.ndarray]:
-        r""":math:`\mu_n` and :math:`\nu_n` of :eq:`sq-moments` (computed once per softmax)."""
+        r""":math:`\mu_n` and :math:`\nu_n` of :eq:`sq-moments` (computed once per softmax; into the scratch
+        buffers of the layout the softmax was computed into, if any)."""
         if ex.moments is None:
             P = ex.proba()
             j = np.arange(self.n_outputs_, dtype=np.float64)
-            ex.moments = (P @ j, P @ (j * j))
+            n = P.shape[0]
+            ex.moments = (np.matmul(P, j, out=ex.buffer("sq_mu", n)), np.matmul(P, j * j, out=ex.buffer("sq_nu", n)))
         return ex.moments
 
     def _parts(self, lay, ex: Exps, sample_weight):
@@ -116,33 +118,38 @@ class SoftQWK(Multiclass):
             den = float(w @ nu - 2.0 * abar * (w @ mu)) + (abar * abar + bbar) * N
         return w, N, abar, bbar, num, den
 
-    def grad_hess(self, y, score, sample_weight=None):
-        r""":math:`g_{nk} = N w_n P_{nk} (q_{nk} - \bar q_n)` by :eq:`sq-grad`, and the hessian stand-in."""
+    def grad_hess(self, y, score, sample_weight=None, out=None):
+        r""":math:`g_{nk} = N w_n P_{nk} (q_{nk} - \bar q_n)` by :eq:`sq-grad`, and the hessian stand-in;
+        ``out``: a (gradient, hessian) pair of float64 arrays to write them into (as a training loop passes)."""
         score = np.asarray(score, dtype=np.float64)
         lay = self._layout(y, sample_weight)
         ex = self._exps(lay, score)
         w, N, abar, bbar, num, den = self._parts(lay, ex, sample_weight)
         P = ex.proba()
         mu, nu = self._moments(ex)
+        d, hess = outputs(out, score)
         L = num / den
-        beta = (L * abar - lay.idx) * (2.0 / den)
+        n = P.shape[0]
+        beta = np.multiply(lay.idx, -2.0 / den, out=ex.buffer("sq_beta", n))
+        beta += L * abar * 2.0 / den                                 # 2 (L abar - y) / D
         gamma = (1.0 - L) / den
         j = np.arange(self.n_outputs_, dtype=np.float64)
-        d = np.multiply(beta[:, None], j, out=np.empty_like(P))     # beta (k - mu) + gamma (k^2 - nu)
+        np.multiply(beta[:, None], j, out=d)                         # beta (k - mu) + gamma (k^2 - nu)
         d += gamma * j * j
-        d -= (beta * mu + gamma * nu)[:, None]
+        shift = np.multiply(beta, mu, out=ex.buffer("sq_shift", n))
+        shift += gamma * nu
+        d -= shift[:, None]
         scale = N if w is None else (N * w)[:, None]
         if self.hessian == "constant":
-            hess = np.empty_like(P)
             hess[...] = 1.0 if w is None else w[:, None]
         else:
             # N P max(|d (1 - 2P)|, (1 - P) cbar / D): the local curvature's size, floored (module docstring)
             cbar = float(((j - abar) ** 2).mean()) + bbar
-            hess = np.multiply(P, -2.0, out=np.empty_like(P))
+            np.multiply(P, -2.0, out=hess)
             hess += 1.0
             hess *= d
             np.abs(hess, out=hess)
-            floor = np.subtract(1.0, P, out=np.empty_like(P))
+            floor = np.subtract(1.0, P, out=ex.buffer("sq_floor", P.shape, _order(P)))
             floor *= cbar / den
             np.maximum(hess, floor, out=hess)
             hess *= P
@@ -162,7 +169,7 @@ class SoftQWK(Multiclass):
         """QWK of the decoded score (expected class) rounded to the nearest class."""
         score = np.asarray(score, dtype=np.float64)
         lay = self._layout(y, sample_weight)
-        ex = Exps(score)
+        ex = Exps(score, lay)
         self._memo().put(lay, score, (), ex)
         mu, _ = self._moments(ex)
         pred = np.rint(mu)

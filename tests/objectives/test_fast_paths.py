@@ -208,3 +208,66 @@ def test_memo_gives_back_only_what_was_kept_at_equal_scores():
     assert memo.get(rows, s, (2.0,)) is None                   # other parameters
     assert memo.take(rows, s, (1.0,)) == "kept"
     assert memo.get(rows, s, (1.0,)) is None                   # taken
+
+
+# -- scratch buffers and out= ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, shape", [("ordinal_logit", None), ("multiclass", "C"), ("multiclass", "F"),
+                                         ("soft_qwk", "F")])
+def test_buffered_objectives_give_what_fresh_ones_give_in_any_call_order(name, shape):
+    """Rows kept in a layout's buffers never leak: metrics, losses and gradients at other scores on the same
+    labels, in any order, leave every result equal to a fresh objective's, and a result returned without
+    ``out=`` is never written over."""
+    rs, y, w = labels(3000, 5, 8)
+    mk = (lambda s: (y - 3) * 0.7 + rs.normal(size=y.size) * s) if shape is None else \
+        (lambda s: np.asarray(rs.normal(size=(y.size, 5)) * s, order=shape))
+    F1, F2 = mk(1.0), mk(2.0)
+    kw = {"cut_steps": 0} if name == "ordinal_logit" else {}      # the cut points stay: results comparable
+    obj = get(name, **kw).fit(y)
+    expect = {i: get(name, **kw).fit(y).grad_hess(y, F) for i, F in ((1, F1), (2, F2))}
+    m2 = get(name, **kw).fit(y).metric(y, F2)
+    calls = [("metric", F1), ("metric", F2), ("grad", F1), ("grad", F2), ("loss", F1), ("metric", F2),
+             ("grad", F1), ("grad", F2), ("metric", F2), ("metric", F1), ("grad", F2)]
+    held = []
+    for what, F in calls:
+        i = 1 if F is F1 else 2
+        if what == "grad":
+            g, h = obj.grad_hess(y, F)
+            np.testing.assert_array_equal(g, expect[i][0])
+            np.testing.assert_array_equal(h, expect[i][1])
+            held.append((g, i))
+        elif what == "metric" and i == 2:
+            assert obj.metric(y, F) == m2
+        else:
+            getattr(obj, what)(y, F)
+    for g, i in held:
+        np.testing.assert_array_equal(g, expect[i][0])
+
+
+@pytest.mark.parametrize("name, order", [("ordinal_logit", "C"), ("multiclass", "F"), ("soft_qwk", "C")])
+def test_grad_hess_writes_into_out(name, order):
+    rs, y, w = labels(2000, 4, 9, weighted=True)
+    F = (y - 2.5) + rs.normal(size=y.size) if name == "ordinal_logit" else \
+        np.asarray(rs.normal(size=(y.size, 4)), order=order)
+    a, b = get(name).fit(y, w), get(name).fit(y, w)
+    out = (np.full_like(F, np.nan), np.full_like(F, np.nan))
+    g, h = a.grad_hess(y, F, w, out=out)
+    assert g is out[0] and h is out[1]
+    g0, h0 = b.grad_hess(y, F, w)
+    np.testing.assert_array_equal(g, g0)
+    np.testing.assert_array_equal(h, h0)
+    with pytest.raises(ValueError, match="out must be two float64 arrays of shape"):
+        a.grad_hess(y, F, w, out=(np.empty(3), np.empty(3)))
+
+
+def test_the_training_loop_passes_one_out_pair_every_round():
+    from qwkboost.engines.engine import EngineObjective
+
+    rs, y, _ = labels(1000, 4, 10)
+    eo = EngineObjective(get("ordinal_logit").fit(y))
+    g1, h1 = eo.grad_hess(y, np.zeros(y.size))
+    first = g1.copy()
+    g2, _ = eo.grad_hess(y, rs.normal(size=y.size))
+    assert g2 is g1 and not np.array_equal(g2, first)            # the same arrays, written anew
+    g3, _ = eo.grad_hess(y[:500], np.zeros(500))                # another shape: another pair
+    assert g3.shape == (500,) and g3 is not g1
