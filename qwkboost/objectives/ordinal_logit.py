@@ -59,7 +59,12 @@ from, with the same cut points: its per-row quantities are kept
 (:class:`qwkboost.objectives.rows.Memo`) and the gradients, hessians and
 cut-point sums are a few arithmetic passes over them. Rows are kept sorted by
 class (:class:`qwkboost.objectives.rows.ClassRows`), so a class's cut points
-are constants over a slice and per-class sums are slice sums.
+are constants over a slice and per-class sums are slice sums. The hessian of
+:eq:`ol-cuts` changes slowly from round to round; it is computed every
+``hessian_every`` rounds and kept in between (a quasi-Newton step with a
+frozen hessian), unless the kept one's step would leave :data:`TRUSTED_STEP`,
+when it is computed from the round's rows. Every array is written into the
+layout's buffers (:meth:`qwkboost.objectives.rows.ClassRows.buffer`).
 """
 
 from __future__ import annotations
@@ -104,8 +109,8 @@ class _Rows:
     bound :math:`a` is finite), ``sb`` and the ``b`` names to the rows above the bottom class; ``p`` covers
     every row. Logistic link: ``u`` is :math:`e^F` per row (kept for further steps at the same scores),
     ``ta`` / ``tb`` are :math:`e^{-a}` / :math:`e^{-b}`; probit: ``a`` / ``b`` are the bounds.
-    :meth:`slopes` adds ``oma`` (:math:`1 - G(a)`), ``ga``, ``gb`` (:math:`g`) and ``ka``, ``kb``
-    (:math:`g'/g`)."""
+    :meth:`slopes` adds ``oma`` (:math:`1 - G(a)`), ``ga``, ``gb`` (:math:`g`), :meth:`curvature` ``ka``,
+    ``kb`` (:math:`g'/g`)."""
 
     __slots__ = ("link", "lay", "u", "ta", "tb", "a", "b", "sa", "sb", "p", "oma", "ga", "gb", "ka", "kb")
 
@@ -123,15 +128,22 @@ class _Rows:
             na, nb = self.sa.size, self.sb.size
             self.oma = np.multiply(self.ta, self.sa, out=self.buf("oma", na) if oma_out is None else oma_out)
             self.ga = np.multiply(self.oma, self.sa, out=self.buf("ga", na) if ga_out is None else ga_out)
-            self.ka = np.subtract(self.oma, self.sa, out=self.buf("ka", na))    # g'/g = 1 - 2G
             omb = self.tb
             omb *= self.sb                                          # in place of e^{-b}
             self.gb = np.multiply(omb, self.sb, out=self.buf("gb", nb))
-            self.kb = np.subtract(omb, self.sb, out=self.buf("kb", nb))
+            self.ka = self.kb = None                                # g'/g, for the hessian only: curvature()
         else:
             self.ga = np.exp(-0.5 * self.a * self.a) / _SQRT_2PI
             self.gb = np.exp(-0.5 * self.b * self.b) / _SQRT_2PI
             self.ka, self.kb = -self.a, -self.b                     # g'(x) = -x g(x)
+        return self
+
+    def curvature(self) -> "_Rows":
+        """Add ``ka``, ``kb`` (:math:`g'/g`; logistic link: :math:`1 - 2G = (1 - G) - G`), which only the cut
+        points' hessian needs; before the gradient is completed over ``oma``."""
+        if self.link == "logit" and self.ka is None:
+            self.ka = np.subtract(self.oma, self.sa, out=self.buf("ka", self.sa.size))
+            self.kb = np.subtract(self.tb, self.sb, out=self.buf("kb", self.sb.size))    # tb holds 1 - G(b)
         return self
 
 
@@ -144,6 +156,9 @@ class OrdinalLogit(Objective):
     cut_steps : int, default 1
         Newton steps on the cut points per round (0: keep the initial ones). The first is made from the
         round's own per-row quantities; each further one evaluates the likelihood at the new cut points.
+    hessian_every : int, default 8
+        The first step's hessian :eq:`ol-cuts` is computed anew every this many rounds and kept in between
+        (1: every round); a kept hessian whose step would leave :data:`TRUSTED_STEP` is computed anew.
     """
 
     metric_name = "logloss"
@@ -154,13 +169,16 @@ class OrdinalLogit(Objective):
     hessian_kind = "exact"
     state = ("init_score_", "lo_", "n_classes_", "cuts_")
 
-    def __init__(self, link: str = "logit", cut_steps: int = 1):
+    def __init__(self, link: str = "logit", cut_steps: int = 1, hessian_every: int = 8):
         if link not in LINKS:
             raise ValueError(f"link must be one of {LINKS}; got {link!r}")
         if isinstance(cut_steps, bool) or not isinstance(cut_steps, (int, np.integer)) or cut_steps < 0:
             raise ValueError(f"cut_steps must be an integer >= 0; got {cut_steps!r}")
+        if isinstance(hessian_every, bool) or not isinstance(hessian_every, (int, np.integer)) or hessian_every < 1:
+            raise ValueError(f"hessian_every must be an integer >= 1; got {hessian_every!r}")
         self.link = link
         self.cut_steps = int(cut_steps)
+        self.hessian_every = int(hessian_every)
 
     # -- fitting ---------------------------------------------------------------
     def fit(self, y, sample_weight=None):
@@ -244,6 +262,7 @@ class OrdinalLogit(Objective):
 
     def _cut_hess(self, lay, r: _Rows, ra, rb) -> np.ndarray:
         """The tridiagonal hessian of :eq:`ol-cuts`."""
+        r.curvature()
         b = lay.bounds
         K = lay.n_classes
         top, bottom = int(b[-2]), int(b[1])
@@ -275,12 +294,18 @@ class OrdinalLogit(Objective):
         return not gain < MIN_GAIN * total
 
     def _first_step(self, lay, r: _Rows):
-        """The first Newton step's gradient and hessian from rows ``r``, or ``None`` when it does not pay."""
+        """The first Newton step's gradient and hessian from rows ``r``, or ``None`` when it does not pay.
+        The hessian is the one kept from an earlier round while it is younger than ``hessian_every`` rounds
+        and its step stays within :data:`TRUSTED_STEP`; otherwise it is computed from ``r``."""
         grad, ra, rb = self._cut_grad(lay, r)
         if not self._pays(lay, grad):
             return None
-        H = self._cut_hess(lay, r, ra, rb)
-        self._last_hessian = H
+        H = self.__dict__.get("_last_hessian")
+        age = self.__dict__.get("_hessian_age", 0) + 1
+        if H is None or H.shape[0] != grad.size or age >= self.hessian_every or not _short(H, grad):
+            H, age = self._cut_hess(lay, r, ra, rb), 0
+            self._last_hessian = H
+        self._hessian_age = age
         return grad, H
 
     def _step_cuts(self, lay, score, cuts, r: _Rows, newton) -> tuple[np.ndarray, bool]:
@@ -384,7 +409,7 @@ class OrdinalLogit(Objective):
     def finish(self, best_iteration: int) -> None:
         """Keep the cut points of the best round (early stopping may have trained past it)."""
         history = self.__dict__.pop("_cuts_by_round", [])
-        for kept in ("_memo", "_layouts", "_last_hessian"):
+        for kept in ("_memo", "_layouts", "_last_hessian", "_hessian_age"):
             self.__dict__.pop(kept, None)
         if 0 < best_iteration <= len(history):
             self.cuts_ = history[best_iteration - 1]
@@ -409,6 +434,15 @@ class OrdinalLogit(Objective):
     def decode(self, score):
         """The expected class, on the labels' scale."""
         return self.predict_proba(score) @ self.classes
+
+
+def _short(H: np.ndarray, grad: np.ndarray) -> bool:
+    """Whether the Newton step :math:`H^{-1} g` moves no cut point by more than :data:`TRUSTED_STEP`."""
+    try:
+        step = np.linalg.solve(H, grad)
+    except np.linalg.LinAlgError:
+        return False
+    return bool(np.all(np.isfinite(step))) and float(np.max(np.abs(step), initial=0.0)) <= TRUSTED_STEP
 
 
 def _exceeds(u: np.ndarray, cap: float) -> bool:

@@ -62,6 +62,14 @@ class ClassRows:
     flat: dict = field(default_factory=dict, compare=False, repr=False)
     work: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def class_float(self) -> tuple[np.ndarray, float, float]:
+        """The class indices as float64 (kept), their sum and their sum of squares (exact: whole numbers)."""
+        hit = self.flat.get("float")
+        if hit is None:
+            t = self.idx.astype(np.float64)
+            hit = self.flat["float"] = (t, float(t.sum()), float(t @ t))
+        return hit
+
     def buffer(self, name: str, shape, order: str = "C") -> np.ndarray:
         """A float64 scratch array of ``shape`` and memory ``order`` kept under ``name`` (uninitialised the
         first time; afterwards whatever the last writer left)."""

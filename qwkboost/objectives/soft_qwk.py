@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.objectives.multiclass import Exps, Multiclass, _order, outputs
+from qwkboost.objectives.multiclass import Exps, Multiclass, _order, by_column, outputs
 
 __all__ = ["SoftQWK"]
 
@@ -101,12 +101,12 @@ class SoftQWK(Multiclass):
     def _parts(self, lay, ex: Exps, sample_weight):
         r"""The sums of :eq:`sq-moments`: ``(w, N, abar, bbar, num, den)`` for the labels of ``lay``."""
         mu, nu = self._moments(ex)
-        t = lay.idx.astype(np.float64)
+        t, st, stt = lay.class_float()
         if sample_weight is None:
             w, N = None, float(t.size)
-            abar = float(t.sum()) / N
-            bbar = float(t @ t) / N - abar * abar
-            num = float((t * t).sum() - 2.0 * (t @ mu) + nu.sum())
+            abar = st / N
+            bbar = stt / N - abar * abar
+            num = float(stt - 2.0 * (t @ mu) + nu.sum())
             den = float(nu.sum() - 2.0 * abar * mu.sum()) + (abar * abar + bbar) * N
         else:
             w = np.asarray(sample_weight, dtype=np.float64)
@@ -134,14 +134,18 @@ class SoftQWK(Multiclass):
         beta += L * abar * 2.0 / den                                 # 2 (L abar - y) / D
         gamma = (1.0 - L) / den
         j = np.arange(self.n_outputs_, dtype=np.float64)
-        np.multiply(beta[:, None], j, out=d)                         # beta (k - mu) + gamma (k^2 - nu)
-        d += gamma * j * j
         shift = np.multiply(beta, mu, out=ex.buffer("sq_shift", n))
         shift += gamma * nu
-        d -= shift[:, None]
-        scale = N if w is None else (N * w)[:, None]
+        for k in range(j.size):                                      # beta (k - mu) + gamma (k^2 - nu)
+            dk = np.multiply(beta, float(k), out=d[:, k])
+            dk += gamma * k * k
+            dk -= shift
         if self.hessian == "constant":
-            hess[...] = 1.0 if w is None else w[:, None]
+            if w is None:
+                hess[...] = 1.0
+            else:
+                for k in range(j.size):
+                    hess[:, k] = w
         else:
             # N P max(|d (1 - 2P)|, (1 - P) cbar / D): the local curvature's size, floored (module docstring)
             cbar = float(((j - abar) ** 2).mean()) + bbar
@@ -153,10 +157,17 @@ class SoftQWK(Multiclass):
             floor *= cbar / den
             np.maximum(hess, floor, out=hess)
             hess *= P
-            hess *= scale
-            np.maximum(hess, 1e-16 if w is None else 1e-16 * w[:, None], out=hess)
+            if w is None:
+                hess *= N
+                np.maximum(hess, 1e-16, out=hess)
+            else:
+                by_column(np.multiply, hess, N * w, hess)
+                by_column(np.maximum, hess, 1e-16 * w, hess)
         d *= P
-        d *= scale
+        if w is None:
+            d *= N
+        else:
+            by_column(np.multiply, d, N * w, d)
         return d, hess
 
     def loss(self, y, score, sample_weight=None):
@@ -172,10 +183,13 @@ class SoftQWK(Multiclass):
         ex = Exps(score, lay)
         self._memo().put(lay, score, (), ex)
         mu, _ = self._moments(ex)
-        pred = np.rint(mu)
+        pred = np.rint(mu, out=lay.buffer("sq_pred", mu.size))
         np.clip(pred, 0, self.n_outputs_ - 1, out=pred)
         if np.diff(lay.bounds).max() == lay.idx.size:       # a single class
             return 0.0
+        if sample_weight is None:
+            t, st, stt = lay.class_float()
+            return _class_qwk_whole(t.size, st, stt, float(pred.sum()), float(pred @ pred), float(t @ pred))
         return class_qwk(lay.idx, pred.astype(np.int64), sample_weight)
 
 
@@ -190,7 +204,13 @@ def class_qwk(t: np.ndarray, p: np.ndarray, sample_weight=None) -> float:
         d = tf - pf
         W, st, sp = float(w.sum()), float(w @ tf), float(w @ pf)
         return 1.0 - float(w @ (d * d)) / (float(w @ (tf * tf)) + float(w @ (pf * pf)) - 2.0 * st * sp / W)
-    n = t.size
-    d = t - p
-    expected_n = n * (int(t @ t) + int(p @ p)) - 2 * int(t.sum()) * int(p.sum())
-    return 1.0 - (n * int(d @ d)) / expected_n
+    return _class_qwk_whole(t.size, int(t.sum()), int(t @ t), int(p.sum()), int(p @ p), int(t @ p))
+
+
+def _class_qwk_whole(n: int, st, stt, sp, spp, stp) -> float:
+    r""":func:`class_qwk` from the sums :math:`\sum t, \sum t^2, \sum p, \sum p^2, \sum tp` of whole numbers, in
+    integer arithmetic (float64 sums of whole numbers below :math:`2^{53}` are exact, so they may come from
+    BLAS products): :math:`\sum (t-p)^2 = \sum t^2 - 2 \sum tp + \sum p^2`."""
+    st, stt, sp, spp, stp = int(st), int(stt), int(sp), int(spp), int(stp)
+    expected_n = n * (stt + spp) - 2 * st * sp
+    return 1.0 - (n * (stt - 2 * stp + spp)) / expected_n

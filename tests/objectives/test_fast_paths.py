@@ -111,6 +111,33 @@ def test_ordinal_logit_a_step_that_does_not_pay_is_not_taken(monkeypatch):
     assert obj.cuts_ != at_optimum
 
 
+def test_ordinal_logit_keeps_its_cut_point_hessian_for_hessian_every_rounds(monkeypatch):
+    """The hessian is computed in rounds 1, 1 + m, 1 + 2m, ... and whenever the kept one's step is long, and
+    the cut points move as with a hessian computed every round."""
+    rs, y, _ = labels(4000, 4, 11)
+    F = (y - 2.5) * 0.5
+    computed = []
+    real = ol.OrdinalLogit._cut_hess
+    monkeypatch.setattr(ol.OrdinalLogit, "_cut_hess", lambda self, *a: computed.append(1) or real(self, *a))
+    start = get("ordinal_logit", cut_steps=40).fit(y)
+    start.update_cuts(y, F)                                    # boosting's later rounds: the cut points settled
+    objs = {m: get("ordinal_logit", hessian_every=m).fit(y) for m in (1, 4)}
+    counts = {}
+    for m, obj in objs.items():
+        obj.cuts_ = list(start.cuts_)
+        computed.clear()
+        G = F.copy()
+        for _ in range(12):
+            g, h = obj.grad_hess(y, G)
+            G = G - 0.1 * g / h
+        counts[m] = len(computed)
+    assert counts[1] == 12
+    assert 3 <= counts[4] < 12                                 # rounds 1, 5, 9, and any long step
+    np.testing.assert_allclose(objs[4].cuts_, objs[1].cuts_, rtol=1e-2)   # a kept hessian steps nearly as far
+    with pytest.raises(ValueError, match="hessian_every must be an integer >= 1"):
+        get("ordinal_logit", hessian_every=0)
+
+
 def test_ordinal_logit_extreme_scores_give_finite_gradients():
     y = np.array([0, 1, 2, 3, 0, 3, 1, 2.0])
     obj = get("ordinal_logit").fit(y)
