@@ -24,6 +24,7 @@ from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, resolve
 from qwkboost.objectives.base import takes_weight
+from qwkboost.objectives.rows import freeze
 from qwkboost.validation import (
     check_1d,
     check_int,
@@ -340,13 +341,14 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     # class objectives index their labels themselves; centring would shift their class scores
     offset = label_offset(y) if getattr(obj, "centre_labels", True) else 0.0
     seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)
-    valid = None if eval_set is None else EvalSet(eval_set[0], eval_set[1] - offset, eval_set[2])
+    y_seen = freeze(y - offset)        # the engines' own label arrays, recognised by identity every round
+    valid = None if eval_set is None else EvalSet(eval_set[0], freeze(eval_set[1] - offset), eval_set[2])
     stopper = None if early_stopping_rounds is None else \
         EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better,
                       min_delta=min_delta(obj, engine, params, early_stopping_min_delta))
     rounds = [RoundFunction(fn) for fn in callbacks] + ([stopper] if stopper else [])   # users see every round
     with blas_single_thread():
-        fit = adapter.fit(X, y - offset, objective=seen, params=params, num_boost_round=num_boost_round,
+        fit = adapter.fit(X, y_seen, objective=seen, params=params, num_boost_round=num_boost_round,
                           valid=valid, callbacks=rounds, seed=seed, categorical=schema.categorical,
                           sample_weight=weight)
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None \

@@ -441,7 +441,9 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
         raise ValueError(f"refit={p['refit']!r} line-searches one score per row; objective {objective.name!r} has "
                          f"{K} outputs (use refit='none')")
     f0 = float(objective.init_score_) if K == 1 else np.asarray(objective.init_score_, dtype=np.float64)
-    start = (lambda m: np.full(m, f0)) if K == 1 else (lambda m: np.tile(f0, (m, 1)))
+    # several outputs: column-major scores, so that each output's gradients (the objectives keep the scores'
+    # memory order) are a contiguous column the histograms read without a copy
+    start = (lambda m: np.full(m, f0)) if K == 1 else (lambda m: np.asfortranarray(np.tile(f0, (m, 1))))
     score = start(n)
     if eval_set is not None:
         Xv, yv = np.asarray(eval_set[0], dtype=np.float64), np.asarray(eval_set[1], dtype=np.float64)

@@ -8,8 +8,10 @@ computed once per array: the class indices, the rows sorted by class
 :math:`m+1` start from, so the per-row quantities the metric computed
 (:class:`Memo`) serve the next gradients when the scores are equal.
 
-Both are caches: a label array is recognised by identity *and* equal values,
-scores by equal values, so a result never depends on whether a cache was hit.
+Both are caches: a label array is recognised by identity *and* equal values
+(identity alone for the training loop's label arrays, made read-only when
+they were created: :func:`freeze`), scores by equal values, so a result never depends on whether a
+cache was hit.
 
 **Scratch arrays.** Each layout also keeps the per-row arrays its objective
 writes every round (:meth:`ClassRows.buffer`), so a round allocates none. Fresh
@@ -23,11 +25,12 @@ a caller may overwrite the buffers it points to.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["ClassRows", "class_rows", "Memo", "sum_log"]
+__all__ = ["ClassRows", "class_rows", "freeze", "Memo", "sum_log"]
 
 #: Label arrays remembered per objective (an engine has a training and an eval set).
 MAX_LAYOUTS = 4
@@ -108,7 +111,7 @@ def class_rows(cache: dict, y: np.ndarray, idx_of, n_classes: int, sample_weight
     same values and weights was seen; ``idx_of(y)`` gives the class indices (and checks the labels)."""
     key = id(y)
     hit = cache.get(key)
-    if hit is not None and hit[0] is y and hit[1] is sample_weight and np.array_equal(hit[2].y, y):
+    if hit is not None and hit[0] is y and hit[1] is sample_weight and (_read_only(y) or np.array_equal(hit[2].y, y)):
         return hit[2]
     idx = idx_of(y)
     small = idx.astype(np.uint8) if n_classes <= 256 else idx      # NumPy radix-sorts small integers
@@ -122,6 +125,26 @@ def class_rows(cache: dict, y: np.ndarray, idx_of, n_classes: int, sample_weight
         cache.clear()
     cache[key] = (y, sample_weight, rows)
     return rows
+
+
+#: Arrays :func:`freeze` made read-only when they were new.
+_FROZEN: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
+
+
+def freeze(a: np.ndarray) -> np.ndarray:
+    """Make a new array (one no other array views) read-only and remember it: its values cannot change while
+    it stays read-only, so :func:`class_rows` recognises it by identity alone. The training loop freezes the
+    label arrays it hands the engines."""
+    if not a.flags.owndata:
+        raise ValueError("freeze takes an array that owns its memory")
+    a.flags.writeable = False
+    _FROZEN[id(a)] = a
+    return a
+
+
+def _read_only(a: np.ndarray) -> bool:
+    """Whether ``a`` was frozen and is still read-only."""
+    return not a.flags.writeable and _FROZEN.get(id(a)) is a
 
 
 class Memo:

@@ -298,3 +298,22 @@ def test_the_training_loop_passes_one_out_pair_every_round():
     assert g2 is g1 and not np.array_equal(g2, first)            # the same arrays, written anew
     g3, _ = eo.grad_hess(y[:500], np.zeros(500))                # another shape: another pair
     assert g3.shape == (500,) and g3 is not g1
+
+
+def test_class_rows_trust_identity_only_for_frozen_arrays():
+    from qwkboost.objectives.rows import freeze
+
+    idx_of = lambda v: v.astype(np.int64)
+    y = np.array([0, 1, 1, 2.0])
+    cache = {}
+    rows = class_rows(cache, y, idx_of, 3)
+    y.flags.writeable = False                                  # read-only but not frozen: values are compared
+    assert class_rows(cache, y, idx_of, 3) is rows
+    z = freeze(np.array([0, 1, 1, 2.0]))
+    rz = class_rows(cache, z, idx_of, 3)
+    assert class_rows(cache, z, idx_of, 3) is rz
+    z.flags.writeable = True                                   # made writable again: compared again
+    z[0] = 2.0
+    assert class_rows(cache, z, idx_of, 3) is not rz
+    with pytest.raises(ValueError, match="owns its memory"):
+        freeze(np.zeros(4)[1:])
