@@ -191,12 +191,22 @@ class XGBoostEngine:
             evals.append((dvalid, "valid"))
             labels[id(dvalid)] = (valid.y, valid.weight)
 
+        kept: dict = {}
+
+        def as_float64(pred, key):
+            # XGBoost's float32 scores, widened into an array kept per data set (no new pages a round)
+            buf = kept.get(key)
+            if buf is None or buf.shape != pred.shape:
+                buf = kept[key] = np.empty(pred.shape)
+            np.copyto(buf, pred)
+            return buf
+
         def obj(pred, d):
-            return objective.grad_hess(y, pred.astype(np.float64))
+            return objective.grad_hess(y, as_float64(pred, "gradients"))
 
         def feval(pred, d):
             yl, wl = labels[id(d)]
-            return objective.metric_name, objective.metric(yl, pred.astype(np.float64), wl)
+            return objective.metric_name, objective.metric(yl, as_float64(pred, id(d)), wl)
 
         evals_result: dict = {}
         booster, stopped_at_best = boost(params, dtrain, num_boost_round, evals, obj, feval, callbacks,

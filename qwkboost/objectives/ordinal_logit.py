@@ -218,7 +218,7 @@ class OrdinalLogit(Objective):
         if self.link == "logit":
             cap = EXP_CAP + float(cuts.min(initial=0.0))     # u c_j <= e^{EXP_CAP}: 1 - G = u c G stays finite
             if u is None or _exceeds(u, cap):
-                u = np.take(score, lay.perm, out=r.buf("u", n))
+                u = np.take(score, lay.perm, out=r.buf("u", n), mode="clip")   # (valid indices: no checks)
                 np.clip(u, -EXP_CAP - 10.0, cap, out=u)
                 np.exp(u, out=u)
             r.u = u
@@ -279,44 +279,34 @@ class OrdinalLogit(Objective):
         ho = -lay.sums(off, 1, K - 2) if K > 2 else np.zeros(0)
         return np.diag(hd + 1e-9) + np.diag(ho, 1) + np.diag(ho, -1)
 
-    def _pays(self, lay, grad) -> bool:
-        r"""Whether a Newton step is worth its hessian: its predicted gain
-        :math:`\tfrac12 g^\top H^{-1} g`, with the last hessian computed, per unit weight, is at least
-        :data:`MIN_GAIN` (always, until a hessian was computed)."""
-        H = self.__dict__.get("_last_hessian")
-        if H is None or H.shape[0] != grad.size:
-            return True
-        try:
-            gain = 0.5 * float(grad @ np.linalg.solve(H, grad))
-        except np.linalg.LinAlgError:
-            return True
-        total = float(lay.bounds[-1]) if lay.w is None else float(lay.w.sum())
-        return not gain < MIN_GAIN * total
-
     def _first_step(self, lay, r: _Rows):
-        """The first Newton step's gradient and hessian from rows ``r``, or ``None`` when it does not pay.
-        The hessian is the one kept from an earlier round while it is younger than ``hessian_every`` rounds
-        and its step stays within :data:`TRUSTED_STEP`; otherwise it is computed from ``r``."""
+        r"""The first Newton step's ``(gradient, hessian, step)`` from rows ``r``, or ``None`` when it does not pay.
+
+        With the last hessian computed, a step whose predicted gain :math:`\tfrac12 g^\top H^{-1} g` per unit
+        weight is below :data:`MIN_GAIN` does not pay (every step pays until a hessian was computed). That
+        hessian is kept while it is younger than ``hessian_every`` rounds and its step stays within
+        :data:`TRUSTED_STEP`; otherwise the hessian is computed from ``r`` (``step`` is then ``None``)."""
         grad, ra, rb = self._cut_grad(lay, r)
-        if not self._pays(lay, grad):
-            return None
         H = self.__dict__.get("_last_hessian")
+        step = _solve(H, grad) if H is not None and H.shape[0] == grad.size else None
+        if step is not None:
+            total = float(lay.bounds[-1]) if lay.w is None else float(lay.w.sum())
+            if 0.5 * float(grad @ step) < MIN_GAIN * total:
+                return None
         age = self.__dict__.get("_hessian_age", 0) + 1
-        if H is None or H.shape[0] != grad.size or age >= self.hessian_every or not _short(H, grad):
-            H, age = self._cut_hess(lay, r, ra, rb), 0
+        if step is None or age >= self.hessian_every or float(np.max(np.abs(step), initial=0.0)) > TRUSTED_STEP:
+            H, age, step = self._cut_hess(lay, r, ra, rb), 0, None
             self._last_hessian = H
         self._hessian_age = age
-        return grad, H
+        return grad, H, step
 
     def _step_cuts(self, lay, score, cuts, r: _Rows, newton) -> tuple[np.ndarray, bool]:
-        """One Newton step from ``cuts`` at ``score`` (rows ``r`` computed there, ``newton`` its gradient and
-        hessian); ``(cuts, moved)``."""
-        grad, H = newton
-        try:
-            step = np.linalg.solve(H, grad)
-        except np.linalg.LinAlgError:
-            return cuts, False
-        if not np.all(np.isfinite(step)):
+        """One Newton step from ``cuts`` at ``score`` (rows ``r`` computed there, ``newton`` its gradient,
+        hessian and step, ``None`` if not solved yet); ``(cuts, moved)``."""
+        grad, H, step = newton
+        if step is None:
+            step = _solve(H, grad)
+        if step is None:
             return cuts, False
         cand = cuts - step
         if np.max(np.abs(step), initial=0.0) <= TRUSTED_STEP and np.all(np.diff(cand) > MIN_GAP):
@@ -351,7 +341,7 @@ class OrdinalLogit(Objective):
             if s:
                 r = self._rows(lay, score, cuts, getattr(r, "u", None)).slopes()
                 grad, ra, rb = self._cut_grad(lay, r)
-                newton = grad, self._cut_hess(lay, r, ra, rb)
+                newton = grad, self._cut_hess(lay, r, ra, rb), None
             if newton is None:
                 break
             cuts, moved = self._step_cuts(lay, score, cuts, r, newton)
@@ -398,8 +388,8 @@ class OrdinalLogit(Objective):
             gs *= lay.w
             hs *= lay.w
         grad, hess = outputs(out, score)
-        np.take(gs, lay.inv, out=grad)                          # back to row order
-        np.take(hs, lay.inv, out=hess)
+        np.take(gs, lay.inv, out=grad, mode="clip")             # back to row order
+        np.take(hs, lay.inv, out=hess, mode="clip")
         if self.cut_steps:
             self._update(lay, score, r, newton)
         # round r's tree and its metric use these cut points
@@ -436,13 +426,13 @@ class OrdinalLogit(Objective):
         return self.predict_proba(score) @ self.classes
 
 
-def _short(H: np.ndarray, grad: np.ndarray) -> bool:
-    """Whether the Newton step :math:`H^{-1} g` moves no cut point by more than :data:`TRUSTED_STEP`."""
+def _solve(H: np.ndarray, grad: np.ndarray) -> np.ndarray | None:
+    """The Newton step :math:`H^{-1} g`, or ``None`` for a singular hessian or a non-finite step."""
     try:
         step = np.linalg.solve(H, grad)
     except np.linalg.LinAlgError:
-        return False
-    return bool(np.all(np.isfinite(step))) and float(np.max(np.abs(step), initial=0.0)) <= TRUSTED_STEP
+        return None
+    return step if np.all(np.isfinite(step)) else None
 
 
 def _exceeds(u: np.ndarray, cap: float) -> bool:
