@@ -18,7 +18,7 @@ writes every round (:meth:`ClassRows.buffer`), so a round allocates none. Fresh
 arrays of this size come from the C library as new pages, and a page's first
 write faults into the kernel: measured on XGBoost (whose process returns freed
 memory to the system), 1,900 page faults a round for ``ordinal_logit`` at
-80,000 rows, 1.9 ms of its 3.7 ms of NumPy work. A buffer's contents belong to
+80,000 rows, 2.5 ms of its 4.4 ms of gradients and metrics. A buffer's contents belong to
 the last call that wrote it; :class:`Memo` forgets a layout's entry whenever
 a caller may overwrite the buffers it points to.
 """
