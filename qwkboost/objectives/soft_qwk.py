@@ -130,7 +130,7 @@ class SoftQWK(Multiclass):
         d, hess = outputs(out, score)
         L = num / den
         n = P.shape[0]
-        beta = np.multiply(lay.idx, -2.0 / den, out=ex.buffer("sq_beta", n))
+        beta = np.multiply(lay.class_float()[0], -2.0 / den, out=ex.buffer("sq_beta", n))
         beta += L * abar * 2.0 / den                                 # 2 (L abar - y) / D
         gamma = (1.0 - L) / den
         j = np.arange(self.n_outputs_, dtype=np.float64)
