@@ -30,7 +30,7 @@ import numpy as np
 from qwkboost.objectives.base import Objective
 from qwkboost.objectives.rows import Memo, class_rows, sum_log
 
-__all__ = ["Multiclass", "MAX_CLASSES", "by_column", "class_indices", "class_scale", "outputs", "softmax"]
+__all__ = ["Multiclass", "MAX_CLASSES", "by_column", "class_indices", "class_scale", "memory_order", "outputs", "softmax"]
 
 #: Class objectives refuse more classes than this (a score per class per row).
 MAX_CLASSES = 100
@@ -70,7 +70,7 @@ def by_column(ufunc, a: np.ndarray, v, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def _order(a: np.ndarray) -> str:
+def memory_order(a: np.ndarray) -> str:
     """"F" for a column-major ``(n, K)`` array (LightGBM's scores), else "C"."""
     return "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
 
@@ -100,7 +100,7 @@ class Exps:
         self.lay = lay
         self.m = _row_max(score, self.buffer("mc_m", n))
         self.m += 1.0
-        e = by_column(np.subtract, score, self.m, self.buffer("mc_e", score.shape, _order(score)))
+        e = by_column(np.subtract, score, self.m, self.buffer("mc_e", score.shape, memory_order(score)))
         self.e = np.exp(e, out=e)
         self.s = _row_sum(self.e, self.buffer("mc_s", n))
         self.normalised = False

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qwkboost.objectives.multiclass import Exps, Multiclass, _order, by_column, outputs
+from qwkboost.objectives.multiclass import Exps, Multiclass, by_column, memory_order, outputs
 
 __all__ = ["SoftQWK"]
 
@@ -153,7 +153,7 @@ class SoftQWK(Multiclass):
             hess += 1.0
             hess *= d
             np.abs(hess, out=hess)
-            floor = np.subtract(1.0, P, out=ex.buffer("sq_floor", P.shape, _order(P)))
+            floor = np.subtract(1.0, P, out=ex.buffer("sq_floor", P.shape, memory_order(P)))
             floor *= cbar / den
             np.maximum(hess, floor, out=hess)
             hess *= P
