@@ -43,7 +43,8 @@ def boost(params: dict, dtrain, num_boost_round: int, evals, obj, feval, callbac
     evaluation (``XGBoosterEvalOneIter``: predictions copied and transformed for metrics that qwkboost turns
     off) and then predicts again for the custom metric; measured, that first pass took 4 ms a round for
     80,000 + 20,000 rows and 4 classes. Here each eval set is predicted once, from XGBoost's prediction
-    cache. The trees are the same: the same ``Booster`` (same data caches) and ``update`` calls. Metric
+    cache, and the training set's predictions are also the next round's scores for the gradients (a gbtree
+booster's). The trees are the same: the same ``Booster`` (same data caches), gradients and boosting calls. Metric
     values are rounded to 6 decimals, as ``xgb.train`` passes them through its ``"%f"`` eval strings, so
     that early stopping and the learning curves are those of ``xgb.train``. ``history`` receives
     ``{set: {metric: [...]}}``; a callback raising :class:`~qwkboost.engines.callback.EarlyStopException`
@@ -51,11 +52,25 @@ def boost(params: dict, dtrain, num_boost_round: int, evals, obj, feval, callbac
     """
     bst = xgb.Booster(params, [dtrain] + [d for d, _ in evals])
     stopped_at_best = None
+    # gbtree: the training rows' scores the metric was given after round i are those round i + 1 starts from
+    # (``training=True`` only changes a dart booster's), so they are not predicted and copied a second time
+    reuse = params.get("booster", "gbtree") != "dart"
+    scores = None
     for i in range(num_boost_round):
-        bst.update(dtrain, iteration=i, fobj=obj)
+        if reuse:
+            if scores is None:
+                scores = bst.predict(dtrain, output_margin=True, training=True)
+            grad, hess = obj(scores, dtrain)
+            bst.boost(dtrain, iteration=i, grad=grad, hess=hess)
+            scores = None
+        else:
+            bst.update(dtrain, iteration=i, fobj=obj)
         now = {}
         for d, name in evals:
-            metric, value = feval(bst.predict(d, training=False, output_margin=True), d)
+            pred = bst.predict(d, training=False, output_margin=True)
+            if d is dtrain:
+                scores = pred
+            metric, value = feval(pred, d)
             value = float(f"{value:f}")
             history.setdefault(name, {}).setdefault(metric, []).append(value)
             now[name] = {metric: value}
@@ -194,15 +209,19 @@ class XGBoostEngine:
         kept: dict = {}
 
         def as_float64(pred, key):
-            # XGBoost's float32 scores, widened into an array kept per data set (no new pages a round)
-            buf = kept.get(key)
+            # XGBoost's float32 scores, widened into an array kept per data set (no new pages a round); the
+            # training set's metric and the next round's gradients get the same array from boost()
+            buf, last = kept.get(key, (None, None))
+            if last is pred:
+                return buf
             if buf is None or buf.shape != pred.shape:
-                buf = kept[key] = np.empty(pred.shape)
+                buf = np.empty(pred.shape)
             np.copyto(buf, pred)
+            kept[key] = buf, pred
             return buf
 
         def obj(pred, d):
-            return objective.grad_hess(y, as_float64(pred, "gradients"))
+            return objective.grad_hess(y, as_float64(pred, id(dtrain)))
 
         def feval(pred, d):
             yl, wl = labels[id(d)]

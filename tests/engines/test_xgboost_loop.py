@@ -22,8 +22,11 @@ def softmax(s):
     return e / e.sum(axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("k", [1, 4])
-def test_boost_grows_xgb_trains_trees_and_metrics(k, data):
+@pytest.mark.parametrize("k, extra", [(1, {}), (4, {}), (1, {"subsample": 0.7, "colsample_bynode": 0.6}),
+                                      (4, {"booster": "dart", "rate_drop": 0.3, "skip_drop": 0.0})])
+def test_boost_grows_xgb_trains_trees_and_metrics(k, extra, data):
+    """The training set's metric predictions are reused as the next round's scores (gbtree; dart predicts
+    again with its dropout): the trees and metrics stay xgb.train's, with row sampling and with dart."""
     X, y, Xv, yv = data
     labels = {}
 
@@ -35,7 +38,7 @@ def test_boost_grows_xgb_trains_trees_and_metrics(k, data):
     dtrain, dvalid = dmatrix(X, y), dmatrix(Xv, yv)
     evals = [(dtrain, "train"), (dvalid, "valid")]
     params = {"max_depth": 3, "learning_rate": 0.3, "nthread": 1, "seed": 0, "disable_default_eval_metric": 1,
-              "tree_method": "hist", **({"num_class": k, "base_score": 0.0} if k > 1 else {"base_score": 1.5})}
+              "tree_method": "hist", **extra, **({"num_class": k, "base_score": 0.0} if k > 1 else {"base_score": 1.5})}
     idx = y.astype(int)
 
     def obj(pred, d):
