@@ -1,9 +1,9 @@
 """Where a native boosting round spends its time, stage by stage.
 
-    python benchmarks/native_profile.py [--rows 80000] [--rounds 150] [--n-jobs 1]
+    python benchmarks/native_profile.py [--rows 80000] [--rounds 150] [--n-jobs 1] [--objective ordinal_logit]
 
 Same data and settings as ``native_speed.py`` (the DSB2019 article's quartiles, depth 5,
-255 bins, squared error, learning rate 0.1). The stages are timed by wrapping
+255 bins, learning rate 0.1), squared error unless ``--objective`` names another. The stages are timed by wrapping
 the engine's functions (histogram builds, split searches, partitions, the
 objective's gradient and metric), so the total is slightly above an
 uninstrumented run. With ``--n-jobs 2`` the stage times are summed over threads.
@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=80_000)
     ap.add_argument("--rounds", type=int, default=150)
     ap.add_argument("--n-jobs", type=int, default=1)
+    ap.add_argument("--objective", default="squared_error")
     args = ap.parse_args()
     X, y, _, _ = fold(args.rows)
     spent: collections.Counter = collections.Counter()
@@ -49,7 +50,7 @@ def main() -> None:
             return out
         setattr(owner, name, timed)
 
-    obj = get_objective("squared_error").fit(y)
+    obj = get_objective(args.objective).fit(y)
     wrap(histogram.HistogramBuilder, "build", "histograms of the root and large nodes (scatter-adds)")
     wrap(histogram.HistogramBuilder, "build_many", "histograms of a level's small nodes (one scatter-add per column)")
     wrap(grower.TreeGrower, "finish", "tree assembly (flat arrays from the nodes)")
@@ -67,7 +68,7 @@ def main() -> None:
                                args.rounds, callbacks=[lambda r, e: stamps.append(time.perf_counter())])
     per_round = (stamps[-1] - stamps[0]) / (len(stamps) - 1) * 1e3
     R = args.rounds
-    print(f"{args.rows:,} rows x 5, n_jobs={args.n_jobs}: {per_round:.2f} ms per round (instrumented)\n")
+    print(f"{args.rows:,} rows x 5, {args.objective}, n_jobs={args.n_jobs}: {per_round:.2f} ms per round (instrumented)\n")
     print("| stage | ms/round | share | calls/round |")
     print("|---|---:|---:|---:|")
     for label, v in spent.most_common():

@@ -56,7 +56,8 @@ from qwkboost.native.gain import (
 
 __all__ = ["SplitInfo", "SplitParams", "FlatBins", "similarity", "leaf_weight", "leaf_weight_scalar",
            "score_given_weight", "split_gain",
-           "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "missing_present",
+           "gain_table", "find_best_splits", "best_splits_exact_h", "exact_h_applies", "best_splits_gh",
+           "gh_applies", "missing_present",
            "MIN_GAIN"]
 
 # nodes x flat bins searched at once (keeps the search's temporaries in L2 cache)
@@ -398,6 +399,89 @@ def missing_present(flat: np.ndarray, fb: FlatBins) -> np.ndarray:
     return (m[:, 1] > 0) | (m[:, 0] != 0) | (m[:, 2] > 0)
 
 
+def gh_applies(params: SplitParams, fb: FlatBins, missing: bool, monotone=None, lower=None) -> bool:
+    """Whether :func:`best_splits_gh` may serve a search (see its preconditions)."""
+    return (params.reg_lambda > 0 and params.min_samples_leaf <= 1 and fb.uniform and not missing
+            and (monotone is None or not np.any(monotone != 0)) and lower is None and params.reg_alpha == 0.0)
+
+
+def best_splits_gh(flat, totals, params: SplitParams, fb: FlatBins, feature_mask=None):
+    r"""Best split per node for any hessian, in fewer passes than :func:`gain_table`, as plain Python values.
+
+    The gain :func:`split_gain` (Chen and Guestrin 2016, eq. 7) is
+
+    .. math:: \text{gain} = \underbrace{\frac{G_L^2}{H_L + \lambda} + \frac{G_R^2}{H_R + \lambda}}_{S}
+              - \frac{G^2}{H + \lambda}:
+
+    the argmax of :math:`S` runs before the parent's term is subtracted, :math:`G` and :math:`H` are summed
+    up as one complex number per bin (one cumsum gives both prefix sums, each addition as in a real
+    cumsum), and the hessian limits :math:`H_L, H_R \ge` ``min_child_weight`` are checked only at each
+    node's argmax (a node whose argmax breaks them is searched again with them applied: the first maximal
+    valid position either way). Every quantity is computed by the same IEEE operations as in
+    :func:`gain_table`, so the gains equal its gains bit for bit. As in :func:`best_splits_exact_h`, one
+    difference is possible: two candidates whose :math:`S` differ by less than the rounding of the
+    parent's term are equal for the general search (which keeps the first) and not here.
+
+    Preconditions (see :func:`find_best_splits`): uniform bins, no missing values tried left, no bounds,
+    ``reg_alpha`` 0, ``reg_lambda`` > 0 (no 0/0), ``min_samples_leaf`` <= 1.
+
+    Returns
+    -------
+    list of SplitInfo or None
+        Per node its best split (counts not computed; missing values, none here, follow the heavier
+        child), or ``None`` without a valid split.
+    """
+    k = flat.shape[0]
+    T = fb.size
+    nb1 = int(fb.n_bins[0]) + 1
+    tot = totals.tolist()
+    lam = params.reg_lambda
+    m = max(params.min_child_weight, 1e-300)
+    Z = np.empty((k, T), dtype=np.complex128)
+    Z.real = flat[:, 0]
+    Z.imag = flat[:, 1]
+    np.cumsum(Z.reshape(k, -1, nb1), axis=2, out=Z.reshape(k, -1, nb1))
+    GL, HL = Z.real, Z.imag
+    Ht = totals[:, 1:2]
+    with np.errstate(invalid="ignore", divide="ignore"):        # (only a negative hessian gives 0 here)
+        S = np.multiply(GL, GL)
+        D = np.add(HL, lam)
+        S /= D
+        GR = np.subtract(totals[:, 0:1], GL)
+        GR *= GR
+        np.subtract(Ht, HL, out=D)                                  # H_R, then H_R + lambda
+        D += lam
+        GR /= D
+        S += GR
+    bad = ~fb.valid[0]                              # missing slots: never thresholds
+    if feature_mask is not None:
+        bad = bad | ~np.asarray(feature_mask, dtype=bool)[fb.feat_of]
+    S[:, bad] = -np.inf
+    bl = S.argmax(axis=1).tolist()
+    for i in range(k):
+        hl = float(HL[i, bl[i]])
+        if not (hl >= m and tot[i][1] - hl >= m):
+            # the argmax breaks the hessian limits: apply them
+            row = S[i]
+            np.putmask(row, (HL[i] < m) | (Ht[i] - HL[i] < m), -np.inf)
+            bl[i] = int(row.argmax())
+    rows = np.arange(k)
+    sv = S[rows, bl].tolist()
+    gl = GL[rows, bl].tolist()
+    hl = HL[rows, bl].tolist()
+    feat, bins = fb.feat_of[bl].tolist(), fb.bin_of[bl].tolist()
+    out = []
+    for i in range(k):
+        G, H, C = tot[i]
+        gain = sv[i] - (G * G) / (H + lam)
+        if not MIN_GAIN < gain < math.inf:
+            out.append(None)
+            continue
+        L, R = [gl[i], hl[i], 0.0], [G - gl[i], H - hl[i], C - 0.0]
+        out.append(SplitInfo(gain, feat[i], bins[i], L[1] >= R[1], L, R, False))
+    return out
+
+
 def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, fb: FlatBins,
                      feature_mask=None, lower=None, upper=None, monotone=None, missing: bool = True,
                      hess_scale=None) -> list:
@@ -425,7 +509,8 @@ def find_best_splits(flat: np.ndarray, totals: np.ndarray, params: SplitParams, 
         One per node; ``None`` where no split has a finite gain above :data:`MIN_GAIN`.
         Among equal gains the first position wins (missing values right before left).
         With a constant power-of-two hessian (``hess_scale``) and no missing values,
-        the counts-based :func:`best_splits_exact_h` serves the search.
+        the counts-based :func:`best_splits_exact_h` serves the search; with any other hessian and no
+        missing values, :func:`best_splits_gh`.
     """
     if not fb.categorical:
         return _best_numeric_splits(flat, totals, params, fb, feature_mask, lower, upper, monotone, missing,
@@ -452,7 +537,8 @@ def _best_numeric_splits(flat, totals, params: SplitParams, fb: FlatBins, featur
     present = missing_present(flat, fb) if missing else None
     missing = bool(present.any()) if missing else False
     exact_h = exact_h_applies(params, fb, hess_scale, missing, monotone, lower)
-    chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h else SEARCH_CHUNK_ELEMENTS) // fb.size)
+    gh = not exact_h and gh_applies(params, fb, missing, monotone, lower)
+    chunk = max(1, (SEARCH_CHUNK_ELEMENTS_EXACT_H if exact_h or gh else SEARCH_CHUNK_ELEMENTS) // fb.size)
     out = []
     # a few nodes at a time: the temporaries stay in cache (several times faster at k = 16)
     for i in range(0, flat.shape[0], chunk):
@@ -460,6 +546,8 @@ def _best_numeric_splits(flat, totals, params: SplitParams, fb: FlatBins, featur
         res = None
         if exact_h:
             res = best_splits_exact_h(flat[i:j], totals[i:j], params, fb, hess_scale, feature_mask)
+        elif gh:
+            res = best_splits_gh(flat[i:j], totals[i:j], params, fb, feature_mask)
         if res is None:
             res = _best_splits_general(flat[i:j], totals[i:j], params, fb, feature_mask,
                                        None if lower is None else lower[i:j],

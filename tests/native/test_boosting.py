@@ -202,3 +202,25 @@ def test_fast_paths_grow_the_same_trees_as_the_general_code(monkeypatch, case):
         np.testing.assert_array_equal(a.bin, b.bin)
         np.testing.assert_array_equal(a.value, b.value)
     assert len(fast.trees) == 15 and sum(t.n_leaves for t in fast.trees) > 15 * 8
+
+
+@pytest.mark.parametrize("name", ["ordinal_logit", "multiclass"])
+def test_any_hessian_search_grows_the_same_trees(monkeypatch, name):
+    """With hessians that vary row by row, the fused G/H split search (best_splits_gh) grows the general
+    search's trees, on histograms from the pair and level-batch paths."""
+    from qwkboost.native import histogram, splitting
+
+    rs = np.random.RandomState(4)
+    X = rs.normal(size=(5000, 6))
+    y = np.digitize(X[:, 0] + X[:, 1] ** 2 + rs.normal(scale=0.5, size=5000), [0.0, 1.0, 2.5]).astype(float)
+    monkeypatch.setattr(histogram, "PAIR_MIN_ROWS", 1500)
+    p = {"max_depth": 5, "learning_rate": 0.3, "min_child_weight": 2.0}
+    fit = lambda: train_booster(X, y, obj(name, y), p, 8, seed=3)[0]      # noqa: E731
+    fast = fit()
+    monkeypatch.setattr(splitting, "gh_applies", lambda *a, **k: False)
+    general = fit()
+    assert len(fast.trees) == len(general.trees) and sum(t.n_leaves for t in fast.trees) > len(fast.trees) * 8
+    for a, b in zip(fast.trees, general.trees):
+        np.testing.assert_array_equal(a.feature, b.feature)
+        np.testing.assert_array_equal(a.bin, b.bin)
+        np.testing.assert_array_equal(a.value, b.value)

@@ -282,3 +282,45 @@ def test_every_gain_path_is_split_gain(alpha):
     for Gs, Hs, lo, hi in zip(rng.normal(scale=5, size=200), rng.uniform(-3.0, 9, size=200),
                               rng.choice([-np.inf, -0.5], size=200), rng.choice([np.inf, 0.4], size=200)):
         assert leaf_weight_scalar(Gs, Hs, 1.3, alpha, lo, hi) == float(leaf_weight(Gs, Hs, 1.3, alpha, lo, hi))
+
+
+@pytest.mark.parametrize("params", [SplitParams(), SplitParams(reg_lambda=3.0, min_child_weight=12.0),
+                                    SplitParams(reg_lambda=1e-3, min_child_weight=1e-3),
+                                    SplitParams(reg_lambda=0.3, min_child_weight=4.0)])
+@pytest.mark.parametrize("feature_mask", [None, np.array([True, False, True])])
+def test_any_hessian_search_gives_the_general_splits(params, feature_mask):
+    """best_splits_gh (G and H as one complex cumsum, limits checked at the argmax) gives the general
+    search's splits, gains bit for bit, with hessians that vary row by row."""
+    from qwkboost.native.splitting import _best_splits_general, best_splits_gh, gh_applies
+
+    rng = np.random.default_rng(7)
+    fb = FlatBins(np.full(3, 255))
+    k = 40
+    G = np.zeros((k, 3, 256))
+    H = np.zeros((k, 3, 256))
+    C = np.zeros((k, 3, 256))
+    for i in range(k):
+        m = 2 if i == 0 else int(rng.integers(3, 400))
+        g, h = rng.normal(size=m), rng.uniform(0.01, 0.3, size=m)      # a logistic-like hessian
+        for f in range(3):
+            codes = rng.integers(0, 255, size=m) // (1 + 40 * (f == 2))
+            G[i, f] = np.bincount(codes, g, minlength=256)
+            H[i, f] = np.bincount(codes, h, minlength=256)
+            C[i, f] = np.bincount(codes, minlength=256)
+    flat = np.stack([G, H, C], axis=1).reshape(k, 3, -1)
+    tot = flat[:, :, :256].sum(axis=2)
+    assert gh_applies(params, fb, missing=False)
+    a = _best_splits_general(flat, tot, params, fb, feature_mask, None, None, None, False, None, None)
+    b = best_splits_gh(flat, tot, params, fb, feature_mask)
+    assert sum(s is not None for s in a) >= 5
+    assert [s is None for s in a] == [s is None for s in b]
+    for sa, sb in zip(a, b):
+        if sa is not None:
+            for key in ("gain", "feature", "bin", "default_left", "left", "right"):
+                assert getattr(sa, key) == getattr(sb, key), key
+    if params.min_child_weight > 1:
+        # some nodes' unconstrained best split breaks the hessian limit: the search with them applied ran
+        free = best_splits_gh(flat, tot, SplitParams(reg_lambda=params.reg_lambda, min_child_weight=0.0), fb,
+                              feature_mask)
+        assert any(f is not None and (s is None or (f.feature, f.bin) != (s.feature, s.bin))
+                   for f, s in zip(free, b))
