@@ -44,9 +44,10 @@ def boost(params: dict, dtrain, num_boost_round: int, evals, obj, feval, callbac
     off) and then predicts again for the custom metric; measured, that first pass took 4 ms a round for
     80,000 + 20,000 rows and 4 classes. Here each eval set is predicted once, from XGBoost's prediction
     cache, and the training set's predictions are also the next round's scores for the gradients (a gbtree
-booster's). The trees are the same: the same ``Booster`` (same data caches), gradients and boosting calls. Metric
-    values are rounded to 6 decimals, as ``xgb.train`` passes them through its ``"%f"`` eval strings, so
-    that early stopping and the learning curves are those of ``xgb.train``. ``history`` receives
+    booster's; ``feval`` must not change the array it is given). The trees are the same: the same
+    ``Booster`` (same data caches), gradients and boosting calls. Metric values are rounded to 6 decimals,
+    as ``xgb.train`` passes them through its ``"%f"`` eval strings, so that early stopping and the learning
+    curves are those of ``xgb.train``. ``history`` receives
     ``{set: {metric: [...]}}``; a callback raising :class:`~qwkboost.engines.callback.EarlyStopException`
     stops training after that round.
     """
