@@ -371,10 +371,7 @@ def best_splits_exact_h(flat, totals, params: SplitParams, fb: FlatBins, c: floa
             row = S[i]
             np.putmask(row, (CLf[i] < cmin) | (CLf[i] > ct - cmin), -np.inf)
             bl[i] = int(row.argmax())
-    sv = S[rows, bl].tolist()
-    gl = GL[rows, bl].tolist()
-    cl = CLf[rows, bl].tolist()
-    feat, bins = fb.feat_of[bl].tolist(), fb.bin_of[bl].tolist()
+    feat, bins, sv, gl, cl = _at(bl, fb, S, GL, CLf)
     out = []
     for i in range(k):
         G, H, _ = tot[i]
@@ -397,6 +394,13 @@ def missing_present(flat: np.ndarray, fb: FlatBins) -> np.ndarray:
     """
     m = flat[:, :, fb.miss_pos]
     return (m[:, 1] > 0) | (m[:, 0] != 0) | (m[:, 2] > 0)
+
+
+def _at(best: list, fb: FlatBins, *arrays) -> tuple:
+    """Each node's chosen position ``best[i]`` (row ``i``): its feature, its bin and the values of ``arrays``
+    (each ``(k, T)``) there, as lists of Python values."""
+    rows = np.arange(len(best))
+    return (fb.feat_of[best].tolist(), fb.bin_of[best].tolist()) + tuple(a[rows, best].tolist() for a in arrays)
 
 
 def gh_applies(params: SplitParams, fb: FlatBins, missing: bool, monotone=None, lower=None) -> bool:
@@ -465,11 +469,7 @@ def best_splits_gh(flat, totals, params: SplitParams, fb: FlatBins, feature_mask
             row = S[i]
             np.putmask(row, (HL[i] < m) | (Ht[i] - HL[i] < m), -np.inf)
             bl[i] = int(row.argmax())
-    rows = np.arange(k)
-    sv = S[rows, bl].tolist()
-    gl = GL[rows, bl].tolist()
-    hl = HL[rows, bl].tolist()
-    feat, bins = fb.feat_of[bl].tolist(), fb.bin_of[bl].tolist()
+    feat, bins, sv, gl, hl = _at(bl, fb, S, GL, HL)
     out = []
     for i in range(k):
         G, H, C = tot[i]
