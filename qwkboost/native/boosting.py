@@ -491,11 +491,10 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
             else:
                 score[:, k] += step
             trees.append(tree)
-            if eval_set is not None:
-                if K == 1:
-                    score_v += tree.predict(codes_v)
-                else:
-                    score_v[:, k] += tree.predict(codes_v)
+        if eval_set is not None:
+            # the round's trees on the eval rows at once, by bit masks (several times faster than a traversal)
+            step_v = EnsemblePredictor(trees[-K:], F, n_codes=bm.n_codes_).predict_trees(codes_v)
+            score_v += step_v[:, 0] if K == 1 else step_v
         evals = {"train": _metrics(objective, y, score, sample_weight)}
         if eval_set is not None:
             evals["valid"] = _metrics(objective, yv, score_v, wv)

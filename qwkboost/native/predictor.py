@@ -26,6 +26,8 @@ fall back to :func:`predict_tree`, which pushes row indices down the tree.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from qwkboost.native.binning import MAX_WIDE_BINS, MISSING_BIN, N_CODES, n_codes_of
@@ -251,8 +253,9 @@ def predict_tree(tree: Tree, codes: np.ndarray, leaf: bool = False) -> np.ndarra
 _DB32, _DB64 = np.uint32(0x077CB531), np.uint64(0x03F79D71B4CB0A89)
 
 
+@functools.lru_cache(maxsize=2)
 def _db_index(bits: int) -> np.ndarray:
-    """Position k of the bit whose de Bruijn hash is h: ``table[h] = k``."""
+    """Position k of the bit whose de Bruijn hash is h: ``table[h] = k`` (read-only, made once per width)."""
     table = np.zeros(bits, dtype=np.int64)
     for k in range(bits):
         if bits == 32:
@@ -260,7 +263,27 @@ def _db_index(bits: int) -> np.ndarray:
         else:
             h = ((1 << k) * 0x03F79D71B4CB0A89 & 0xFFFFFFFFFFFFFFFF) >> 58
         table[h] = k
+    table.flags.writeable = False
     return table
+
+
+def _leaf_ranges(tree: Tree) -> tuple[list, list, list]:
+    """The leaves left to right, and for every node the ranks ``[first, last]`` of the leaves under it (one
+    depth-first pass over plain lists)."""
+    feat, left, right = tree.feature.tolist(), tree.left.tolist(), tree.right.tolist()
+    first, last = [0] * len(feat), [0] * len(feat)
+    order: list = []
+    stack = [(0, False)]
+    while stack:
+        j, below = stack.pop()
+        if feat[j] < 0:
+            first[j] = last[j] = len(order)
+            order.append(j)
+        elif below:                                   # both subtrees done
+            first[j], last[j] = first[left[j]], last[right[j]]
+        else:
+            stack += [(j, True), (right[j], False), (left[j], False)]
+    return order, first, last
 
 
 class EnsemblePredictor:
@@ -308,29 +331,23 @@ class EnsemblePredictor:
         hashed_values = np.zeros((T, bits))
         db_pos = _db_index(bits)
         for t, tree in enumerate(trees):
-            order = tree.leaves_in_order()
-            rank = np.full(tree.n_nodes, -1, dtype=np.int64)
-            rank[order] = np.arange(order.size)
-            # leaf bit range [first, last] under every node, children after parents -> reverse sweep
-            first = np.where(rank >= 0, rank, 1 << 30)
-            last = np.where(rank >= 0, rank, -1)
-            for j in range(tree.n_nodes - 1, -1, -1):
-                if tree.feature[j] >= 0:
-                    first[j] = min(first[tree.left[j]], first[tree.right[j]])
-                    last[j] = max(last[tree.left[j]], last[tree.right[j]])
-            for j in np.flatnonzero(tree.feature >= 0):
-                a, b = int(first[tree.left[j]]), int(last[tree.left[j]])
+            order, first, last = _leaf_ranges(tree)
+            feat, left, bins, dleft = (tree.feature.tolist(), tree.left.tolist(), tree.bin.tolist(),
+                                       tree.default_left.tolist())
+            for j, f in enumerate(feat):
+                if f < 0:
+                    continue
+                a, b = first[left[j]], last[left[j]]
                 mask = ((1 << (b + 1)) - 1) ^ ((1 << a) - 1)
                 if tree.cat_left is not None and tree.cat_left[j] is not None:
-                    f = int(tree.feature[j])
                     right = np.flatnonzero(~tree.go_left_table(j, int(self.n_codes[f])))
                     cat_nodes.append((t, f, right, mask))
                     continue
-                tt.append(t), ff.append(tree.feature[j]), bb.append(tree.bin[j])
-                dd.append(tree.default_left[j]), mm.append(mask)
+                tt.append(t), ff.append(f), bb.append(bins[j])
+                dd.append(dleft[j]), mm.append(mask)
             # leaf value addressed by the de Bruijn hash of its bit
             vals = np.zeros(bits)
-            vals[np.arange(order.size)] = tree.value[order]
+            vals[:len(order)] = tree.value[order]
             hashed_values[t] = vals[db_pos]
         tt, ff, bb, dd = (np.asarray(a, dtype=np.int64) for a in (tt, ff, bb, dd))
         full_int = (1 << bits) - 1

@@ -224,3 +224,34 @@ def test_any_hessian_search_grows_the_same_trees(monkeypatch, name):
         np.testing.assert_array_equal(a.feature, b.feature)
         np.testing.assert_array_equal(a.bin, b.bin)
         np.testing.assert_array_equal(a.value, b.value)
+
+
+@pytest.mark.parametrize("name", ["squared_error", "multiclass"])
+def test_eval_rows_scored_by_masks_as_by_traversal(monkeypatch, name):
+    """Each round's trees score the eval rows through the bit-mask predictor: the eval metric of every round is
+    the one a tree-by-tree traversal gives, bit for bit (categorical splits and missing values included)."""
+    from qwkboost.native import boosting
+    from qwkboost.native.predictor import predict_tree
+
+    rs = np.random.RandomState(8)
+    X = rs.normal(size=(3000, 5))
+    X[rs.rand(3000) < 0.1, 1] = np.nan
+    X[:, 4] = rs.randint(0, 30, size=3000)
+    y = np.digitize(X[:, 0] + np.nan_to_num(X[:, 1]) + (X[:, 4] % 3) + rs.normal(scale=0.5, size=3000),
+                    [0.0, 1.5, 3.0]).astype(float)
+    p = {"max_depth": 4, "learning_rate": 0.3}
+    fit = lambda: train_booster(X[:2400], y[:2400], obj(name, y), p, 12, eval_set=(X[2400:], y[2400:]),   # noqa: E731
+                                categorical=[4], seed=1)
+    masks = fit()
+
+    class Traversal:
+        def __init__(self, trees, *a, **k):
+            self.trees = trees
+
+        def predict_trees(self, codes):
+            return np.stack([predict_tree(t, codes) for t in self.trees], axis=1)
+
+    monkeypatch.setattr(boosting, "EnsemblePredictor", Traversal)
+    traversed = fit()
+    assert masks[3]["valid"] == traversed[3]["valid"] and len(next(iter(masks[3]["valid"].values()))) == 12
+    assert any(t.cat_left is not None for t in masks[0].trees)
