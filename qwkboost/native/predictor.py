@@ -101,15 +101,7 @@ class Tree:
 
     def leaves_in_order(self) -> np.ndarray:
         """Leaf ids left to right."""
-        out, stack = [], [0]
-        while stack:
-            j = stack.pop()
-            if self.feature[j] < 0:
-                out.append(j)
-            else:
-                stack.append(self.right[j])
-                stack.append(self.left[j])
-        return np.array(out, dtype=np.int64)
+        return np.array(_leaf_ranges(self)[0], dtype=np.int64)
 
     def scale(self, factor: float) -> None:
         self.value = self.value * factor
