@@ -24,7 +24,7 @@ from qwkboost.tracking.interrupt import main_guard, report_config_errors
 
 log = logging.getLogger("qwkboost")
 
-KEYS = ("runs", "method", "thresholds", "check_folds", "id", "target", "run_name", "tracking", "hydra")
+KEYS = ("runs", "method", "thresholds", "check_folds", "id", "target", "classes", "run_name", "tracking", "hydra")
 
 
 def check(c: dict) -> None:
@@ -46,6 +46,10 @@ def check(c: dict) -> None:
     for key in ("id", "target", "run_name"):
         if c.get(key) is not None and (not isinstance(c[key], str) or not c[key]):
             raise ConfigError(f"{key} must be a name or null; got {c[key]!r}")
+    if c.get("classes") is not None:
+        from qwkboost.data.labels import ClassLabels
+
+        ClassLabels.of(c["classes"], "classes")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="blend")
@@ -61,7 +65,8 @@ def main(cfg: DictConfig) -> None:
             runs = c["runs"] if isinstance(c["runs"], list) else [c["runs"]]
             uri = tracking.resolve_tracking_uri(c["tracking"].get("uri"))
             result = blend([str(r) for r in runs], method=c["method"], thresholds=c["thresholds"],
-                           check_folds=c["check_folds"], id=c.get("id"), target=c.get("target"), tracking_uri=uri)
+                           check_folds=c["check_folds"], id=c.get("id"), target=c.get("target"), tracking_uri=uri,
+                           classes=c.get("classes"))
             experiment_id = tracking.setup(uri, c["tracking"]["experiment_name"])
         out = HydraConfig.get().runtime.output_dir
         write_blend(result, out)

@@ -14,13 +14,15 @@ from pathlib import Path
 
 import hydra
 import numpy as np
+import pandas as pd
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from qwkboost.data.sources import read_table
+from qwkboost.data.files import read_table
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
 from qwkboost.tracking.loading import load_run
+from qwkboost.tracking.outputs import CLASS, SCORE, OutputColumns, write_predictions
 from qwkboost.tracking.serving import frame
 
 log = logging.getLogger("qwkboost")
@@ -28,21 +30,29 @@ log = logging.getLogger("qwkboost")
 
 def predict_file(run: str, path: str, out: str | Path, id_column: str | None = None,
                  tracking_uri: str | None = None) -> Path:
-    """Score the table at ``path`` with run ``run``; write the two files into ``out`` and return the CSV's path."""
+    """Score the table at ``path`` with run ``run``; write the two files into ``out`` and return the CSV's path.
+
+    The files follow the column rule of :mod:`qwkboost.tracking.outputs`: the id column keeps its name, and
+    ``score`` and ``class`` give way to it."""
     pipe = load_run(run, tracking_uri)
     df = read_table(path, "data.path")
     id_name = id_column or pipe.id_name
     if id_column and id_column not in df.columns:
         raise ValueError(f"data.id={id_column!r} is not a column of data.path={path!r}")
-    ids = df[id_name].to_numpy() if id_name and id_name in df.columns else np.arange(len(df))
-    id_name = id_name if id_name and id_name in df.columns else "row"
+    has_id = bool(id_name) and id_name in df.columns
+    ids = df[id_name].to_numpy() if has_id else np.arange(len(df))
     res = frame(pipe, df)
-    res.insert(0, id_name, ids)
+    # the run's own columns keep their names here too (its label, entity and weight), as in its own files
+    run_columns = [v for v in [pipe.target, *(pipe.info.get("columns") or {}).values()] if v]
+    columns = OutputColumns.resolve({"id": id_name if has_id else None}, list(res.columns),
+                                    getattr(pipe, "labels", None), reserved=run_columns)
+    table = res.rename(columns=columns.own)
+    table.insert(0, columns["id"], ids)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    res.to_parquet(out / "predictions.parquet", index=False)
+    write_predictions(table, out / "predictions.parquet", columns)
     target = pipe.target or "label"
-    sub = res[[id_name, "class" if "class" in res else "score"]].rename(columns={"class": target, "score": target})
+    sub = pd.DataFrame({columns["id"]: ids, target: res[CLASS] if CLASS in res else res[SCORE]})
     sub.to_csv(out / "submission.csv", index=False)
     return out / "submission.csv"
 

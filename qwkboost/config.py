@@ -101,7 +101,7 @@ def check_config(cfg: Mapping) -> None:
     CV folds and flags, threshold method, data source and its settings,
     tracking, seed and threads, the table's lists. For ``data=csv`` the path
     must be set and exist; column checks need the file and happen when it is
-    read (:func:`qwkboost.data.sources.from_file`), still before any training.
+    read (:func:`qwkboost.data.files.from_file`), still before any training.
     """
     from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES
 
@@ -202,6 +202,12 @@ def check_config(cfg: Mapping) -> None:
             raise ValueError(f"data.test_path={data['test_path']!r} does not exist")
         if "ordinal" in data:
             check_bool(data["ordinal"], "data.ordinal")
+        if data.get("classes") is not None:
+            from qwkboost.data.labels import ClassLabels
+
+            ClassLabels.of(data["classes"], "data.classes")
+            if not data.get("ordinal", True):
+                raise ValueError("data.classes orders ordinal labels; it cannot be set with data.ordinal=false")
         if not data.get("test_path"):
             check_real(data.get("test_size", 0.2), "data.test_size", 0.0, 1.0, lo_open=True, hi_open=True)
     if not is_ordinal(data) and get_objective(objective_ref(objective), **(objective.get("params") or {})).ordinal:

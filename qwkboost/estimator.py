@@ -17,7 +17,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.data.sources import class_range
+from qwkboost.data.labels import ClassLabels
+from qwkboost.data.dataset import class_range
 from qwkboost.engines.registry import ENGINES
 from qwkboost.evaluation.cv import cross_validate
 from qwkboost.evaluation.metrics import qwk
@@ -60,13 +61,19 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         Fold assignment and engine seeds.
     n_jobs : int, optional
         Engine threads (default: every core).
+    classes : list, optional
+        The classes in order, lowest first (as scikit-learn's ``OrdinalEncoder(categories=...)``), for labels
+        that are words: ``classes=["low", "medium", "high"]``. A label of ``y`` outside it is refused, naming
+        it; a class that ``y`` never holds stays a class of the scale. Default: the order of an ordered pandas
+        ``Categorical`` ``y``; else numbers on their own scale, and words in sorted order, with a warning.
 
     Attributes
     ----------
     classes_ : ndarray
-        The classes: for numbers, every whole number from the lowest label to the
-        highest (QWK weighs label differences, so an unseen value in between is a
-        class); for other labels, the sorted distinct labels, in that order.
+        The classes in their order: ``classes`` when given; for numbers, every whole
+        number from the lowest label to the highest (QWK weighs label differences, so
+        an unseen value in between is a class); for other labels, the order of an
+        ordered ``Categorical``, else the sorted distinct labels.
     pipeline_ : FittedPipeline
         The fold models, their average, the cut points and the feature schema.
     oof_score_ : ndarray
@@ -77,12 +84,12 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
     Notes
     -----
     Labels are ordinal. Numbers keep their scale; other labels (strings) are
-    ranked in sorted order, one step apart.
+    ranked in their order (``classes``), one step apart.
     """
 
     def __init__(self, engine="lightgbm", objective="extended_qwk", params=None, objective_params=None,
                  num_boost_round=1000, early_stopping_rounds=50, n_splits=5, thresholds="exact", categorical=None,
-                 random_state=0, n_jobs=None, n_repeats=1, early_stopping_min_delta=None):
+                 random_state=0, n_jobs=None, n_repeats=1, early_stopping_min_delta=None, classes=None):
         self.engine = engine
         self.objective = objective
         self.params = params
@@ -96,6 +103,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.n_repeats = n_repeats
         self.early_stopping_min_delta = early_stopping_min_delta
+        self.classes = classes
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -115,11 +123,22 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         """Labels as points of the ordinal scale (their values, or their rank among ``classes_``)."""
         if self._numeric:
             return np.asarray(y, dtype=np.float64)
-        idx = np.searchsorted(self.classes_, y)
-        bad = (idx >= self.classes_.size) | (self.classes_[np.minimum(idx, self.classes_.size - 1)] != y)
-        if np.any(bad):
-            raise ValueError(f"y holds labels the classifier was not fitted on: {np.unique(np.asarray(y)[bad])[:5]}")
-        return idx.astype(np.float64)
+        return ClassLabels(tuple(self.classes_)).encode(y, "y")
+
+    def _order(self, y_raw, labels: np.ndarray) -> ClassLabels | None:
+        """The classes' order: ``classes``, an ordered Categorical's, or ``None`` (numbers, or sorted words)."""
+        import pandas as pd
+
+        if self.classes is not None:
+            return ClassLabels.of(self.classes, "classes")
+        dtype = getattr(y_raw, "dtype", None)
+        if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
+            return ClassLabels(tuple(dtype.categories))
+        if labels.dtype.kind not in "biuf":
+            warnings.warn(f"y holds labels that are words, ranked here in sorted order ({', '.join(map(str, labels[:6]))}"
+                          f"{', ...' if labels.size > 6 else ''}); if your scale runs otherwise, give classes=[...] "
+                          "lowest first, or an ordered pandas Categorical", UserWarning, stacklevel=3)
+        return None
 
     # -- fitting ---------------------------------------------------------------
     def fit(self, X, y, sample_weight=None, groups=None):
@@ -136,6 +155,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         n_repeats = check_int(self.n_repeats, "n_repeats", 1)
         seed = check_seed(self.random_state, "random_state")
         X = self._features(X, reset=True)
+        y_raw = y
         y = column_or_1d(y, warn=True)
         check_classification_targets(y)
         w0 = None if sample_weight is None else check_weight(sample_weight, len(y))
@@ -144,10 +164,14 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"y has only one class ({labels[0]!r}"
                              + ("" if w0 is None else " among the rows of positive weight")
                              + "); an ordinal classifier needs at least 2 classes")
-        self._numeric = labels.dtype.kind in "biuf"
+        order = self._order(y_raw, labels)
+        self._numeric = order is None and labels.dtype.kind in "biuf"
         if self._numeric and np.any(labels != np.round(labels)):
             raise ValueError("numeric labels must be whole numbers (ordinal classes)")
-        self.classes_ = class_range(labels.astype(np.float64)) if self._numeric else labels
+        if order is not None:
+            self.classes_ = order.decode(np.arange(order.n_classes))
+        else:
+            self.classes_ = class_range(labels.astype(np.float64)) if self._numeric else labels
         if self._numeric and labels.dtype.kind in "biu":
             self.classes_ = self.classes_.astype(labels.dtype)
         pos = self._positions(y)
@@ -175,7 +199,8 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
             cuts = fit_thresholds(self.thresholds, cv.oof - lo, idx, n_classes=k, sample_weight=w) + lo
         self.pipeline_ = FittedPipeline(cv.models, schema, cuts, scale,
                                         info={"engine": self.engine, "objective": str(self.objective),
-                                              "thresholds": self.thresholds})
+                                              "thresholds": self.thresholds},
+                                        labels=None if self._numeric else list(self.classes_))
         self.oof_score_ = cv.oof
         return self
 

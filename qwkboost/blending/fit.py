@@ -16,10 +16,12 @@ import numpy as np
 
 from qwkboost.blending.members import BlendInputError, Member, align, distinct_names, read_members
 from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
-from qwkboost.data.sources import class_range
+from qwkboost.data.labels import ClassLabels
+from qwkboost.data.dataset import class_range
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS as THRESHOLD_METHODS
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+from qwkboost.tracking.outputs import CLASS, NESTED_CLASS, SCORE, OutputColumns, fold_role, member_role, write_predictions
 
 __all__ = ["BlendResult", "blend", "write_blend", "log_blend"]
 
@@ -75,12 +77,13 @@ class BlendResult:
                 "cuts": None if self.cuts is None else [round(float(c), 6) for c in self.cuts],
                 "member_cuts": None if self.fit_info.member_cuts is None else
                 [[round(float(c) + float(self.classes[0]), 6) for c in row] for row in self.fit_info.member_cuts],
-                "classes": self.classes.tolist(), "id": ref.id_name, "target": ref.target,
+                "classes": self.classes.tolist(), "labels": ref.labels, "id": ref.id_name, "target": ref.target,
                 "n_train": int(len(ref.ids)), "n_test": int(len(ref.test_ids)), **self.metrics}
 
 
 def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", check_folds: bool = True,
-          id: str | None = None, target: str | None = None, tracking_uri: str | None = None) -> BlendResult:
+          id: str | None = None, target: str | None = None, tracking_uri: str | None = None,
+          classes=None) -> BlendResult:
     r"""Blend the out-of-fold and test predictions of several runs; fit and score it in-sample and nested.
 
     Parameters
@@ -99,6 +102,8 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         The id and label columns of other tools' files (default: the qwkboost members').
     tracking_uri : str, optional
         The MLflow store of run ids.
+    classes : sequence, optional
+        The order of labels that are words in other tools' files (default: the order the qwkboost members record).
 
     Returns
     -------
@@ -124,12 +129,12 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         raise BlendInputError(f"thresholds={thresholds!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
     runs = list(runs)
     members = distinct_names(runs) if all(isinstance(r, Member) for r in runs) else \
-        read_members(runs, tracking_uri, id, target)
+        read_members(runs, tracking_uri, id, target, classes=classes)
     members = align(members, check_folds=check_folds)
     ref = members[0]
     if np.any(ref.y != np.round(ref.y)):
         raise BlendInputError(f"member {ref.name!r} has fractional labels; blending for QWK needs ordinal classes")
-    classes = class_range(ref.y)
+    classes = np.arange(len(ref.labels), dtype=np.float64) if ref.labels is not None else class_range(ref.y)
     lo, k = float(classes[0]), classes.size
     y_idx = (ref.y - lo).astype(np.int64)
     w = ref.weight
@@ -208,30 +213,43 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ref = result.members[0]
-    id_name, target = ref.id_name, ref.target
     as_int = np.all(result.classes == np.round(result.classes))
+    labels = None if ref.labels is None else ClassLabels(tuple(ref.labels))
 
     def cls(v):
+        if labels is not None:
+            return labels.decode(v)
         return v.astype(np.int64) if as_int else v
 
-    oof = pd.DataFrame({id_name: ref.ids, target: cls(ref.y), "score": result.oof_score,
-                        "class": cls(result.oof_class), "nested_class": cls(result.nested_oof_class)})
-    if ref.folds is not None:
-        for r, f in enumerate(ref.folds):
-            oof["fold" if r == 0 else f"fold_{r}"] = f
+    n_folds = 0 if ref.folds is None else len(ref.folds)
+    members = [member_role(i) for i in range(len(result.members))]
+    user = {"id": ref.id_name, "label": ref.target, **({"weight": ref.weight_name} if ref.weight is not None else {})}
+    oc = OutputColumns.resolve(user, [SCORE, CLASS, NESTED_CLASS, *(fold_role(r) for r in range(n_folds)),
+                                      *members], ref.labels)
+    cols = {oc["id"]: ref.ids, oc["label"]: cls(ref.y)}
     if ref.weight is not None:
-        oof["weight"] = ref.weight
-    pred = pd.DataFrame({id_name: ref.test_ids, "score": result.test_score, "class": cls(result.test_class)})
-    if ref.y_test is not None:
-        pred[target] = ref.y_test
+        cols[oc["weight"]] = ref.weight
+    cols.update({oc[SCORE]: result.oof_score, oc[CLASS]: cls(result.oof_class),
+                 oc[NESTED_CLASS]: cls(result.nested_oof_class)})
+    for r in range(n_folds):
+        cols[oc[fold_role(r)]] = ref.folds[r]
     for i, m in enumerate(result.members):         # aligned to the first member's rows; blend.json names them
-        oof[f"member_{i}"] = m.oof
-        pred[f"member_{i}"] = m.test
+        cols[oc[member_role(i)]] = m.oof
+    oof = pd.DataFrame(cols)[oc.names]
+    pc = OutputColumns.resolve({"id": ref.id_name, **({"label": ref.target} if ref.y_test is not None else {})},
+                               [SCORE, CLASS, *members], ref.labels, reserved=list(oc.user.values()))
+    pcols = {pc["id"]: ref.test_ids}
+    if ref.y_test is not None:
+        pcols[pc["label"]] = cls(ref.y_test) if labels is not None else ref.y_test
+    pcols.update({pc[SCORE]: result.test_score, pc[CLASS]: cls(result.test_class)})
+    for i, m in enumerate(result.members):
+        pcols[pc[member_role(i)]] = m.test
+    pred = pd.DataFrame(pcols)[pc.names]
     files = [out / "oof.parquet", out / "predictions.parquet", out / "submission.csv", out / "blend.json",
              out / "plots" / "blend.png"]
-    oof.to_parquet(files[0], index=False)
-    pred.to_parquet(files[1], index=False)
-    pd.DataFrame({id_name: ref.test_ids, target: cls(result.test_class)}).to_csv(files[2], index=False)
+    write_predictions(oof, files[0], oc)
+    write_predictions(pred, files[1], pc)
+    pd.DataFrame({oc["id"]: ref.test_ids, oc["label"]: cls(result.test_class)}).to_csv(files[2], index=False)
     files[3].write_text(json.dumps(result.summary(), indent=1))
     files[4].parent.mkdir(exist_ok=True)
     fig = blend_members(result.member_table, result.metrics, result.method)

@@ -12,7 +12,10 @@ test rows as every other member's. It can come from
 * a directory of another tool's predictions (a neural network's): ``oof.csv``
   (or ``.parquet``) with the id, the label, a ``score`` column or class
   probabilities ``proba_<class>``, and the row's ``fold``; and ``test.csv``
-  with the id and the same prediction columns;
+  with the id and the same prediction columns. Their names follow the rule of
+  :mod:`qwkboost.tracking.outputs`: where the label or id column is itself
+  called ``score`` or ``fold``, the prediction is ``score_qwkboost`` and the
+  fold ``fold_qwkboost``;
 * a :class:`Member` built in Python (:meth:`Member.from_frames`).
 
 :func:`align` puts every member's rows in the first member's order (by id)
@@ -31,6 +34,17 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from qwkboost.data.labels import ClassLabels
+from qwkboost.tracking.outputs import (
+    META_KEY,
+    PROBA_PREFIX,
+    SCORE,
+    OutputColumns,
+    fold_role,
+    legacy_clash,
+    read_predictions,
+)
 
 __all__ = ["Member", "read_members", "align", "BlendInputError"]
 
@@ -74,6 +88,10 @@ class Member:
         Engine, objective and the like.
     id_name, target : str
         Column names of the id and the label.
+    labels : list or None
+        The class labels in order when they are words: ``y`` and ``y_test`` then hold class indices.
+    weight_name : str or None
+        The column ``weight`` came from.
     """
 
     name: str
@@ -91,6 +109,8 @@ class Member:
     info: dict[str, Any] = field(default_factory=dict)
     id_name: str = "id"
     target: str = "label"
+    labels: list | None = None
+    weight_name: str | None = None
 
     @classmethod
     def from_cv(cls, name: str, cv, y, ids=None, test_ids=None, y_test=None, sample_weight=None) -> "Member":
@@ -128,9 +148,25 @@ class Member:
 
     @classmethod
     def from_frames(cls, name: str, oof, test, id: str = "id", target: str = "label", source: str | None = None,
-                    **extra) -> "Member":
-        """A member from two DataFrames: ``oof`` (id, label, ``score`` or ``proba_<class>``, ``fold``...) and
+                    columns: OutputColumns | None = None, test_columns: OutputColumns | None = None,
+                    classes=None, **extra) -> "Member":
+        """A member from two DataFrames: ``oof`` (id, label, score or ``proba_<class>``, ``fold``...) and
         ``test`` (id and the same prediction columns; the label too where known).
+
+        Parameters
+        ----------
+        name : str
+        oof, test : DataFrame
+        id, target : str
+            The id and label columns.
+        source : str, optional
+            Where the frames came from, for messages.
+        columns, test_columns : OutputColumns, optional
+            The tables' column records (qwkboost's own files carry them); without one, the columns are named
+            by the rule of :mod:`qwkboost.tracking.outputs` from ``id`` and ``target``: ``score``, ``fold``,
+            ``fold_1``, ... and ``weight``, each with ``_qwkboost`` added where ``id`` or ``target`` has its name.
+        classes : sequence, optional
+            The order of labels that are words (``classes=[low,medium,high]``); a record's own comes first.
 
         Raises
         ------
@@ -138,28 +174,66 @@ class Member:
             Naming the missing column or the bad value.
         """
         where = source or name
-        for frame, what, need in ((oof, "out-of-fold", (id, target)), (test, "test", (id,))):
+        columns = columns or _by_rule(oof, id, target)
+        test_columns = test_columns or _by_rule(test, columns["id"], columns["label"])
+        for frame, what, cols in ((oof, "out-of-fold", columns), (test, "test", test_columns)):
+            need = [cols["id"], *([cols["label"]] if what == "out-of-fold" else [])]
             missing = [c for c in need if c not in frame.columns]
             if missing:
                 raise BlendInputError(f"member {where}: its {what} table lacks column(s) {missing} (has "
                                       f"{list(frame.columns)})")
-        oof_score = _score(oof, f"member {where}: out-of-fold table")
-        test_score = _score(test, f"member {where}: test table")
-        fold_cols = [c for c in oof.columns if c == "fold" or re.fullmatch(r"fold_\d+", str(c))]
-        fold_cols.sort(key=lambda c: 0 if c == "fold" else int(c.split("_")[1]))
+        oof_score = _score(oof, columns, f"member {where}: out-of-fold table")
+        test_score = _score(test, test_columns, f"member {where}: test table")
         folds = None
+        fold_cols = [c for c in columns.fold_columns if c in oof.columns]
         if fold_cols:
             folds = oof[fold_cols].to_numpy().T
             if not np.issubdtype(folds.dtype, np.number) or np.isnan(folds.astype(float)).any():
-                raise BlendInputError(f"member {where}: its 'fold' column(s) must hold fold numbers in every row")
+                raise BlendInputError(f"member {where}: its fold column(s) {fold_cols} must hold fold numbers in "
+                                      "every row")
             folds = folds.astype(np.int64)
-        y = _numbers(oof[target], f"member {where}: label column {target!r}")
+        order = columns.labels if columns.labels is not None else (None if classes is None else list(classes))
+        label = columns["label"]
+        y = _labels(oof[label], order, f"member {where}: label column {label!r}")
         y_test = None
-        if target in test.columns:
-            y_test = _numbers(test[target], f"member {where}: test label column {target!r}")
-        weight = oof["weight"].to_numpy(dtype=float) if "weight" in oof.columns else None
-        return cls(name, source or name, oof[id].to_numpy(), y, oof_score, test[id].to_numpy(), test_score, folds,
-                   weight, y_test, id_name=id, target=target, **extra)
+        test_label = test_columns.user.get("label")
+        if test_label is not None and test_label in test.columns:
+            y_test = _labels(test[test_label], order, f"member {where}: test label column {test_label!r}")
+        wcol = columns.get("weight")
+        weight = oof[wcol].to_numpy(dtype=float) if wcol is not None and wcol in oof.columns else None
+        return cls(name, source or name, oof[columns["id"]].to_numpy(), y, oof_score,
+                   test[test_columns["id"]].to_numpy(), test_score, folds, weight, y_test, id_name=columns["id"],
+                   target=label, labels=order, weight_name=wcol if weight is not None else None, **extra)
+
+
+def _by_rule(frame, id: str, target: str) -> OutputColumns:
+    """The columns of a table without a record, named by the rule from its id and label names."""
+    wide = OutputColumns.resolve({"id": id, "label": target, "weight": None},
+                                 [SCORE, *(fold_role(r) for r in range(64))])
+    folds = 0
+    while folds < 64 and wide.own[fold_role(folds)] in frame.columns:
+        folds += 1
+    return OutputColumns.resolve({"id": id, "label": target, "weight": None},
+                                 [SCORE, *(fold_role(r) for r in range(folds))])
+
+
+def _labels(col, order, what: str) -> np.ndarray:
+    """Labels as numbers: their values, or their class index in ``order`` when they are words."""
+    if order is not None:
+        try:
+            return ClassLabels.of(order, "classes").encode(col, what, col.index)
+        except ValueError as exc:
+            raise BlendInputError(str(exc)) from None
+    try:
+        return _numbers(col, what)
+    except BlendInputError:
+        import pandas as pd
+
+        text = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
+        if len(text):
+            raise BlendInputError(f"{what} holds words ({text.iloc[0]!r}, ...); give their order, lowest first, "
+                                  "with classes=[...]") from None
+        raise
 
 
 def _numbers(col, what: str) -> np.ndarray:
@@ -173,16 +247,17 @@ def _numbers(col, what: str) -> np.ndarray:
     return out
 
 
-def _score(frame, where: str) -> np.ndarray:
-    """The ``score`` column, or the expected class of ``proba_<class>`` columns (rows normalised to sum 1)."""
-    if "score" in frame.columns:
-        return _numbers(frame["score"], f"{where}: column 'score'")
-    cols = [c for c in frame.columns if str(c).startswith("proba_")]
+def _score(frame, columns: OutputColumns, where: str) -> np.ndarray:
+    """The score column, or the expected class of ``proba_<class>`` columns (rows normalised to sum 1)."""
+    score = columns.get(SCORE, SCORE)
+    if score in frame.columns:
+        return _numbers(frame[score], f"{where}: column {score!r}")
+    cols = [c for c in frame.columns if str(c).startswith(PROBA_PREFIX) and c not in columns.user.values()]
     if not cols:
-        raise BlendInputError(f"{where} has neither a 'score' column nor class probabilities 'proba_<class>' "
+        raise BlendInputError(f"{where} has neither a {score!r} column nor class probabilities 'proba_<class>' "
                               f"(columns: {list(frame.columns)})")
     try:
-        classes = np.array([float(str(c)[len("proba_"):]) for c in cols])
+        classes = np.array([float(str(c)[len(PROBA_PREFIX):]) for c in cols])
     except ValueError:
         raise BlendInputError(f"{where}: probability columns must be named proba_<class> with a numeric class; "
                               f"got {cols}") from None
@@ -195,10 +270,9 @@ def _score(frame, where: str) -> np.ndarray:
 # --------------------------------------------------------------------------- reading
 
 def _read_table(path: Path):
-    import pandas as pd
-
+    """``(frame, record)`` of a prediction file (the record ``None`` for one without)."""
     try:
-        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        return read_predictions(path)
     except Exception as exc:  # noqa: BLE001 - any reader error is an unreadable member
         raise BlendInputError(f"{path} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") \
             from None
@@ -214,7 +288,7 @@ def is_member_dir(d: Path) -> bool:
 
 
 def _from_dir(d: Path, id_name: str | None, target: str | None, source: str | None = None,
-              run_id: str | None = None) -> Member:
+              run_id: str | None = None, classes=None) -> Member:
     """One member from a directory (a qwkboost run's outputs, or another tool's files)."""
     oof_path, test_path = _first(d, OOF_NAMES), _first(d, TEST_NAMES)
     info: dict[str, Any] = {}
@@ -227,15 +301,40 @@ def _from_dir(d: Path, id_name: str | None, target: str | None, source: str | No
     result = d / "result.json"
     if result.is_file():
         info = {**json.loads(result.read_text()), **info}
-    oof, test = _read_table(oof_path), _read_table(test_path)
-    id_name = id_name or ("id" if "id" in oof.columns else str(oof.columns[0]))
-    target = target or ("label" if "label" in oof.columns else None)
-    if target is None:
-        raise BlendInputError(f"member {source or d}: cannot tell its label column; give target=<column> (columns: "
-                              f"{list(oof.columns)})")
+    (oof, columns), (test, test_columns) = _read_table(oof_path), _read_table(test_path)
+    if columns is None and pipeline_dir is not None:
+        # qwkboost 0.1 wrote its columns by their plain names, over any of the user's that had one
+        clash = legacy_clash({"id": id_name, "label": target})
+        if clash is not None:
+            raise BlendInputError(
+                f"member {source or d} was written by qwkboost 0.1, whose own {clash!r} column wrote over your "
+                f"column {clash!r} in {oof_path.name}: its labels or ids are lost. Run it again with this qwkboost "
+                f"(its command is in {d / '.hydra' / 'overrides.yaml'} or its MLflow run's 'command' tag); the "
+                "new files keep your columns and name qwkboost's score_qwkboost, class_qwkboost, ...")
+    if columns is None:
+        id_name = id_name or ("id" if "id" in oof.columns else str(oof.columns[0]))
+        target = target or ("label" if "label" in oof.columns else None)
+        if target is None:
+            raise BlendInputError(f"member {source or d}: cannot tell its label column; give target=<column> "
+                                  f"(columns: {list(oof.columns)})")
     name = "/".join(str(info[k]) for k in ("engine", "objective") if info.get(k)) or d.name
-    return Member.from_frames(name, oof, test, id_name, target, source=source or str(d), pipeline_dir=pipeline_dir,
-                              run_id=run_id or info.get("run_id"), info=info)
+    return Member.from_frames(name, oof, test, id_name or "id", target or "label", source=source or str(d),
+                              columns=columns, test_columns=test_columns, classes=classes,
+                              pipeline_dir=pipeline_dir, run_id=run_id or info.get("run_id"), info=info)
+
+
+def _recorded_labels(d: Path) -> list | None:
+    """The class labels a member directory's ``oof.parquet`` records, if any (read before its rows)."""
+    path = _first(d, OOF_NAMES)
+    if path is None or path.suffix != ".parquet":
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(META_KEY.encode())
+        return None if raw is None else json.loads(raw).get("labels")
+    except Exception:  # noqa: BLE001 - an unreadable file is reported when it is read
+        return None
 
 
 def _sub_runs(d: Path) -> list[Path]:
@@ -244,7 +343,16 @@ def _sub_runs(d: Path) -> list[Path]:
     return sorted(subs, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))
 
 
-def _from_run_id(run_id: str, uri: str, id_name, target, tmp: Path) -> list[Member]:
+@dataclass
+class _Found:
+    """A member found but not read yet: a directory of prediction files, and the MLflow run it came from."""
+
+    path: Path
+    source: str | None = None
+    run: Any = None
+
+
+def _from_run_id(run_id: str, uri: str, tmp: Path) -> list[_Found]:
     import mlflow
     from mlflow.exceptions import MlflowException
 
@@ -260,7 +368,7 @@ def _from_run_id(run_id: str, uri: str, id_name, target, tmp: Path) -> list[Memb
                                f"tags.mlflow.parentRunId = '{run_id}'", max_results=10_000,
                                order_by=["attributes.start_time ASC"])
     if not children:
-        return [_download(client, run, uri, id_name, target, tmp)]
+        return [_download(client, run, tmp)]
     done = [c for c in children if c.info.status == "FINISHED"]
     skipped = [c.info.run_name for c in children if c.info.status != "FINISHED"]
     if skipped:
@@ -269,7 +377,7 @@ def _from_run_id(run_id: str, uri: str, id_name, target, tmp: Path) -> list[Memb
     out = []
     for c in done:
         try:
-            out.append(_download(client, c, uri, id_name, target, tmp))
+            out.append(_download(client, c, tmp))
         except BlendInputError as exc:
             if "logged no predictions" not in str(exc):
                 raise
@@ -280,7 +388,7 @@ def _from_run_id(run_id: str, uri: str, id_name, target, tmp: Path) -> list[Memb
     return out
 
 
-def _download(client, run, uri: str, id_name, target, tmp: Path) -> Member:
+def _download(client, run, tmp: Path) -> _Found:
     from mlflow.exceptions import MlflowException
 
     run_id = run.info.run_id
@@ -295,20 +403,28 @@ def _download(client, run, uri: str, id_name, target, tmp: Path) -> Member:
             client.download_artifacts(run_id, "pipeline", str(d / "predictions"))
     except (MlflowException, OSError) as exc:
         raise BlendInputError(f"run {run_id}: its predictions cannot be downloaded ({type(exc).__name__})") from None
-    m = _from_dir(d / "predictions", id_name, target, source=f"run:{run_id}", run_id=run_id)
-    tags = run.data.tags
+    return _Found(d / "predictions", f"run:{run_id}", run)
+
+
+def _read_found(f: _Found, id_name, target, classes) -> Member:
+    if f.run is None:
+        return _from_dir(f.path, id_name, target, classes=classes)
+    m = _from_dir(f.path, id_name, target, source=f.source, run_id=f.run.info.run_id, classes=classes)
+    tags = f.run.data.tags
     m.info.setdefault("engine", tags.get("engine"))
     m.info.setdefault("objective", tags.get("objective"))
-    m.name = run.info.run_name or m.name
+    m.name = f.run.info.run_name or m.name
     return m
 
 
 def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None = None, target: str | None = None,
-                 workdir: str | Path | None = None) -> list[Member]:
+                 workdir: str | Path | None = None, classes=None) -> list[Member]:
     """Every member named by ``runs``, in order (see the module's docstring for what a run may be).
 
     ``workdir`` keeps downloaded artifacts (a temporary directory by default,
     removed when the members are read, except their pipelines' copies under it).
+    ``classes`` orders labels that are words in other tools' files; by default the order a qwkboost
+    member records is used for every member.
 
     Raises
     ------
@@ -318,23 +434,23 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
     if isinstance(runs, (str, Path, Member)) or runs is None:
         runs = [] if runs is None else [runs]
     tmp = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="qwkboost-blend-"))
-    out: list[Member] = []
+    found: list[Member | _Found] = []
     uri = None
     for i, r in enumerate(runs):
         if isinstance(r, Member):
-            out.append(r)
+            found.append(r)
             continue
         text = str(r).strip()
         p = Path(text).expanduser()
         if p.is_dir():
             if is_member_dir(p):
-                out.append(_from_dir(p, id, target))
+                found.append(_Found(p))
                 continue
             subs = _sub_runs(p)
             if not subs:
                 raise BlendInputError(f"runs[{i}]={text!r} is a directory with neither predictions (oof.parquet or "
                                       "oof.csv, and a test file) nor runs that have them")
-            out += [_from_dir(s, id, target) for s in subs]
+            found += [_Found(s) for s in subs]
         elif p.exists():
             raise BlendInputError(f"runs[{i}]={text!r} is a file; give a run's output directory, a directory of "
                                   "runs or prediction files, or an MLflow run id")
@@ -344,10 +460,13 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
             uri = uri or tracking.resolve_tracking_uri(tracking_uri)
             tracking.bound_http_retries(uri)
             tracking.check_reachable(uri)
-            out += _from_run_id(text, uri, id, target, tmp)
+            found += _from_run_id(text, uri, tmp)
         else:
             raise BlendInputError(f"runs[{i}]={text!r} is neither a directory nor an MLflow run id (32 hex digits)")
-    return distinct_names(out)
+    if classes is None:     # words as labels: the order a qwkboost member records, for every member
+        classes = next((lab for f in found if isinstance(f, _Found) for lab in [_recorded_labels(f.path)]
+                        if lab is not None), None)
+    return distinct_names([f if isinstance(f, Member) else _read_found(f, id, target, classes) for f in found])
 
 
 def distinct_names(members: list[Member]) -> list[Member]:
@@ -410,11 +529,15 @@ def align(members: Sequence[Member], check_folds: bool = True) -> list[Member]:
     for m in members[1:]:
         pos = _order(m.ids, ref.ids, "training", m.name, ref.name)
         tpos = _order(m.test_ids, ref.test_ids, "test", m.name, ref.name)
+        if m.labels != ref.labels:
+            raise BlendInputError(f"members {ref.name!r} and {m.name!r} have different classes ({ref.labels} and "
+                                  f"{m.labels}); they were not trained on the same labels")
         y = m.y[pos]
         if not np.array_equal(y, ref.y):
             i = int(np.flatnonzero(y != ref.y)[0])
+            shown = (lambda v: repr(ref.labels[int(v)])) if ref.labels is not None else (lambda v: f"{v:g}")
             raise BlendInputError(f"members {ref.name!r} and {m.name!r} have different labels (id {ref.ids[i]!r}: "
-                                  f"{ref.y[i]:g} and {y[i]:g}); they were not trained on the same file")
+                                  f"{shown(ref.y[i])} and {shown(y[i])}); they were not trained on the same file")
         w = None if m.weight is None else m.weight[pos]
         if (w is None) != (ref.weight is None) or (w is not None and not np.allclose(w, ref.weight)):
             raise BlendInputError(f"members {ref.name!r} and {m.name!r} have different row weights")

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from qwkboost.data.labels import ClassLabels
 from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
 
 __all__ = ["FittedBlend", "BLEND_FORMAT"]
@@ -46,6 +47,8 @@ class FittedBlend:
         Each member's cut points on the index scale, for ``vote``.
     quantiles : ndarray of shape (M, Q) or None
         Each member's out-of-fold score quantiles (index scale), for ``rank_mean``.
+    labels : list or None
+        The class labels in order when they are words (``classes`` are then their indices).
     """
 
     members: list[FittedPipeline]
@@ -58,6 +61,7 @@ class FittedBlend:
     id_name: str | None = None
     target: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    labels: list | None = None
 
     is_ordinal = True
 
@@ -70,7 +74,7 @@ class FittedBlend:
         return cls(members, result.method, np.asarray(fit.weights), np.asarray(result.classes, dtype=float),
                    fit.cuts, fit.member_cuts, fit.quantiles, ref.id_name, ref.target,
                    {"blend": result.method, "members": [m.name for m in result.members],
-                    "sources": [m.source for m in result.members]})
+                    "sources": [m.source for m in result.members]}, ref.labels)
 
     @property
     def _fit(self):
@@ -92,18 +96,24 @@ class FittedBlend:
         s = self._fit.score(self._scores(X))
         return s if self.method == "rank_mean" else s + float(self.classes[0])
 
+    def _decode(self, idx) -> np.ndarray:
+        if self.labels is not None:
+            return ClassLabels(tuple(self.labels)).decode(idx)
+        return self.classes[np.asarray(idx, dtype=np.int64)]
+
     def predict(self, X) -> np.ndarray:
-        """Classes on the labels' own scale."""
-        return self.classes[self._fit.classes(self._scores(X))]
+        """Classes on the labels' own scale (the user's labels when they are words)."""
+        return self._decode(self._fit.classes(self._scores(X)))
 
     def classify(self, score: np.ndarray) -> np.ndarray:
         """Classes of scores made by :meth:`predict_score`."""
         from qwkboost.evaluation.thresholds import apply_thresholds
 
         if self.method == "vote":
-            return np.asarray(score, dtype=float)
+            vote = np.asarray(score, dtype=float)
+            return self._decode(vote - float(self.classes[0])) if self.labels is not None else vote
         shift = 0.0 if self.method == "rank_mean" else float(self.classes[0])
-        return self.classes[apply_thresholds(np.asarray(score) - shift, self.cuts)]
+        return self._decode(apply_thresholds(np.asarray(score) - shift, self.cuts))
 
     def save(self, path) -> Path:
         """Write the blend into directory ``path`` (created), each member in ``member_<i>/``; return it."""
@@ -123,7 +133,7 @@ class FittedBlend:
         payload = {"format": BLEND_FORMAT, "format_version": FORMAT_VERSION, "method": self.method,
                    "members": names, "weights": arr(self.weights), "classes": arr(self.classes),
                    "cuts": arr(self.cuts), "member_cuts": arr(self.member_cuts), "quantiles": arr(self.quantiles),
-                   "id_name": self.id_name, "target": self.target, "info": self.info}
+                   "id_name": self.id_name, "target": self.target, "info": self.info, "labels": self.labels}
         (d / PIPELINE_FILE).write_text(json.dumps(payload))
         return d
 
@@ -153,7 +163,8 @@ class FittedBlend:
             return None if v is None else np.asarray(v, dtype=float)
 
         blend = cls(members, payload["method"], arr("weights"), arr("classes"), arr("cuts"), arr("member_cuts"),
-                    arr("quantiles"), payload.get("id_name"), payload.get("target"), payload.get("info") or {})
+                    arr("quantiles"), payload.get("id_name"), payload.get("target"), payload.get("info") or {},
+                    payload.get("labels"))
         m = len(members)
         if blend.weights is None or blend.weights.shape != (m,) or blend.classes is None:
             raise ValueError(f"{where}: weights must hold one value per member, and classes must be given")

@@ -1,7 +1,10 @@
 """The data stage: sources (generated, shipped and CSV/Parquet files) into a :class:`Dataset`, feature encoding,
 class-shift weights and competition-shaped synthetic tables.
 
-- :mod:`~qwkboost.data.sources`: ``Dataset``, ``quartiles``, ``chisq``, ``latent_classes``, ``from_file``
+- :mod:`~qwkboost.data.dataset`: ``Dataset``, the label scale (``class_range``)
+- :mod:`~qwkboost.data.sources`: ``quartiles``, ``chisq``, ``latent_classes``, the shipped data sets, the registry
+- :mod:`~qwkboost.data.files`: ``from_file``: a CSV or Parquet file of yours
+- :mod:`~qwkboost.data.labels`: ``ClassLabels``: labels that are words, in the order you give
 - :mod:`~qwkboost.data.features`: ``FeatureSchema``: column names, categorical codes, checks at predict time
 - :mod:`~qwkboost.data.shift`: label-shift weights and the test set's class proportions
 - :mod:`~qwkboost.data.synthetic`: ``entity_frames``: several rows per entity, for grouped CV
@@ -10,18 +13,22 @@ class-shift weights and competition-shaped synthetic tables.
 from qwkboost._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
+    # dataset
+    "Dataset": "dataset",
+    "class_range": "dataset",
+    "warn_empty_classes": "dataset",
+    # files
+    "from_file": "files",
+    "read_table": "files",
+    # labels
+    "ClassLabels": "labels",
     # sources
-    "Dataset": "sources",
     "quartiles": "sources",
     "latent_classes": "sources",
     "check_latent_classes_args": "sources",
     "chisq": "sources",
-    "from_file": "sources",
-    "class_range": "sources",
-    "warn_empty_classes": "sources",
     "check_quartiles_args": "sources",
     "check_chisq_args": "sources",
-    "read_table": "sources",
     "SOURCES": "sources",
     "SOURCE_KEYS": "sources",
     "SOURCE_CHECKS": "sources",
@@ -37,6 +44,9 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "target_moments": "shift",
     # synthetic
     "entity_frames": "synthetic",
+    "dataset": "",
+    "files": "",
+    "labels": "",
     "sources": "",
     "features": "",
     "shift": "",

@@ -325,7 +325,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     categorical : list of str or int, optional
         Further categorical columns (see :func:`qwkboost.train`).
     schema : FeatureSchema, optional
-        ``X`` and ``X_test`` are already encoded by it (a :class:`~qwkboost.data.sources.Dataset`'s).
+        ``X`` and ``X_test`` are already encoded by it (a :class:`~qwkboost.data.dataset.Dataset`'s).
     sample_weight : array-like, optional
         Row weights: each fold trains and early-stops with its rows' weights.
     client : distributed.Client, optional

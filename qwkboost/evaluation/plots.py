@@ -33,8 +33,14 @@ def learning_curves(models, metric_name: str, title: str = ""):
     return fig
 
 
-def score_histograms(scores, y, classes, cuts=None, title: str = ""):
-    """Histogram of out-of-fold scores for each true class, with the cut points drawn."""
+def _names(classes, names) -> list[str]:
+    """Tick labels: the user's class labels (words) when given, else the class values."""
+    return [str(n) for n in names] if names is not None else [f"{c:g}" for c in classes]
+
+
+def score_histograms(scores, y, classes, cuts=None, title: str = "", names=None):
+    """Histogram of out-of-fold scores for each true class, with the cut points drawn (``names``: the
+    classes' labels when they are words)."""
     scores = np.asarray(scores, dtype=float)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     lo, hi = np.percentile(scores, [0.1, 99.9])
@@ -44,7 +50,7 @@ def score_histograms(scores, y, classes, cuts=None, title: str = ""):
         if sel.any():
             ax.hist(scores[sel], bins=bins, histtype="stepfilled", alpha=0.18, color=f"C{i % 10}")
             ax.hist(scores[sel], bins=bins, histtype="step", lw=1.4, color=f"C{i % 10}",
-                    label=f"class {c:g} (n={sel.sum()})")
+                    label=f"class {_names(classes, names)[i]} (n={sel.sum()})")
     for j, t in enumerate([] if cuts is None else cuts):
         ax.axvline(t, color="k", ls="--", lw=1, label="cut points" if j == 0 else None)
     ax.set_xlabel("out-of-fold score")
@@ -55,7 +61,7 @@ def score_histograms(scores, y, classes, cuts=None, title: str = ""):
     return fig
 
 
-def confusion_matrix(y_true, y_pred, classes, title: str = ""):
+def confusion_matrix(y_true, y_pred, classes, title: str = "", names=None):
     """Counts with row-normalised shading (true class in rows)."""
     classes = np.asarray(classes)
     k = len(classes)
@@ -70,7 +76,7 @@ def confusion_matrix(y_true, y_pred, classes, title: str = ""):
         for j in range(k):
             ax.text(j, i, f"{cm[i, j]}", ha="center", va="center", fontsize=8,
                     color="white" if frac[i, j] > 0.6 else "black")
-    labels = [f"{c:g}" for c in classes]
+    labels = _names(classes, names)
     ax.set_xticks(range(k), labels)
     ax.set_yticks(range(k), labels)
     ax.set_xlabel("predicted class")
@@ -81,7 +87,7 @@ def confusion_matrix(y_true, y_pred, classes, title: str = ""):
     return fig
 
 
-def class_probabilities(proba, y, classes, title: str = ""):
+def class_probabilities(proba, y, classes, title: str = "", names=None):
     """Mean predicted probability of each class (columns) for the rows of each true class (rows).
 
     A well-calibrated ordinal model has its mass on and next to the diagonal;
@@ -102,8 +108,8 @@ def class_probabilities(proba, y, classes, title: str = ""):
             if np.isfinite(M[i, j]):
                 ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if M[i, j] > 0.5 else "black")
-    ax.set_xticks(range(k), [f"{c:g}" for c in classes])
-    ax.set_yticks(range(k), [f"{c:g}" for c in classes])
+    ax.set_xticks(range(k), _names(classes, names))
+    ax.set_yticks(range(k), _names(classes, names))
     ax.set_xlabel("class")
     ax.set_ylabel("true class")
     ax.set_title(title or "mean out-of-fold class probability by true class")

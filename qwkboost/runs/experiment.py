@@ -18,7 +18,9 @@ import numpy as np
 
 from qwkboost import tracking
 from qwkboost.config import objective_ref
-from qwkboost.data.sources import SOURCES, Dataset, class_range, from_file
+from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.data.files import from_file
+from qwkboost.data.sources import SOURCES
 from qwkboost.distributed.cluster import ClusterSpec, connect
 from qwkboost.evaluation import plots
 from qwkboost.evaluation.cv import (
@@ -34,23 +36,24 @@ from qwkboost.evaluation.thresholds import (
     nested_classes,
 )
 from qwkboost.exceptions import config_errors
+from qwkboost.tracking.outputs import CLASS, SCORE, OutputColumns, fold_role, write_predictions
 from qwkboost.tracking.pipeline import FittedPipeline
 
 __all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",
-           "write_outputs"]
+           "PredictionTables", "write_outputs"]
 
 log = logging.getLogger(__name__)
 
 
 def load_dataset(data: Mapping[str, Any], seed: int = 0, group: str | None = None) -> Dataset:
-    """Build the :class:`~qwkboost.data.sources.Dataset` a ``data`` config describes.
+    """Build the :class:`~qwkboost.data.dataset.Dataset` a ``data`` config describes.
 
     The config names its loader with ``_target_`` (Hydra's convention) and
     holds every argument, so the defaults live in ``conf/data/*.yaml`` only. A
     config without ``_target_`` is looked up by ``data.name``
     (:data:`qwkboost.data.sources.SOURCES`); ``seed`` is the train/test split's for a
     CSV file that does not give one. ``group`` (``cv.group``) names the entity
-    column of a file (see :func:`qwkboost.data.sources.from_file`).
+    column of a file (see :func:`qwkboost.data.files.from_file`).
 
     Raises
     ------
@@ -211,7 +214,9 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
                               info={"engine": engine["name"], "objective": objective["name"],
                                     "thresholds": cfg["thresholds"]["method"], "data": cfg["data"]["name"],
-                                    "run_id": None if active is None else active.info.run_id})
+                                    "run_id": None if active is None else active.info.run_id,
+                                    "columns": output_names(ds)},
+                              labels=ds.labels.to_list() if ds.labels is not None and ev.cuts is not None else None)
         out = Path(output_dir) if output_dir is not None else None
         if active is not None:
             row["run_id"] = active.info.run_id
@@ -269,7 +274,8 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     if ds.is_ordinal and cfg["cv"].get("stratified", True):
         labels, counts = np.unique(ds.y_train, return_counts=True)
         if counts.min() < k:
-            raise ValueError(f"cv.n_splits={k} exceeds the rows of the rarest class (label {labels[counts.argmin()]:g}: "
+            raise ValueError(f"cv.n_splits={k} exceeds the rows of the rarest class (label "
+                             f"{ds.label_of(labels[counts.argmin()])!r}: "
                              f"{counts.min()} training rows); lower cv.n_splits or set cv.stratified=false")
     elif k > len(ds.y_train):
         raise ValueError(f"cv.n_splits={k} exceeds the number of training rows ({len(ds.y_train)})")
@@ -304,54 +310,86 @@ def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _class_column(values: np.ndarray):
-    """Classes as integers when they are whole numbers (the labels' own form), else as they are."""
-    v = np.asarray(values, dtype=np.float64)
-    return v.astype(np.int64) if np.all(v == np.round(v)) and np.all(np.abs(v) < 2 ** 53) else v
+@dataclass
+class PredictionTables:
+    """A run's prediction files as DataFrames, with the record of their columns (:mod:`qwkboost.tracking.outputs`).
 
-
-def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation):
-    """``(oof, predictions, submission)`` DataFrames of a run.
-
-    ``oof``: id, label, out-of-fold score and class, the row's validation
-    fold (``fold``; ``fold_1``, ... for further repeats), and the entity and
-    weight columns when the run had them; ``predictions``: id, the fold
-    models' mean test score, the class (and the label where the test set has
-    them); ``submission``: id and class on the labels' own scale (the score
-    for a regression target), columns named as in the training file.
+    Attributes
+    ----------
+    oof : DataFrame
+        Id, label, entity and weight columns (when the run had them), out-of-fold score and class, and the
+        row's validation fold in every CV repeat.
+    predictions : DataFrame
+        Id, the fold models' mean test score, the class, and the label where the test set has them.
+    submission : DataFrame
+        Id and class as the user's labels (the score for a regression target), named as in the training file.
+    oof_columns, prediction_columns : OutputColumns
+        Which column of ``oof`` and ``predictions`` plays which part.
     """
+
+    oof: Any
+    predictions: Any
+    submission: Any
+    oof_columns: OutputColumns
+    prediction_columns: OutputColumns
+
+
+def output_names(ds: Dataset) -> dict[str, str | None]:
+    """The user's columns a run's outputs hold: id, label, and the entity and weight columns when it has them."""
+    user = {"id": ds.id_name, "label": ds.target}
+    if ds.groups_train is not None:
+        user["group"] = ds.group_name
+    if ds.w_train is not None:
+        user["weight"] = ds.weight_name
+    return user
+
+
+def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation) -> PredictionTables:
+    """The ``oof``, ``predictions`` and ``submission`` tables of a run, named by the rule of
+    :mod:`qwkboost.tracking.outputs`: the user's columns keep their names, qwkboost's give way."""
     import pandas as pd
 
-    id_name = ds.id_name or "row"
-    target = ds.target or "label"
+    ordinal = ev.cuts is not None
+    labels = ds.labels.to_list() if ds.labels is not None else None
+    fold_of = cv.fold_of if cv.fold_of is not None else fold_assignment(cv.folds, len(cv.oof), cv.repeats)
+    oc = OutputColumns.resolve(output_names(ds), [SCORE, *([CLASS] if ordinal else []),
+                                      *(fold_role(r) for r in range(len(fold_of)))], labels)
     ids_train = ds.ids_train if ds.ids_train is not None else np.arange(len(ds.y_train))
     ids_test = ds.ids_test if ds.ids_test is not None else np.arange(len(ds.X_test))
-    oof = pd.DataFrame({id_name: ids_train, target: _class_column(ds.y_train), "score": cv.oof})
-    pred = pd.DataFrame({id_name: ids_test, "score": cv.test})
-    if ev.cuts is not None:
-        oof["class"] = _class_column(apply_thresholds(cv.oof, ev.cuts, classes=ev.classes))
-        pred["class"] = _class_column(ev.test_classes)
-    fold_of = cv.fold_of if cv.fold_of is not None else fold_assignment(cv.folds, len(cv.oof), cv.repeats)
-    for r, f in enumerate(fold_of):
-        oof["fold" if r == 0 else f"fold_{r}"] = f.astype(np.int64)
-    if ds.groups_train is not None and ds.group_name not in oof.columns:
-        oof[ds.group_name] = ds.groups_train
+    cols = {oc["id"]: ids_train, oc["label"]: ds.decode(ds.y_train) if ordinal else ds.y_train}
+    if ds.groups_train is not None:
+        cols.setdefault(oc["group"], ds.groups_train)       # the entity may also be the id
     if ds.w_train is not None:
-        oof["weight"] = ds.w_train
+        cols[oc["weight"]] = ds.w_train
+    cols[oc["score"]] = cv.oof
+    if ordinal:
+        cols[oc["class"]] = ds.decode(apply_thresholds(cv.oof, ev.cuts, classes=ev.classes))
+    for r, f in enumerate(fold_of):
+        cols[oc[fold_role(r)]] = f.astype(np.int64)
+    oof = pd.DataFrame(cols)[oc.names]
+
+    pc = OutputColumns.resolve({"id": ds.id_name, **({"label": ds.target} if ds.has_test_labels else {})},
+                               [SCORE, *([CLASS] if ordinal else [])], labels, reserved=list(oc.user.values()))
+    pcols = {pc["id"]: ids_test}
     if ds.has_test_labels:
-        pred[target] = _class_column(ds.y_test) if ds.is_ordinal else ds.y_test
-    sub = pd.DataFrame({id_name: ids_test, target: pred["class"] if ev.cuts is not None else cv.test})
-    return oof, pred, sub
+        pcols[pc["label"]] = ds.decode(ds.y_test) if ordinal else ds.y_test
+    pcols[pc["score"]] = cv.test
+    if ordinal:
+        pcols[pc["class"]] = ds.decode(ev.test_classes)
+    pred = pd.DataFrame(pcols)[pc.names]
+    sub = pd.DataFrame({oc["id"]: ids_test, oc["label"]: ds.decode(ev.test_classes) if ordinal else cv.test})
+    return PredictionTables(oof, pred, sub, oc, pc)
 
 
 def write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> list[Path]:
-    """Write ``oof.parquet``, ``predictions.parquet``, ``submission.csv`` and ``pipeline/`` into ``out``."""
+    """Write ``oof.parquet``, ``predictions.parquet`` (each with its column record), ``submission.csv`` and
+    ``pipeline/`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    oof, pred, sub = prediction_tables(ds, cv, ev)
-    files = [out / "oof.parquet", out / "predictions.parquet", out / "submission.csv"]
-    oof.to_parquet(files[0], index=False)
-    pred.to_parquet(files[1], index=False)
-    sub.to_csv(files[2], index=False)
+    t = prediction_tables(ds, cv, ev)
+    files = [write_predictions(t.oof, out / "oof.parquet", t.oof_columns),
+             write_predictions(t.predictions, out / "predictions.parquet", t.prediction_columns),
+             out / "submission.csv"]
+    t.submission.to_csv(files[2], index=False)
     pipe.save(out / "pipeline")
     return files
 
@@ -364,7 +402,8 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
     tracking.log_metrics(ev.metrics)
     tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
     tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
-                       "classes": None if ev.classes is None else ev.classes.tolist()}, "thresholds.json")
+                       "classes": None if ev.classes is None else ev.classes.tolist(),
+                       "labels": None if ds.labels is None else ds.labels.to_list()}, "thresholds.json")
     tracking.log_dict({"best_iterations": cv.best_iterations, "fold_seconds": cv.fold_seconds,
                        "repeats": cv.repeats, "grouped": cv.grouped, "duplicate_rows": cv.duplicate_rows,
                        **ev.metrics}, "metrics.json")
@@ -372,15 +411,16 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
         tracking.log_metrics({"duplicate_rows": cv.duplicate_rows})
     metric_name = cv.models[0].objective.metric_name
     tracking.log_figure(plots.learning_curves(cv.models, metric_name), "plots/learning_curves.png")
+    names = None if ds.labels is None else ds.labels.to_list()
     if ev.classes is not None:
-        tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts),
+        tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts, names=names),
                             "plots/oof_histograms.png")
         if ev.test_classes is not None and ds.has_test_labels:
-            tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes),
+            tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes, names=names),
                                 "plots/confusion_matrix.png")
     if cv.oof_proba is not None and ev.classes is not None:
         # the objective's classes are the labels' range, the same scale as the thresholds' classes
-        tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes),
+        tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes, names=names),
                             "plots/class_probabilities.png")
     # what each fold's objective learned: its initial score, and e.g. ordinal_logit's cut points
     tracking.log_dict({f"fold_{k}": m.objective.get_state() for k, m in enumerate(cv.models)}, "objective_state.json")

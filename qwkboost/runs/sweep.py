@@ -13,10 +13,13 @@ SIGTERM) or crashes, the parent and every child still RUNNING are ended at
 interpreter exit, KILLED or FAILED: launcher workers may be killed before they
 can end their own runs.
 
+Before any job runs, every job is checked as a single run is (its settings, its
+data and columns): bad input stops the sweep with one line naming the setting.
 A tracking server that does not answer when the sweep starts stops it before
-any job runs. One that goes away during the sweep fails each job that is left
-at once; at exit the runs it could not end are named, and they stay RUNNING
-until the next command that logs to the experiment marks them KILLED.
+any job runs. One that goes away during the sweep stops it with one line (the
+job that was logging names the server); at exit the runs it could not end are
+named, and they stay RUNNING until the next command that logs to the
+experiment marks them KILLED.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from qwkboost import tracking
 from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.interrupt import interrupted
 
-__all__ = ["MLflowSweepParent", "PARENT_FILE", "read_parent", "sweep_shape", "SUMMARY_METRICS"]
+__all__ = ["MLflowSweepParent", "PARENT_FILE", "read_parent", "sweep_shape", "SUMMARY_METRICS", "check_jobs",
+           "job_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,64 @@ def _parallel_jobs(config: DictConfig, n_jobs: int) -> int:
     return max(1, min(k, n_jobs))
 
 
+def job_overrides(config: DictConfig) -> list[list[str]] | None:
+    """The overrides of every job of a sweep, as Hydra's basic sweeper will launch them; ``None`` for another
+    sweeper (whose jobs are not known in advance)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    sweeper = str((config.hydra.get("sweeper") or {}).get("_target_", ""))
+    if not sweeper.endswith("BasicSweeper"):
+        return None
+    parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+
+
+def check_jobs(config: DictConfig) -> None:
+    """Check every job of a sweep as a single run is checked before it trains: its settings, its data file and
+    its columns, the engine's parameters against the data. The data of jobs that share it is read once.
+
+    Raises
+    ------
+    ConfigError
+        The first job's problem, naming the setting (and the job, when the sweep varies it).
+    """
+    import hydra
+    from omegaconf import OmegaConf
+
+    from qwkboost.config import check_config
+    from qwkboost.exceptions import config_errors
+    from qwkboost.runs.experiment import check_against_data, load_dataset
+
+    jobs = job_overrides(config)
+    if not jobs:
+        return
+    from hydra.errors import HydraException
+
+    varying, _ = sweep_shape(list(config.hydra.overrides.task))
+    loaded: dict[str, Any] = {}
+    for i, job in enumerate(jobs):
+        shown = " ".join(o for o in job if o.split("=", 1)[0].lstrip("+~") in varying)
+        try:
+            composed = hydra.compose(config_name=config.hydra.job.config_name, overrides=job)
+        except HydraException:
+            return          # an override that does not compose: Hydra says so itself when the job starts
+        try:
+            with config_errors():
+                cfg = OmegaConf.to_container(composed, resolve=True)
+                check_config(cfg)
+                if cfg.get("table") or cfg.get("study"):
+                    continue        # their rows are checked when they start, before any training
+                seed, group = int(cfg.get("seed", 0)), cfg["cv"].get("group")
+                key = json.dumps([cfg["data"], seed, group], sort_keys=True, default=str)
+                if key not in loaded:
+                    loaded[key] = load_dataset(cfg["data"], seed, group)
+                check_against_data(cfg, loaded[key])
+        except ConfigError as exc:
+            # the same line as a single run; the job named when earlier ones passed (the problem is its own)
+            raise ConfigError(f"{exc} (job {i}: {shown})" if i and shown else str(exc)) from None
+
+
 class MLflowSweepParent(Callback):
     """Creates and ends the parent run of a Hydra multirun."""
 
@@ -87,6 +149,12 @@ class MLflowSweepParent(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         import mlflow
 
+        try:
+            check_jobs(config)
+        except ConfigError as exc:
+            # one line for the whole sweep, before any job starts (Hydra would print a traceback per job)
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
         if config.get("tracking") is None or config.get("table"):
             return
         try:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from qwkboost import tracking
-from qwkboost.data.sources import Dataset
+from qwkboost.data.dataset import Dataset
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_exact
 from qwkboost.exceptions import config_errors

@@ -128,7 +128,7 @@ def build_cells(spec: StudySpec, compose) -> list[Cell]:
 def _cell_data(config: Mapping[str, Any]):
     """A cell's data set, its lowest class and number of classes, and the training and test labels as class
     indices ``0..k-1``."""
-    from qwkboost.data.sources import class_range
+    from qwkboost.data.dataset import class_range
     from qwkboost.runs.experiment import load_dataset
 
     ds = load_dataset(config["data"], int(config["seed"]), config["cv"].get("group"))

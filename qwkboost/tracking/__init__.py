@@ -4,6 +4,7 @@ pipeline a run saves, and the servable pyfunc model.
 - :mod:`~qwkboost.tracking.store`: where runs go; the store created, migrated and checked; dead runs reaped
 - :mod:`~qwkboost.tracking.runs`: runs always ended FINISHED, FAILED or KILLED; what a run logs
 - :mod:`~qwkboost.tracking.interrupt`: signals and clean exits for the entry points
+- :mod:`~qwkboost.tracking.outputs`: the prediction files' columns and the rule that names them
 - :mod:`~qwkboost.tracking.pipeline`: ``FittedPipeline``: a run's fold models and cut points
 - :mod:`~qwkboost.tracking.loading`: ``load_run``: a run's or a blend's pipeline, from disk or MLflow
 - :mod:`~qwkboost.tracking.serving`: the MLflow ``pyfunc`` model of a pipeline
@@ -67,6 +68,10 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "process_tag": "interrupt",
     "is_alive": "interrupt",
     "interrupted": "interrupt",
+    # outputs
+    "OutputColumns": "outputs",
+    "read_predictions": "outputs",
+    "write_predictions": "outputs",
     # pipeline
     "FittedPipeline": "pipeline",
     "FORMAT": "pipeline",
@@ -82,6 +87,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "store": "",
     "runs": "",
     "interrupt": "",
+    "outputs": "",
     "pipeline": "",
     "loading": "",
     "serving": "",

@@ -60,20 +60,16 @@ def main_guard(what: str = "qwkboost") -> Iterator[None]:
 
 @contextlib.contextmanager
 def report_config_errors() -> Iterator[None]:
-    """Inside a Hydra task: a :class:`~qwkboost.config.ConfigError` ends a single run with its
-    message alone on stderr (exit status 2), not a traceback. In a multirun it is re-raised,
-    so that Hydra records the failed job and the sweep's parent run ends FAILED.
+    """Inside a Hydra task: a :class:`~qwkboost.config.ConfigError` ends the command with its message
+    alone on stderr (exit status 2), not a traceback. In a multirun it ends the whole sweep the same
+    way (its parent MLflow run ends FAILED at exit); a sweep's jobs are checked before the first
+    starts (:func:`qwkboost.runs.sweep.check_jobs`), so this is rarely reached there.
     """
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     from qwkboost.exceptions import ConfigError
 
     try:
         yield
     except ConfigError as exc:
-        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
 

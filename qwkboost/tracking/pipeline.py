@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.data.labels import ClassLabels
 from qwkboost.engines.model import Model, load_model
 from qwkboost.evaluation.thresholds import apply_thresholds
 
@@ -55,6 +56,9 @@ class FittedPipeline:
         The id and label columns of the training file (names of the submission's columns).
     info : dict
         Engine, objective, threshold method, run id: what made it.
+    labels : list or None
+        The user's class labels in order, when they are words (``data.classes``): ``classes`` are then the
+        indices :math:`0..K-1` and :meth:`predict` gives the labels.
     """
 
     models: list[Model]
@@ -64,6 +68,7 @@ class FittedPipeline:
     id_name: str | None = None
     target: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    labels: list | None = None
 
     averaging = "mean"
 
@@ -78,6 +83,11 @@ class FittedPipeline:
             if self.cuts.size != self.classes.size - 1 or np.any(np.diff(self.cuts) < 0):
                 raise ValueError(f"{self.classes.size} classes need {self.classes.size - 1} non-decreasing cut "
                                  f"points; got {self.cuts.tolist()}")
+        if self.labels is not None:
+            self.labels = ClassLabels(tuple(self.labels)).to_list()
+            if self.classes is None or len(self.labels) != self.classes.size:
+                n = 0 if self.classes is None else self.classes.size
+                raise ValueError(f"labels {self.labels} must name each of the {n} classes")
 
     @property
     def is_ordinal(self) -> bool:
@@ -99,10 +109,12 @@ class FittedPipeline:
         return self.classify(self.predict_score(X))
 
     def classify(self, score: np.ndarray) -> np.ndarray:
-        """Classes of scores made by :meth:`predict_score` (the scores themselves for a regression target)."""
+        """Classes of scores made by :meth:`predict_score` (the scores themselves for a regression target): the
+        user's labels when they are words, else values on the labels' own scale."""
         if self.cuts is None:
             return score
-        return apply_thresholds(score, self.cuts, classes=self.classes)
+        idx = apply_thresholds(score, self.cuts)
+        return ClassLabels(tuple(self.labels)).decode(idx) if self.labels is not None else self.classes[idx]
 
     # -- persistence -----------------------------------------------------------
     def save(self, path) -> Path:
@@ -117,7 +129,7 @@ class FittedPipeline:
                    "averaging": self.averaging, "features": self.schema.to_dict(),
                    "cuts": None if self.cuts is None else self.cuts.tolist(),
                    "classes": None if self.classes is None else self.classes.tolist(),
-                   "id_name": self.id_name, "target": self.target, "info": self.info}
+                   "id_name": self.id_name, "target": self.target, "info": self.info, "labels": self.labels}
         (d / PIPELINE_FILE).write_text(json.dumps(payload, indent=1))
         return d
 
@@ -151,7 +163,7 @@ class FittedPipeline:
                 raise ValueError(f"{where}: {x} has {m.n_features} features, the pipeline {schema.n_features}")
         try:
             return cls(models, schema, payload.get("cuts"), payload.get("classes"), payload.get("id_name"),
-                       payload.get("target"), payload.get("info") or {})
+                       payload.get("target"), payload.get("info") or {}, payload.get("labels"))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: {exc}") from None
 

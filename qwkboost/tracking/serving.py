@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from qwkboost.tracking.outputs import CLASS, SCORE
+
 try:
     from mlflow.pyfunc import PythonModel
 except ImportError:  # pragma: no cover - mlflow is a dependency; keep the module importable without it
@@ -49,15 +51,18 @@ class PipelineModel(PythonModel):
 
 
 def frame(pipeline, X):
-    """``class`` and ``score`` of every row of ``X``, as a DataFrame."""
+    """``class`` and ``score`` of every row of ``X``, as a DataFrame: the class as the user's label (a word
+    given in ``data.classes``, or a whole number on the labels' own scale)."""
     import pandas as pd
 
     score = pipeline.predict_score(X)
     out = {}
     if pipeline.is_ordinal:
         cls = np.asarray(pipeline.classify(score))
-        out["class"] = cls.astype(np.int64) if np.all(cls == np.round(cls)) else cls
-    out["score"] = score
+        if cls.dtype.kind == "f" and np.all(cls == np.round(cls)):
+            cls = cls.astype(np.int64)
+        out[CLASS] = cls
+    out[SCORE] = score
     return pd.DataFrame(out)
 
 

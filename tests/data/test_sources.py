@@ -79,7 +79,8 @@ def test_text_target_is_named(tmp_path):
     import pandas as pd
 
     pd.DataFrame({"f": range(10), "y": ["low", "high"] * 5}).to_csv(tmp_path / "d.csv", index=False)
-    with pytest.raises(ValueError, match=r"data.target='y' must hold numbers .* e.g. data row 0 is 'low'"):
+    with pytest.raises(ValueError, match=r"data.target='y' holds labels that are words \('high', 'low'\); give "
+                                         r"their order, lowest first, with data.classes="):
         from_file(str(tmp_path / "d.csv"), "y")
 
 

@@ -26,7 +26,7 @@ def test_grouped_cv_brings_oof_and_test_qwk_together_and_the_plain_run_warns(ent
     assert grouped["best_iteration_mean"] < plain["best_iteration_mean"]
     assert grouped["qwk_thresholds"] > plain["qwk_thresholds"]
     oof = pd.read_parquet(tmp_path / "grouped" / "oof.parquet")
-    assert list(oof.columns) == ["id", "label", "score", "class", "fold", "entity"]
+    assert list(oof.columns) == ["id", "label", "entity", "score", "class", "fold"]
     assert (oof.groupby("entity")["fold"].nunique() == 1).all()
     pipe = json.loads((tmp_path / "grouped" / "pipeline" / "pipeline.json").read_text())
     assert "entity" not in pipe["features"]["names"]         # never a feature

@@ -82,14 +82,33 @@ def test_two_job_multirun_gives_parent_and_children(tmp_path, mlflow_store, laun
     assert "best_qwk_thresholds_oof" in parents[0].data.metrics
 
 
+BROKEN = '''
+from qwkboost.objectives import SquaredError
+
+
+class Broken(SquaredError):
+    """Fails while training on an odd number of rows (data.n_train=1501): no check before training can see it."""
+
+    def grad_hess(self, y, score, sample_weight=None):
+        if len(y) % 2 == 1 and score.std() > 0:
+            raise RuntimeError("the objective broke while training")
+        return super().grad_hess(y, score, sample_weight)
+'''
+
+
 def test_failed_job_marks_the_sweep_failed(tmp_path, mlflow_store):
-    proc = run_cli(tmp_path, "-m", *TINY_OVERRIDES, "engine.params.learning_rate=-1,0.3",
-                   f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_fail", ok=False)
-    assert "engine.params.learning_rate must be a number > 0; got -1" in proc.stderr
+    """A job that fails while training (not bad input) fails its run and the sweep's parent; the other job runs."""
+    (tmp_path / "brokenobj.py").write_text(BROKEN)
+    env = {**ENV, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run(cmd("-m", *TINY_OVERRIDES, "data.n_train=1501,1500", "objective=custom",
+                              "objective._target_=brokenobj.Broken", f"tracking.uri={mlflow_store}",
+                              "tracking.experiment_name=cli_fail"), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert "the objective broke while training" in proc.stderr, proc.stderr[-3000:]
     got = runs(mlflow_store, "cli_fail")
     parent = next(r for n, r in got.items() if n.startswith("sweep"))
     assert parent.info.status == "FAILED"
-    assert all(r.info.status != "RUNNING" for r in got.values())
+    assert sorted(r.info.status for n, r in got.items() if r is not parent) == ["FAILED", "FINISHED"]
 
 
 def test_commands_started_together_on_a_new_store(tmp_path):
@@ -224,3 +243,33 @@ def test_bad_tuning_input_is_one_line_before_any_trial(tmp_path, mlflow_store, a
                    f"tune.storage=sqlite:///{tmp_path}/optuna.db", script="tune.py", ok=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and message in proc.stderr
+
+
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_bad_input_in_a_multirun_is_the_single_runs_one_line_once(tmp_path, mlflow_store, launcher):
+    """A sweep checks every job before the first starts: bad input is the single run's line, once, exit code 2,
+    no traceback, no job run and no MLflow run left behind."""
+    bad = ["data=csv", f"data.path={tmp_path}/missing.csv", "data.target=score"]
+    single = run_cli(tmp_path, *bad, f"tracking.uri={mlflow_store}", ok=False)
+    line = [x for x in single.stderr.splitlines() if x.startswith("error:")]
+    assert line == [f"error: data.path='{tmp_path}/missing.csv' does not exist"]
+    extra = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
+    proc = run_cli(tmp_path, "-m", "engine=lightgbm,xgboost", "objective=squared_error,extended_qwk", *bad, *extra,
+                   f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_bad_sweep", ok=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert [x for x in proc.stderr.splitlines() if x.startswith("error:")] == line
+    assert "Traceback" not in proc.stderr and "Error executing job" not in proc.stderr
+    assert not list(tmp_path.glob("multirun/*/*/*/result.json"))
+    exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("cli_bad_sweep")
+    assert exp is None or not mlflow.MlflowClient(mlflow_store).search_runs([exp.experiment_id])
+
+
+def test_a_sweep_names_the_job_whose_setting_is_bad(tmp_path, mlflow_store):
+    """A problem of one job only (too many folds for the rarest class) names that job; nothing runs."""
+    proc = run_cli(tmp_path, "-m", *TINY_OVERRIDES, "data.n_train=200", "cv.n_splits=3,80",
+                   f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_bad_job", ok=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: cv.n_splits=80 exceeds the rows of the rarest class")
+    assert errors[0].endswith("(job 1: cv.n_splits=80)") and "Traceback" not in proc.stderr
+    assert not list(tmp_path.glob("multirun/*/*/*/result.json"))
