@@ -85,7 +85,7 @@ def _check_cluster(cfg: Mapping) -> None:
     engine = cfg["engine"]
     if engine.get("name") not in DASK_ENGINES:
         raise ValueError(f"engine={engine.get('name')} has no Dask interface; with cluster=... use engine=xgboost "
-                         "or engine=lightgbm (the native engine trains on one machine)")
+                         "or engine=lightgbm (the native engine and catboost train on one machine)")
     if engine.get("name") == "lightgbm" and engine.get("early_stopping_rounds") is not None:
         raise ValueError("engine=lightgbm on a cluster: lightgbm.dask scores the validation fold on each worker's "
                          "own rows, so it cannot stop early on the fold's metric; set engine.early_stopping_rounds=null "

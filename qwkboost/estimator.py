@@ -34,7 +34,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    engine : {"xgboost", "lightgbm", "native"}, default "lightgbm"
+    engine : {"xgboost", "lightgbm", "native", "catboost"}, default "lightgbm"
     objective : str, default "extended_qwk"
         A registered objective (or an import path, see :func:`qwkboost.objectives.get`).
     params : dict, optional

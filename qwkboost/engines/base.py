@@ -1,4 +1,4 @@
-"""The engine contract: what :func:`qwkboost.train` asks of XGBoost, LightGBM and the native engine.
+"""The engine contract: what :func:`qwkboost.train` asks of XGBoost, LightGBM, CatBoost and the native engine.
 
 An engine is a class with the methods of :class:`Engine`; the registry
 (:mod:`qwkboost.engines.registry`) names them. Data crosses the boundary as
@@ -65,6 +65,10 @@ class Engine(Protocol):
 
     def check_params(self, params: dict, *, n_features: int) -> None:
         """Refuse unknown names and bad values before training (``ValueError`` naming them)."""
+
+    def check_objective(self, objective) -> None:
+        """Refuse, before training, a fitted objective the engine cannot run (``ValueError`` naming the engines
+        that run it)."""
 
     def with_threads(self, params: dict, n_threads: int) -> dict:
         """``params`` with the thread count set, unless it names one already."""

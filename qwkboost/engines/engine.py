@@ -40,7 +40,7 @@ __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engin
 #: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
 LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
 #: Each engine's learning rate when its parameters name none.
-DEFAULT_LEARNING_RATE = {"xgboost": 0.3, "lightgbm": 0.1, "native": 0.3}
+DEFAULT_LEARNING_RATE = {"xgboost": 0.3, "lightgbm": 0.1, "native": 0.3, "catboost": 0.03}
 
 
 def learning_rate(engine: str, params: dict) -> float:
@@ -157,6 +157,26 @@ class EngineObjective:
     def _shift(self, y, score):
         return (y, score) if not self.offset else (y + self.offset, score + self.offset)
 
+    def reweighted(self, sample_weight: np.ndarray | None) -> "EngineObjective":
+        """The same objective (its state shared) with other row weights: for an engine that reorders the rows."""
+        out = EngineObjective(self.objective, self.offset, self.check_finite, sample_weight)
+        out.init_score_ = self.init_score_
+        return out
+
+    def grad_hess_rows(self, y, score):
+        """Gradients and hessians of some of the training rows, unweighted (the caller scales them by its rows'
+        weights): for an engine that asks for its rows in blocks, with an objective whose rows are independent
+        (``gradient_needs = "rows"``)."""
+        g, h = self.objective.grad_hess(*self._shift(y, score))
+        g = np.asarray(g, dtype=np.float64)
+        h = np.asarray(h, dtype=np.float64)
+        if g.shape != y.shape or h.shape != y.shape:
+            raise ValueError(f"objective {self.name!r}: grad_hess returned gradients of shape {g.shape} and "
+                             f"hessians of shape {h.shape} for {y.size} rows; it must return shape {y.shape}")
+        if self.check_finite and not (np.isfinite(g).all() and np.isfinite(h).all()):
+            raise ValueError(f"objective {self.name!r} returned non-finite gradients or hessians")
+        return g, h
+
     def grad_hess(self, y, score):
         """Gradients and hessians of the training rows (weighted by ``sample_weight``)."""
         w = self.sample_weight
@@ -244,7 +264,7 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         engine splits them by category sets.
     y : array-like of shape (n_samples,)
         Labels on their own scale.
-    engine : {"xgboost", "lightgbm", "native"}
+    engine : {"xgboost", "lightgbm", "native", "catboost"}
     objective : str or Objective
         A registered name (see :func:`qwkboost.objectives.available`) or an instance.
     params : dict, optional
@@ -338,6 +358,7 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
             raise ValueError(f"params.base_score is one number; objective {obj.name!r} has "
                              f"{obj.n_outputs_} outputs and starts from its own initial scores")
         obj.init_score_ = float(base_score)
+    adapter.check_objective(obj)           # an objective the engine cannot run, refused before training
     # class objectives index their labels themselves; centring would shift their class scores
     offset = label_offset(y) if getattr(obj, "centre_labels", True) else 0.0
     seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)

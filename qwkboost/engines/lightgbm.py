@@ -161,6 +161,9 @@ class LightGBMEngine:
     def thread_params(self) -> tuple[str, ...]:
         return _thread_names()
 
+    def check_objective(self, objective) -> None:
+        """Every objective runs here (one score per row or several)."""
+
     def check_params(self, params: dict, *, n_features: int) -> None:
         check_params(params, n_features)
 

@@ -33,14 +33,14 @@ class Model:
     Attributes
     ----------
     engine : str
-        ``"xgboost"``, ``"lightgbm"`` or ``"native"``.
+        ``"xgboost"``, ``"lightgbm"``, ``"native"`` or ``"catboost"``.
     objective : Objective
         The fitted objective.
     init_score : float
         :math:`F_0`, on the labels' scale.
     booster : object
-        The engine's own model (``xgboost.Booster``, ``lightgbm.Booster`` or
-        ``qwkboost.native.NativeBooster``); ``None`` after zero rounds on LightGBM.
+        The engine's own model (``xgboost.Booster``, ``lightgbm.Booster``, ``catboost.CatBoost`` or
+        ``qwkboost.native.NativeBooster``); ``None`` after zero rounds on LightGBM and CatBoost.
         It scores labels minus ``label_offset``.
     num_rounds : int
         Boosting rounds trained.

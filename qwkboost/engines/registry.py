@@ -13,6 +13,7 @@ ENGINES = {
     "xgboost": "qwkboost.engines.xgboost:XGBoostEngine",
     "lightgbm": "qwkboost.engines.lightgbm:LightGBMEngine",
     "native": "qwkboost.engines.native:NativeEngine",
+    "catboost": "qwkboost.engines.catboost:CatBoostEngine",
 }
 _INSTANCES: dict[str, Engine] = {}
 

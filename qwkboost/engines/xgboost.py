@@ -176,6 +176,9 @@ class XGBoostEngine:
     name = "xgboost"
     thread_params = THREAD_PARAMS
 
+    def check_objective(self, objective) -> None:
+        """Every objective runs here (one score per row or several)."""
+
     def check_params(self, params: dict, *, n_features: int) -> None:
         check_params(params, n_features)
 

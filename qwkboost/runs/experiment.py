@@ -300,6 +300,9 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
         obj.fit(ds.y_train)     # what it learns from the labels (a label mean outside their range, ...)
     except ValueError as exc:
         raise ValueError(f"objective.params: {exc}") from None
+    from qwkboost.engines import get_engine
+
+    get_engine(engine).check_objective(obj)       # e.g. several scores per row on catboost
 
 
 def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:

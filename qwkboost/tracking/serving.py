@@ -70,7 +70,7 @@ def _requirements() -> list[str]:
     from importlib.metadata import PackageNotFoundError, version
 
     reqs = []
-    for pkg in ("numpy", "pandas", "scipy", "scikit-learn", "xgboost", "lightgbm", "mlflow"):
+    for pkg in ("numpy", "pandas", "scipy", "scikit-learn", "xgboost", "lightgbm", "catboost", "mlflow"):
         try:
             reqs.append(f"{pkg}=={version(pkg)}")
         except PackageNotFoundError:

@@ -12,7 +12,7 @@ import qwkboost as qb
 from qwkboost.engines import label_offset
 from qwkboost.distributed.parallel import available_cores
 
-ENGINES = ["xgboost", "lightgbm", "native"]
+ENGINES = ["xgboost", "lightgbm", "native", "catboost"]
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,8 @@ def test_engine_threads_default_to_the_cores_and_follow_n_jobs(engine, small_qua
             return int(json.loads(m.booster.save_config())["learner"]["generic_param"]["nthread"])
         if engine == "lightgbm":
             return int(m.booster.params["num_threads"])
+        if engine == "catboost":
+            return int(m.booster.get_params()["thread_count"])
         return m.booster.params["n_jobs"]
 
     assert threads(qb.train(ds.X_train, ds.y_train, engine, num_boost_round=2)) == available_cores()
