@@ -21,6 +21,11 @@ def machine() -> dict:
                 break
     blas = [f"{i['internal_api']} {i.get('version')} ({i['num_threads']} threads)"
             for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    try:
+        import catboost
+        cb = catboost.__version__
+    except ImportError:
+        cb = None
     return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "numpy": numpy.__version__,
-            "blas": blas, "lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
+            "blas": blas, "lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__, "catboost": cb,
             "loadavg": os.getloadavg()}

@@ -75,7 +75,7 @@ def test_tune_config_composes():
 @pytest.mark.parametrize(
     "overrides, match",
     [
-        (["engine.name=catboost"], r"engine.name='catboost' is unknown; choose one of: xgboost, lightgbm, native"),
+        (["engine.name=h2o"], r"engine.name='h2o' is unknown; choose one of: xgboost, lightgbm, native, catboost"),
         (["engine.params.learning_rate=-0.1"], r"engine.params.learning_rate must be a number > 0; got -0.1"),
         (["engine.num_boost_round=0"], r"engine.num_boost_round must be an integer >= 1"),
         (["objective.name=ranking"], r"objective.name='ranking' is unknown"),

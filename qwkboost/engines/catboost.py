@@ -219,11 +219,12 @@ class _Rounds:
         G[cell], H[cell] = g, h
         self.table = (_ScoreIndex(scores), G, H)
 
-    def _lookup(self, a: np.ndarray, t: np.ndarray):
-        """``(g, h)`` of rows with scores ``a`` and labels ``t`` from this round's table."""
-        index, G, H = self.table
+    def _lookup(self, table, a: np.ndarray, t: np.ndarray):
+        """``(g, h)`` of rows with scores ``a`` and labels ``t`` (float32, as CatBoost holds them) from a round's
+        table."""
+        index, G, H = table
         rank = index.positions(a)
-        lab = np.searchsorted(self.labels, t.astype(np.float32))
+        lab = np.searchsorted(self.labels, np.asarray(t, dtype=np.float32))
         cell = rank * self.labels.size + np.minimum(lab, self.labels.size - 1)
         g = G[cell]
         if (rank < 0).any() or np.isnan(g).any():
@@ -233,23 +234,28 @@ class _Rounds:
         return g, H[cell]
 
     def ders(self, approxes, targets, weights) -> np.ndarray:
-        """CatBoost's derivatives for one block: :math:`(-g, -h)` of its rows, as an ``(n, 2)`` array."""
-        with self.lock:
-            return self._ders(approxes, targets, weights)
+        """CatBoost's derivatives for one block: :math:`(-g, -h)` of its rows, as an ``(n, 2)`` array.
 
-    def _ders(self, approxes, targets, weights) -> np.ndarray:
+        The objective is reached by one thread at a time; a round's table, once built, is only read."""
         a = np.asarray(approxes, dtype=np.float64)
-        t = np.asarray(targets, dtype=np.float64)
         out = np.empty((a.size, 2))
         if self.rows:
-            g, h = self.objective.grad_hess_rows(t, self.f0 + a)
+            with self.lock:
+                g, h = self.objective.grad_hess_rows(np.asarray(targets, dtype=np.float64), self.f0 + a)
         else:
-            if self.table is None:
-                self._build()
-            g = np.zeros(a.size)
-            h = np.zeros(a.size)
-            live = np.ones(a.size, dtype=bool) if weights is None else np.asarray(weights) > 0
-            g[live], h[live] = self._lookup(a[live], t[live])
+            table = self.table
+            if table is None:
+                with self.lock:
+                    if self.table is None:
+                        self._build()
+                    table = self.table
+            if weights is None:
+                g, h = self._lookup(table, a, targets)
+            else:
+                g = np.zeros(a.size)
+                h = np.zeros(a.size)
+                live = np.asarray(weights) > 0
+                g[live], h[live] = self._lookup(table, a[live], np.asarray(targets)[live])
         if weights is not None:
             w = np.asarray(weights, dtype=np.float64)
             g, h = g * w, h * w

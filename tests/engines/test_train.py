@@ -138,7 +138,7 @@ def test_deterministic_for_a_seed(small_quartiles):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"engine": "catboost"}, r"unknown engine 'catboost'; available engines: xgboost, lightgbm, native"),
+        ({"engine": "h2o"}, r"unknown engine 'h2o'; available engines: xgboost, lightgbm, native, catboost"),
         ({"objective": "qwk3"}, r"unknown objective 'qwk3'; available objectives: .*extended_qwk"),
         ({"y": np.r_[np.nan, np.zeros(9)]}, r"y contains 1 NaN or inf"),
         ({"y": np.r_[np.inf, np.zeros(9)]}, r"y contains 1 NaN or inf"),
