@@ -52,6 +52,19 @@ def check(c: dict) -> None:
         ClassLabels.of(c["classes"], "classes")
 
 
+def _remember_run(out: str, run_id: str) -> None:
+    """The blend's MLflow run id in its ``blend.json`` and its pipeline's info, for the commands that read the
+    blend's directory later (``experiments/explain.py`` logs there)."""
+    import json
+    from pathlib import Path
+
+    for path, key in ((Path(out) / "blend.json", None), (Path(out) / "pipeline" / "pipeline.json", "info")):
+        if path.is_file():
+            payload = json.loads(path.read_text())
+            (payload.setdefault(key, {}) if key else payload)["run_id"] = run_id
+            path.write_text(json.dumps(payload, indent=1))
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="blend")
 def main(cfg: DictConfig) -> None:
     from qwkboost import tracking
@@ -79,6 +92,7 @@ def main(cfg: DictConfig) -> None:
         run_id = log_blend(result, out, experiment_id, tracking.safe_name(name),
                            log_pyfunc=bool(c["tracking"].get("log_pyfunc", True)),
                            params={"check_folds": c["check_folds"]})
+        _remember_run(out, run_id)
         log.info("submission: %s/submission.csv", out)
         log.info("MLflow run: %s", tracking.run_link(experiment_id, run_id))
 

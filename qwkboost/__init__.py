@@ -1,10 +1,11 @@
-"""qwkboost: custom ordinal objectives, defined once, on XGBoost, LightGBM and a NumPy GBDT.
+"""qwkboost: custom ordinal objectives, defined once, on XGBoost, LightGBM, CatBoost and a NumPy GBDT.
 
 The public API, in one place. Everything here is imported when first used, so
 ``import qwkboost`` costs milliseconds; the stages live in subpackages, in the
 order data flows through a run:
 
-``data`` -> ``evaluation.cv`` -> ``engines`` (+ ``objectives``, ``native``) -> ``evaluation.thresholds``
+``data`` -> ``evaluation.cv`` -> ``engines`` (+ ``objectives``, ``native``; ``explain`` beside them) ->
+``evaluation.thresholds``
 -> ``evaluation.metrics`` -> ``tracking``; ``runs`` drives them from a config, ``blending`` combines
 finished runs and ``study`` compares methods over seeds; ``distributed`` scales training out.
 """
@@ -25,6 +26,9 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "blend": "qwkboost.blending.fit",
     "load_run": "qwkboost.tracking.loading",
     "FittedPipeline": "qwkboost.tracking.pipeline",
+    # explain
+    "explain": "qwkboost.explanations.explanation",
+    "Explanation": "qwkboost.explanations.explanation",
     # metrics
     "qwk": "qwkboost.evaluation.metrics",
     "extended_qwk": "qwkboost.evaluation.metrics",

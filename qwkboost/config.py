@@ -48,7 +48,7 @@ _RATE_KEYS = ("learning_rate", "eta")
 GROUP_KEYS = {
     "cv": ("n_splits", "stratified", "shuffle", "group", "repeats"),
     "thresholds": ("method",),
-    "tracking": ("uri", "experiment_name", "log_models", "log_pyfunc"),
+    "tracking": ("uri", "experiment_name", "log_models", "log_pyfunc", "explain", "explain_rows"),
     "engine": ("name", "num_boost_round", "early_stopping_rounds", "early_stopping_min_delta", "params",
                "search_space"),
     "objective": ("name", "params", "_target_"),
@@ -177,9 +177,11 @@ def check_config(cfg: Mapping) -> None:
         name = tracking["experiment_name"]
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"tracking.experiment_name must be a non-empty name; got {name!r}")
-    for key in ("log_models", "log_pyfunc"):
+    for key in ("log_models", "log_pyfunc", "explain"):
         if key in tracking:
             check_bool(tracking[key], f"tracking.{key}")
+    if tracking.get("explain_rows") is not None:
+        check_int(tracking["explain_rows"], "tracking.explain_rows", 1)
     if tracking.get("uri") is not None and not isinstance(tracking["uri"], str):
         raise ValueError(f"tracking.uri must be a URI string or null; got {tracking['uri']!r}")
     data = cfg["data"]

@@ -181,6 +181,10 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
             warnings.warn(f"n_splits={n_splits} exceeds the rows of the rarest class ({counts.min()}); using "
                           f"{k} folds" + ("" if counts.min() >= 2 else ", not stratified"), UserWarning)
             n_splits = k
+        if isinstance(X, np.ndarray) and hasattr(self, "feature_names_in_"):    # a numeric DataFrame keeps its names
+            import pandas as pd
+
+            X = pd.DataFrame(X, columns=self.feature_names_in_)
         schema, Xe = FeatureSchema.fit_encode(X, self.categorical, "X")
         cv = cross_validate(Xe, pos, None, engine=self.engine, objective=self.objective,
                             params=check_mapping(self.params, "params"),

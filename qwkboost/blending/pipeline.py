@@ -115,6 +115,32 @@ class FittedBlend:
         shift = 0.0 if self.method == "rank_mean" else float(self.classes[0])
         return self._decode(apply_thresholds(np.asarray(score) - shift, self.cuts))
 
+    def explain_parts(self):
+        """The blend for :func:`~qwkboost.explanations.explanation.explain`: every member's fold models, each weighing the member's weight
+        over its number of folds (``weights`` and ``mean``: the blend's score is the weighted sum of the members'
+        scores); the cut points on the score's scale.
+
+        Raises
+        ------
+        ValueError
+            For ``rank_mean`` and ``vote`` (not a weighted sum of scores), or a member whose score is not its raw
+            score (a class objective's expected class), naming it.
+        """
+        from qwkboost.explanations.explanation import Ensemble
+
+        if self.method not in ("weights", "mean"):
+            raise ValueError(f"a {self.method} blend is not a weighted sum of its members' scores, so their SHAP "
+                             "values do not add up to it; explain a weights or mean blend, or its members one by one")
+        names = self.info.get("members") or [f"member {i}" for i in range(len(self.members))]
+        for name, m in zip(names, self.members):
+            if not m.scores_are_raw():
+                raise ValueError(f"member {name!r} scores rows with its objective's expected class, not its raw "
+                                 "score; SHAP values in the score space do not add up to it (explain it alone)")
+        parts = [(model, float(w) / len(m.models)) for m, w in zip(self.members, self.weights) for model in m.models]
+        lo = float(self.classes[0])
+        return Ensemble(parts, None if self.cuts is None else np.asarray(self.cuts) + lo, self.classes, self.labels,
+                        dict(self.info))
+
     def save(self, path) -> Path:
         """Write the blend into directory ``path`` (created), each member in ``member_<i>/``; return it."""
         d = Path(path)

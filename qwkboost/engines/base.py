@@ -88,6 +88,15 @@ class Engine(Protocol):
     def predict(self, booster, X: np.ndarray, *, n_iter: int, init_score: float) -> np.ndarray:
         """Scores of the first ``n_iter`` rounds plus ``init_score`` (the engine's own labels' scale)."""
 
+    def contributions(self, booster, X: np.ndarray, *, n_iter: int, init_score) -> tuple[np.ndarray, np.ndarray]:
+        """SHAP values of the first ``n_iter`` rounds and the bias, ``(values, bias)``: ``values`` of shape
+        ``(n, n_features)`` (``(n, n_features, K)`` with several outputs), ``bias`` of shape ``(n,)`` (``(n, K)``),
+        such that ``values.sum(axis=1) + bias`` is :meth:`predict` with the same arguments."""
+
+    def gains(self, booster, *, n_iter: int, n_outputs: int) -> np.ndarray:
+        """Total split gain of each feature over the first ``n_iter`` rounds: ``(n_features,)``, or
+        ``(n_features, n_outputs)`` with several outputs."""
+
     def dump(self, booster) -> str:
         """The booster as text."""
 

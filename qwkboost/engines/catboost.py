@@ -397,6 +397,28 @@ class CatBoostEngine:
                               ntree_end=int(n_iter))
         return np.asarray(raw, dtype=np.float64) - float(bias) + float(init_score)
 
+    def _upto(self, booster, n_iter: int):
+        if n_iter >= booster.tree_count_:
+            return booster
+        part = booster.copy()
+        part.shrink(ntree_end=int(n_iter))
+        return part
+
+    def contributions(self, booster, X, *, n_iter: int, init_score):
+        """CatBoost's ``ShapValues`` (its TreeSHAP) of the first ``n_iter`` trees; its expected value holds the
+        model's bias (:math:`F_0` at training), replaced by ``init_score`` as :meth:`predict` replaces it."""
+        model = self._upto(booster, n_iter)
+        _, bias = model.get_scale_and_bias()
+        sv = np.asarray(model.get_feature_importance(data=_pool(X, model.get_cat_feature_indices()),
+                                                     type="ShapValues"), dtype=np.float64)
+        return sv[:, :-1], sv[:, -1] - float(bias) + float(init_score)
+
+    def gains(self, booster, *, n_iter: int, n_outputs: int) -> np.ndarray:
+        """CatBoost keeps no split gains: its ``PredictionValuesChange`` importance (how much a feature's splits
+        move the predictions) stands in for them."""
+        model = self._upto(booster, n_iter)
+        return np.asarray(model.get_feature_importance(type="PredictionValuesChange"), dtype=np.float64)
+
     def dump(self, booster) -> str:
         fd, path = tempfile.mkstemp(suffix=".cbm")
         os.close(fd)

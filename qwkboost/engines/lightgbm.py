@@ -218,6 +218,28 @@ class LightGBMEngine:
         """LightGBM's raw score plus :math:`F_0` (a vector with several outputs)."""
         return booster.predict(X, num_iteration=n_iter, raw_score=True) + np.asarray(init_score)
 
+    def contributions(self, booster, X, *, n_iter: int, init_score):
+        """LightGBM's ``pred_contrib`` (its TreeSHAP), which knows nothing of ``init_score``: :math:`F_0` is added
+        to the bias, as :meth:`predict` adds it."""
+        c = np.asarray(booster.predict(X, num_iteration=n_iter, pred_contrib=True), dtype=np.float64)
+        k = booster.num_model_per_iteration()
+        if k > 1:
+            c = c.reshape(c.shape[0], k, -1)                # (n, K, F + 1)
+            return np.moveaxis(c[:, :, :-1], 1, 2), c[:, :, -1] + np.asarray(init_score)
+        return c[:, :-1], c[:, -1] + float(init_score)
+
+    def gains(self, booster, *, n_iter: int, n_outputs: int) -> np.ndarray:
+        """Each split's ``split_gain`` from the model's dump, summed per feature (tree ``t`` is output ``t % K``)."""
+        out = np.zeros((booster.num_feature(), n_outputs))
+        for info in booster.dump_model(num_iteration=n_iter)["tree_info"]:
+            stack = [info["tree_structure"]]
+            while stack:
+                node = stack.pop()
+                if "split_feature" in node:
+                    out[node["split_feature"], info["tree_index"] % n_outputs] += float(node["split_gain"])
+                    stack += [node["left_child"], node["right_child"]]
+        return out[:, 0] if n_outputs == 1 else out
+
     def dump(self, booster) -> str:
         return booster.model_to_string(num_iteration=-1)
 

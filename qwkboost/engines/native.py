@@ -49,6 +49,25 @@ class NativeEngine:
         """``init_score`` plus the first ``n_iter`` trees."""
         return init_score + booster.predict_margin(X, n_iter)
 
+    def contributions(self, booster: NativeBooster, X, *, n_iter: int, init_score):
+        """qwkboost's own path-dependent TreeSHAP of the native trees (:mod:`qwkboost.native.treeshap`), category
+        sets and missing values as the trees send them; the bias is the trees' expected value plus ``init_score``."""
+        from qwkboost.native.treeshap import booster_shap
+
+        values, expected = booster_shap(booster, X, n_iter)
+        n = values.shape[0]
+        if booster.n_outputs > 1:
+            return values, np.tile(expected + np.asarray(init_score), (n, 1))
+        return values, np.full(n, expected[0] + float(init_score))
+
+    def gains(self, booster: NativeBooster, *, n_iter: int, n_outputs: int) -> np.ndarray:
+        """The trees' split gains per feature (and output)."""
+        out = np.zeros((booster.n_features, n_outputs))
+        for t, tree in enumerate(booster.trees[:n_iter * n_outputs]):
+            internal = tree.feature >= 0
+            np.add.at(out[:, t % n_outputs], tree.feature[internal], tree.gain[internal])
+        return out[:, 0] if n_outputs == 1 else out
+
     def dump(self, booster: NativeBooster) -> str:
         return booster.to_json()
 

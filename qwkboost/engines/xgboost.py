@@ -243,6 +243,31 @@ class XGBoostEngine:
         out = out.astype(np.float64)
         return out + np.asarray(init_score) if out.ndim == 2 else out
 
+    def contributions(self, booster, X, *, n_iter: int, init_score):
+        """XGBoost's ``pred_contribs`` (its TreeSHAP); the bias column holds ``base_score`` (:math:`F_0`), and
+        with several outputs the initial scores are added to it, as :meth:`predict` adds them."""
+        c = booster.predict(_dmatrix(X, booster.feature_types), pred_contribs=True,
+                            iteration_range=(0, n_iter)).astype(np.float64)
+        if c.ndim == 3:                                     # (n, K, F + 1)
+            return np.moveaxis(c[:, :, :-1], 1, 2), c[:, :, -1] + np.asarray(init_score)
+        return c[:, :-1], c[:, -1]
+
+    def gains(self, booster, *, n_iter: int, n_outputs: int) -> np.ndarray:
+        """Each split's ``gain`` from the trees' JSON dump, summed per feature (and per output: tree ``t`` is
+        output ``t % K``)."""
+        out = np.zeros((booster.num_features(), n_outputs))
+        names = booster.feature_names
+        index = {n: j for j, n in enumerate(names)} if names else None
+        for t, text in enumerate(booster.get_dump(dump_format="json", with_stats=True)[:n_iter * n_outputs]):
+            stack = [json.loads(text)]
+            while stack:
+                node = stack.pop()
+                if "split" in node:
+                    f = index[node["split"]] if index else int(str(node["split"]).lstrip("f"))
+                    out[f, t % n_outputs] += float(node.get("gain", 0.0))
+                    stack.extend(node.get("children", []))
+        return out[:, 0] if n_outputs == 1 else out
+
     def dump(self, booster) -> str:
         return bytes(booster.save_raw("json")).decode()
 

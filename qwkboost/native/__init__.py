@@ -8,6 +8,7 @@
 :mod:`.grower`         depth-wise / best-first growth, monotone bounds, pruning
 :mod:`.predictor`      flat trees and vectorised (bit-mask) prediction
 :mod:`.sampling`       row / column subsampling and GOSS
+:mod:`.treeshap`       path-dependent TreeSHAP of the trees (explanations)
 :mod:`.boosting`       the boosting loop, refits, early stopping, the booster
 :mod:`.sklearn`        a scikit-learn estimator
 =====================  =========================================================

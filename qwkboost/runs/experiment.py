@@ -401,6 +401,8 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
     """Curves, metrics and artifacts of one run (the active MLflow run)."""
     import yaml
 
+    # the explanations are computed while the rest is logged (the engines' TreeSHAP runs outside the GIL)
+    explaining = _start_explaining(cfg, ds, pipe) if cfg.get("tracking", {}).get("explain", True) else None
     tracking.log_curves(cv.curves())
     tracking.log_metrics(ev.metrics)
     tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
@@ -438,3 +440,46 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
             tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
             if cfg.get("tracking", {}).get("log_pyfunc", True):
                 log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))
+    if explaining is not None:
+        _log_explanations(*explaining)
+
+
+def _start_explaining(cfg, ds: Dataset, pipe: FittedPipeline):
+    """Start explaining the run's fold ensemble on a seeded sample of its training rows (``tracking.explain_rows``,
+    default 1,000) in a thread, its files (:mod:`qwkboost.explanations.report`, pictures drawn without pyplot)
+    written into a directory of their own; ``(future, directory, start time)``."""
+    import tempfile
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from qwkboost.data.features import EncodedFeatures
+    from qwkboost.explanations.explanation import explain, sample_rows
+    from qwkboost.explanations.report import write_report
+
+    t = time.perf_counter()
+    rows = cfg.get("tracking", {}).get("explain_rows", 1000)
+    X, pos = sample_rows(EncodedFeatures(ds.X_train, ds.schema), rows, int(cfg.get("seed", 0)))
+    ids = ds.ids_train[pos] if ds.ids_train is not None else pos
+    out = tempfile.mkdtemp(prefix="qwkboost-explain-")
+
+    def work():
+        return write_report(explain(pipe, X, max_rows=None), out, ids, ds.id_name or "row")
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="qwkboost-explain")
+    future = pool.submit(work)
+    pool.shutdown(wait=False)
+    return future, out, t
+
+
+def _log_explanations(future, out: str, started: float) -> None:
+    """The explanation's files under ``explanations/``, and the metric ``explain_seconds`` (from the start of the
+    explaining thread to the files logged)."""
+    import shutil
+    import time
+
+    try:
+        for f in future.result():
+            tracking.log_file(f, "explanations")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    tracking.log_metrics({"explain_seconds": time.perf_counter() - started})

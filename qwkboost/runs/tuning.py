@@ -469,8 +469,8 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         trial_cfg = copy.deepcopy(dict(cfg))
         trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"]["params"], **params}}
         trial_cfg.pop("tune", None)
-        # trials keep their pipeline artifact; a servable pyfunc model per trial would cost a second each
-        trial_cfg["tracking"] = {**trial_cfg.get("tracking", {}), "log_pyfunc": False}
+        # trials keep their pipeline artifact; a servable pyfunc model or explanations per trial would cost seconds
+        trial_cfg["tracking"] = {**trial_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
         row = run_experiment(trial_cfg, experiment_id, parent_run_id=parent_id, run_name=f"trial {trial.number}",
                              dataset=ds, on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id))
         return row[metric]

@@ -116,6 +116,23 @@ class FittedPipeline:
         idx = apply_thresholds(score, self.cuts)
         return ClassLabels(tuple(self.labels)).decode(idx) if self.labels is not None else self.classes[idx]
 
+    def scores_are_raw(self) -> bool:
+        """Whether the score (:meth:`predict_score`) is the fold models' raw score: every objective decodes its
+        score as itself (not ``ordinal_logit``, ``multiclass`` or ``soft_qwk``, whose score is an expected class)."""
+        from qwkboost.objectives import Objective
+
+        return all(m.n_outputs == 1 and type(m.objective).decode is Objective.decode for m in self.models)
+
+    def explain_parts(self):
+        """The run for :func:`~qwkboost.explanations.explanation.explain`: its fold models, each weighing :math:`1/K`; the cut points when
+        they cut the raw score."""
+        from qwkboost.explanations.explanation import Ensemble
+
+        raw = self.scores_are_raw()
+        return Ensemble([(m, 1.0 / len(self.models)) for m in self.models],
+                        self.cuts if raw else None, self.classes if raw else None,
+                        self.labels if raw else None, dict(self.info))
+
     # -- persistence -----------------------------------------------------------
     def save(self, path) -> Path:
         """Write the pipeline into directory ``path`` (created); return it."""
