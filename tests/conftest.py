@@ -123,13 +123,14 @@ def tiny_cfg(mlflow_store, request):
     import copy
 
     cfg = copy.deepcopy(TINY)
-    cfg["tracking"] = {"uri": mlflow_store, "experiment_name": request.node.name, "log_models": True}
+    cfg["tracking"] = {"uri": mlflow_store, "experiment_name": request.node.name, "log_models": True, "explain": False}
     return cfg
 
 
+#: A small run for tests of what a command does; explanations (seconds per run) are tested in tests/explanations.
 TINY_OVERRIDES = [
     "data.n_train=1500", "data.n_test=800", "engine.num_boost_round=60", "engine.early_stopping_rounds=10",
-    "engine.params.learning_rate=0.3", "cv.n_splits=3",
+    "engine.params.learning_rate=0.3", "cv.n_splits=3", "tracking.explain=false",
 ]
 
 
@@ -174,7 +175,7 @@ def csv_cfg(train: str, test: str | None, engine: str = "lightgbm", objective: s
             "engine": {"name": engine, "num_boost_round": 400, "early_stopping_rounds": 30, "params": params},
             "objective": {"name": objective, "params": objective_params},
             "cv": {"n_splits": 4, "stratified": True, "shuffle": True, "group": None, "repeats": 1, **cv},
-            "thresholds": {"method": "exact"}, "seed": 0}
+            "thresholds": {"method": "exact"}, "tracking": {"explain": False}, "seed": 0}
 
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
