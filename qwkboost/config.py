@@ -55,7 +55,7 @@ GROUP_KEYS = {
     "table": ("engines", "objectives"),
     "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit"),
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
-             "max_retry"),
+             "max_retry", "pruner", "sampler", "rerun_repeats"),
 }
 TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table", "study",
             "tune", "optimized_metric", "cluster", "hydra")
@@ -274,6 +274,9 @@ def check_tune(cfg: Mapping) -> None:
     check_int(t.get("heartbeat_interval", 10), "tune.heartbeat_interval", 1)
     check_int(t.get("grace_period", 30), "tune.grace_period", 1)
     check_int(t.get("max_retry", 2), "tune.max_retry", 0)
+    if t.get("rerun_repeats") is not None:
+        check_int(t["rerun_repeats"], "tune.rerun_repeats", 0)
+
     for key in ("study_name", "storage"):
         if t.get(key) is not None and (not isinstance(t[key], str) or not t[key].strip()):
             raise ValueError(f"tune.{key} must be a non-empty string or null; got {t[key]!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-__all__ = ["ConfigError", "config_errors"]
+__all__ = ["ConfigError", "config_errors", "RunStopped"]
 
 
 class ConfigError(ValueError):
@@ -24,3 +24,20 @@ def config_errors() -> Iterator[None]:
         raise
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+class RunStopped(Exception):
+    """Raised to stop a run on purpose before it finishes (a pruned Optuna trial): its MLflow run ends KILLED
+    with ``tags`` (the reason), not FAILED, and nothing after the stop (cut points, outputs) is made.
+
+    Parameters
+    ----------
+    reason : str
+    tags : dict, optional
+        Set on the run as it ends, e.g. ``{"qwkboost.trial_state": "PRUNED"}``.
+    """
+
+    def __init__(self, reason: str, tags: dict | None = None):
+        super().__init__(reason)
+        self.tags = dict(tags or {})
+

@@ -295,7 +295,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                    shuffle: bool = True, seed: int = 0, progress: bool | None = None,
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
-                   repeats: int = 1, early_stopping_min_delta: float | None = None) -> CVResult:
+                   repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None) -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -342,6 +342,9 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     progress : bool, optional
         A bar over the folds showing the current round and validation metric
         (default: on a terminal, not under CI). Without it, one log line per fold.
+    on_fold : callable, optional
+        Called after each fold as ``on_fold(i, valid_rows, scores)`` with the fold's number (0-based, over all
+        repeats), its validation rows and their scores; an exception it raises (a pruned trial's) stops the CV.
 
     Raises
     ------
@@ -436,6 +439,8 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                 pass
             models.append(model)
             bar.update(1)
+            if on_fold is not None:
+                on_fold(i, va, oof_repeats[r, va])
             if not progress:
                 valid = {m: v[model.best_iteration - 1] for m, v in model.evals_result.get("valid", {}).items()
                          if model.best_iteration and len(v) >= model.best_iteration}

@@ -31,6 +31,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "best_overrides": "tuning",
     "shown_url": "tuning",
     "TrialSeededSampler": "tuning",
+    "open_storage": "tuning",
     "tune": "tuning",
     # sweep
     "MLflowSweepParent": "sweep",

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from qwkboost.exceptions import RunStopped
 from qwkboost.tracking.interrupt import process_tag
 from qwkboost.tracking.store import (
     PROCESS_TAG,
@@ -78,6 +79,10 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
+        raise
+    except RunStopped as stop:       # stopped on purpose (a pruned trial): KILLED, with the reason
+        status = "KILLED"
+        retry(mlflow.set_tags, {"qwkboost.stopped": str(stop), **stop.tags})
         raise
     finally:
         _end_run(active.info.run_id, run_name, status, sys.exc_info()[1])

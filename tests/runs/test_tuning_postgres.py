@@ -89,10 +89,10 @@ def test_workers_share_one_study(postgres_url, mlflow_store, tmp_path, caplog):
 def test_workers_opening_an_empty_database_together_both_succeed(postgres_url):
     """Without a lock, the second of two workers creating Optuna's tables at once fails in ``pg_type``."""
     code = ("import sys\n"
-            "from qwkboost.runs.tuning import _storage\n"
+            "from qwkboost.runs.tuning import open_storage\n"
             "print('ready', flush=True)\n"
             "sys.stdin.readline()\n"          # both go at once, imports done
-            "_storage(sys.argv[1], {})\n")
+            "open_storage(sys.argv[1], {})\n")
     for i in range(2):
         url = new_database(postgres_url, f"empty{i}")
         procs = [subprocess.Popen([sys.executable, "-c", code, url], env=ENV, stdin=subprocess.PIPE,

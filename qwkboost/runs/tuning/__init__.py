@@ -1,0 +1,45 @@
+"""Tuning with Optuna: a study over ``engine.search_space``, stored in an RDB so a killed study resumes.
+
+- :mod:`~qwkboost.runs.tuning.study`: ``tune``: the study, its trials as MLflow runs, the winner's honest figures
+- :mod:`~qwkboost.runs.tuning.space`: the search space checked, drawn from, and written as overrides
+- :mod:`~qwkboost.runs.tuning.samplers`: samplers seeded per trial (TPE, Gaussian process, CMA-ES, random)
+- :mod:`~qwkboost.runs.tuning.pruners`: a score after each CV fold, and the pruners that read it
+- :mod:`~qwkboost.runs.tuning.plots`: the study's plots and table of trials, for the parent MLflow run
+- :mod:`~qwkboost.runs.tuning.storage`: the storage (SQLite, PostgreSQL), and trials a killed process left
+"""
+
+from qwkboost._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    # study
+    "tune": "study",
+    "config_fingerprint": "study",
+    "study_name": "study",
+    "CONFIG_ATTR": "study",
+    # space
+    "SPACE_TYPES": "space",
+    "check_space": "space",
+    "suggest": "space",
+    "best_overrides": "space",
+    "check_space_against_engine": "space",
+    # samplers
+    "TrialSeededSampler": "samplers",
+    "SAMPLERS": "samplers",
+    "make_sampler": "samplers",
+    # pruners
+    "PRUNERS": "pruners",
+    "make_pruner": "pruners",
+    "FoldReporter": "pruners",
+    # plots
+    "log_study": "plots",
+    # storage
+    "default_storage": "storage",
+    "shown_url": "storage",
+    "open_storage": "storage",
+    "study": "",
+    "space": "",
+    "samplers": "",
+    "pruners": "",
+    "plots": "",
+    "storage": "",
+})

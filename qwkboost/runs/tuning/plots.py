@@ -1,0 +1,69 @@
+"""A study's pictures and table of trials, logged to its parent MLflow run under ``study/``.
+
+==============================  ==========================================================================
+``optimization_history.png``    every completed trial's value and the best so far (Optuna's plot)
+``param_importances.png``       how much each parameter explains the values (fANOVA; two or more trials)
+``parallel_coordinate.png``     the trials' parameters and values, one line each
+``intermediate_values.png``     every trial's score after each CV fold: where the pruned ones stopped
+``trials.csv``                  one row per trial: number, state, value, parameters, fold scores, MLflow run
+==============================  ==========================================================================
+
+The plots are ``optuna.visualization.matplotlib``'s; one that cannot be drawn yet (too few trials) is skipped
+with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+__all__ = ["log_study", "PLOTS"]
+
+log = logging.getLogger(__name__)
+
+PLOTS = ("optimization_history", "param_importances", "parallel_coordinate", "intermediate_values")
+
+
+def log_study(study, metric: str) -> list[str]:
+    """Log the study's plots and its table of trials to the active MLflow run; return the artifact paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+    import optuna.visualization.matplotlib as vis
+
+    from qwkboost import tracking
+
+    logged = []
+    for name in PLOTS:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ax = getattr(vis, f"plot_{name}")(study)
+        except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+            log.info("study plot %s skipped: %s", name, exc)
+            continue
+        axes = ax if not hasattr(ax, "figure") else [ax]
+        fig = next(iter(getattr(axes, "flat", axes))).figure
+        fig.set_size_inches(9, 5.5)
+        if name == "optimization_history":
+            fig.axes[0].set_ylabel(metric)
+        fig.tight_layout()
+        path = f"study/{name}.png"
+        tracking.log_figure(fig, path)
+        plt.close(fig)
+        logged.append(path)
+    frame = study.trials_dataframe(attrs=("number", "state", "value", "params", "user_attrs", "duration"))
+    frame = frame.drop(columns=[c for c in frame.columns if c.endswith(tracking.PROCESS_TAG)], errors="ignore")
+    frame["state"] = frame["state"].astype(str)
+    with tracking.tmpdir() as d:
+        from pathlib import Path
+
+        p = Path(d) / "trials.csv"
+        frame.to_csv(p, index=False)
+        tracking.log_file(p, "study")
+    logged.append("study/trials.csv")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    log.info("study plots and table of %d trials (%d complete) logged under study/", len(study.trials), len(done))
+    return logged

@@ -1,0 +1,104 @@
+r"""Pruning a trial after a CV fold: every trial reports a score after each fold, on one scale, and a pruner stops
+the trials that are clearly worse.
+
+Optuna's per-round pruning callbacks (its LightGBM and XGBoost integrations) report per boosting round, and in a
+fold loop every fold restarts at round 0, so only the first fold would count; what fits is a report after each
+fold. The folds are fixed and seeded (the same for every trial), and the fold's score is the study's metric on the
+fold's validation rows: ``qwk_thresholds_oof`` as QWK after cut points fitted on those rows (the same method as
+the run's), ``qwk_round_oof`` rounded, ``kappa_tilde_oof`` as extended QWK, ``rmse_oof`` as RMSE.
+
+=======================  ===========================================================================================
+``none``                 every trial runs all its folds
+``median``               Optuna's ``MedianPruner``: after fold 2 on, a trial whose running mean of fold scores is
+                         worse than the median of the earlier trials' at the same fold stops (5 trials first)
+``successive_halving``   Optuna's ``SuccessiveHalvingPruner`` on the running mean (asynchronous successive
+                         halving, one fold the smallest budget, a reduction factor of 3)
+``wilcoxon``             Optuna's ``WilcoxonPruner`` on the fold scores themselves, paired with the best trial's:
+                         with 5 folds its smallest possible p after 2, 3 and 4 folds is 0.25, 0.125 and 0.0625, so
+                         at ``p_threshold=0.1`` it can prune only after fold 4
+=======================  ===========================================================================================
+
+A pruned trial raises :class:`~qwkboost.exceptions.RunStopped` from the fold loop (no cut points, no outputs; its
+MLflow run ends KILLED, tagged ``qwkboost.trial_state=PRUNED``), keeps its fold scores as the trial's user
+attribute ``fold_scores``, and is Optuna's ``PRUNED``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+
+from qwkboost.exceptions import RunStopped
+
+__all__ = ["PRUNERS", "DEFAULT_PRUNER", "make_pruner", "FoldReporter", "fold_score"]
+
+PRUNERS = ("none", "median", "successive_halving", "wilcoxon")
+#: ``tune.pruner``'s default (chosen by ``benchmarks/tuning.py``; see the tuning docs).
+DEFAULT_PRUNER = "median"
+
+
+def make_pruner(name: str) -> optuna.pruners.BasePruner:
+    """The pruner ``tune.pruner`` names (see the module's table)."""
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1)
+    if name == "successive_halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
+    if name == "wilcoxon":
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=2)
+    raise ValueError(f"tune.pruner={name!r} is unknown; choose one of: {', '.join(PRUNERS)}")
+
+
+def fold_score(metric: str, y: np.ndarray, scores: np.ndarray, classes: np.ndarray | None, method: str,
+               weight: np.ndarray | None = None) -> float:
+    """The study's ``metric`` on one fold's validation rows (labels ``y``, scores ``scores``)."""
+    from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
+    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+
+    if metric == "rmse_oof" or classes is None:
+        return rmse(y, scores, weight)
+    lo, hi, k = float(classes[0]), float(classes[-1]), classes.size
+    y_idx = (y - lo).astype(np.int64)
+    if metric == "kappa_tilde_oof":
+        return extended_qwk(y, np.clip(scores, lo, hi), sample_weight=weight)
+    if metric == "qwk_round_oof" or method == "round":
+        return qwk(y_idx, apply_thresholds(scores, classes[:-1] + 0.5), n_classes=k, sample_weight=weight)
+    cuts = fit_thresholds(method, scores - lo, y_idx, n_classes=k, sample_weight=weight)
+    return qwk(y_idx, apply_thresholds(scores - lo, cuts), n_classes=k, sample_weight=weight)
+
+
+class FoldReporter:
+    """Reports a trial's fold scores to Optuna after each fold, and stops the trial when its pruner says so.
+
+    Parameters
+    ----------
+    trial : optuna.Trial
+    pruner : str
+        ``wilcoxon`` is given each fold's score; the others the running mean of the folds so far.
+    metric, method : str
+        The study's metric and the run's cut-point method (:func:`fold_score`).
+    y, classes, weight
+        The training labels (the fold's rows are taken from them), the classes, the row weights.
+    """
+
+    def __init__(self, trial, pruner: str, metric: str, method: str, y, classes, weight=None):
+        self.trial, self.pruner, self.metric, self.method = trial, pruner, metric, method
+        self.y, self.classes, self.weight = np.asarray(y, dtype=np.float64), classes, weight
+        self.scores: list[float] = []
+
+    def __call__(self, i: int, rows: np.ndarray, scores: np.ndarray) -> None:
+        w = None if self.weight is None else self.weight[rows]
+        s = fold_score(self.metric, self.y[rows], scores, self.classes, self.method, w)
+        self.scores.append(float(s))
+        self.trial.set_user_attr("fold_scores", self.scores)
+        value = s if self.pruner == "wilcoxon" else float(np.mean(self.scores))
+        self.trial.report(value, step=i)
+        if self.trial.should_prune():
+            raise RunStopped(f"pruned by the {self.pruner} pruner after fold {i + 1} ({self.metric} of the folds "
+                             f"so far: {np.mean(self.scores):.4f})",
+                             tags={"qwkboost.trial_state": "PRUNED", "qwkboost.pruned_after_fold": str(i + 1)})

@@ -1,0 +1,177 @@
+"""Where a study lives: its RDB storage opened (and created under a lock), and trials a killed process left."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import re
+import warnings
+from typing import Any, Iterator, Mapping
+
+import optuna
+
+from qwkboost import tracking
+from qwkboost.tracking.interrupt import is_alive
+
+__all__ = ["default_storage", "shown_url", "open_storage", "quiet_experimental", "fail_dead_trials",
+           "kill_orphan_runs"]
+
+#: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
+_PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()[:8], "big", signed=True)
+
+
+def default_storage() -> str:
+    return f"sqlite:///{tracking.PROJECT_ROOT / 'optuna.db'}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password masked, fit for messages, logs and MLflow."""
+    return re.sub(r"(://[^/:@?]*:)[^/@?]*@", r"\1***@", url)
+
+
+def _with_installed_driver(url: str) -> str:
+    """A ``postgresql://`` URL, which names no driver, with the PostgreSQL driver that is installed.
+
+    SQLAlchemy 2.0 reads it as psycopg2 and 2.1 as psycopg (version 3); the
+    ``cluster`` extra installs psycopg2. A URL naming its driver is left as is.
+    """
+    import importlib.util
+
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if parsed.drivername != "postgresql":
+        return url
+    for driver in ("psycopg2", "psycopg"):
+        if importlib.util.find_spec(driver) is not None:
+            return parsed.set(drivername=f"postgresql+{driver}").render_as_string(hide_password=False)
+    return url
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str, parsed) -> Iterator[None]:
+    """Hold a lock across processes while Optuna creates its tables on first use.
+
+    Workers started together on an empty database would otherwise race in
+    Optuna's ``CREATE TABLE`` and version stamp; on PostgreSQL the loser fails
+    with a duplicate key in ``pg_type``. SQLite takes a file lock beside the
+    database, PostgreSQL an advisory lock; other servers take none.
+    """
+    if parsed.drivername.startswith("sqlite"):
+        with tracking.store_lock(tracking.check_sqlite_path(url, "tune.storage")):
+            yield
+        return
+    if parsed.get_backend_name() != "postgresql":
+        yield
+        return
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    engine = sqlalchemy.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            # a session lock: it outlives the transaction and ends with the connection at the latest
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _PG_LOCK_KEY})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_LOCK_KEY})
+    finally:
+        engine.dispose()
+
+
+def open_storage(url: str, t: Mapping[str, Any]):
+    """Open (and on first use create, under a lock across processes) the study storage.
+
+    Parameters
+    ----------
+    url : str
+        ``tune.storage``: an SQLAlchemy URL. ``postgresql://`` without a driver
+        uses the installed one (psycopg2, else psycopg).
+    t : mapping
+        The ``tune`` settings: ``heartbeat_interval``, ``grace_period``, ``max_retry``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``tune.storage`` (its password masked): a URL SQLAlchemy cannot
+        read, a driver that is not installed, or a database that cannot be
+        opened, e.g. a server that refuses the connection.
+    """
+    from optuna.storages import RDBStorage
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    shown = shown_url(url)
+    try:
+        url = _with_installed_driver(url)
+        parsed = make_url(url)
+        parsed.get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise ValueError(f"tune.storage={shown!r} is not a database URL qwkboost can use ({exc}); use e.g. "
+                         "sqlite:////absolute/path/optuna.db or postgresql://user@host:5432/dbname") from None
+    sqlite = parsed.drivername.startswith("sqlite")
+    kwargs = {"connect_args": {"timeout": 60}} if sqlite else {}
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        kwargs = {"connect_args": {"connect_timeout": 10}}     # libpq would wait minutes for a silent host
+    if sqlite:
+        tracking.check_sqlite_path(url, "tune.storage")
+    else:
+        try:
+            tracking.check_database_driver(url, "tune.storage")
+        except ValueError as exc:
+            raise ValueError(str(exc).replace(url, shown_url(url))) from None
+    try:
+        with _schema_lock(url, parsed), quiet_experimental():
+            retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) \
+                or optuna.storages.RetryFailedTrialCallback
+            return RDBStorage(url, heartbeat_interval=int(t.get("heartbeat_interval", 10)),
+                              grace_period=int(t.get("grace_period", 30)),
+                              heartbeat_stale_trial_callback=retry(max_retry=int(t.get("max_retry", 2))),
+                              engine_kwargs=kwargs)
+    except ImportError as exc:
+        raise ValueError(f"tune.storage={shown!r} needs a database driver that is not installed ({exc})") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith(("sqlalchemy", "optuna", "sqlite3")):
+            # a server that cannot be reached or refuses the login (not, say, an incompatible schema)
+            hint = "" if sqlite or not isinstance(exc, OperationalError) else (
+                "; check that the server runs and accepts connections there, and the host, port, user, password "
+                "and database name")
+            raise ValueError(f"tune.storage={shown!r} cannot be opened: {str(exc).splitlines()[0]}{hint}") from None
+        raise
+
+
+@contextlib.contextmanager
+def quiet_experimental():
+    """Optuna marks heartbeats experimental; qwkboost relies on them knowingly."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
+
+
+def fail_dead_trials(study) -> None:
+    """Fail and retry the RUNNING trials whose process on this host is gone (after ``kill -9``).
+
+    Optuna's heartbeat catches them only after ``grace_period``; a quick
+    resume would otherwise leave them RUNNING for good.
+    """
+    storage = study._storage
+    retry = storage.get_heartbeat_stale_trial_callback()
+    for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        tag = tr.user_attrs.get(tracking.PROCESS_TAG)
+        if tag and is_alive(tag) is False:
+            try:
+                changed = storage.set_trial_state_values(tr._trial_id, state=optuna.trial.TrialState.FAIL)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                continue
+            if changed and retry is not None:
+                retry(study, copy.deepcopy(storage.get_trial(tr._trial_id)))
+
+
+def kill_orphan_runs(study, client) -> None:
+    """Mark the MLflow runs of trials a killed process left behind as KILLED."""
+    for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
+        run_id = tr.user_attrs.get("mlflow_run_id")
+        if run_id and client.get_run(run_id).info.status == "RUNNING":
+            client.set_terminated(run_id, "KILLED")

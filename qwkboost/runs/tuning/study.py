@@ -1,0 +1,246 @@
+"""Optuna search over engine parameters, stored in an RDB so a killed study resumes.
+
+Each invocation is one parent MLflow run; each trial a child run. The study
+lives in ``sqlite:///<project>/optuna.db`` by default (any SQLAlchemy URL for
+parallel workers).
+
+* **A study belongs to one configuration.** Its default name carries a short
+  hash of everything that changes the result (engine, objective, data, CV,
+  thresholds, seed, metric, search space), and the configuration is stored
+  with the study: resuming a named study with another configuration is refused,
+  naming the keys that differ.
+* **Trials never repeat themselves.** Each trial's sampler is seeded from
+  ``(seed, trial number)``: a resumed study goes on where it stopped instead
+  of replaying trial 0, parallel workers (which get different trial numbers)
+  draw different parameters, and the same study replays the same draws.
+* **Parallel workers share one study.** The same command on several processes
+  or hosts with ``tune.storage=postgresql://user@host/dbname`` draws different
+  parameters in each; every trial records its worker (user attribute
+  ``qwkboost.process``: ``host:pid:start``), and all stop once the study holds
+  ``tune.n_trials`` completed trials. The first to open an empty database
+  creates Optuna's tables under a lock. A password in the URL is masked in
+  messages and MLflow (Hydra still saves the command line: prefer ``~/.pgpass``).
+* **Killed trials are retried.** Trials send heartbeats; a trial whose process
+  is gone (found at once on the same host, else after ``grace_period``) is
+  failed and retried with the same parameters, and its MLflow run is marked
+  KILLED.
+"""
+
+from __future__ import annotations
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from typing import Any, Mapping
+
+import optuna
+
+from qwkboost import tracking
+from qwkboost.config import check_tune
+from qwkboost.data.dataset import class_range
+from qwkboost.exceptions import ConfigError, RunStopped, config_errors
+from qwkboost.runs.experiment import load_dataset, run_experiment
+from qwkboost.runs.tuning.plots import log_study
+from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, FoldReporter, make_pruner
+from qwkboost.runs.tuning.samplers import make_sampler
+from qwkboost.runs.tuning.space import best_overrides, check_space, check_space_against_engine, suggest
+from qwkboost.runs.tuning.storage import (
+    default_storage,
+    fail_dead_trials,
+    kill_orphan_runs,
+    open_storage,
+    quiet_experimental,
+    shown_url,
+)
+from qwkboost.tracking.interrupt import process_tag
+
+__all__ = ["config_fingerprint", "study_name", "tune", "CONFIG_ATTR", "winner_figures", "NESTED"]
+
+log = logging.getLogger(__name__)
+
+#: Keys that do not change a trial's result, left out of the study's fingerprint.
+_NOT_FINGERPRINTED = {"tune": ("n_trials", "storage", "study_name", "heartbeat_interval", "grace_period",
+                               "max_retry", "rerun_repeats"),
+                      None: ("tracking", "run_name", "n_jobs", "hydra")}
+CONFIG_ATTR = "qwkboost.config"
+#: The trials ``tune.n_trials`` counts: completed and pruned (a pruned trial spent its budget).
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
+def config_fingerprint(cfg: Mapping[str, Any]) -> tuple[dict, str]:
+    """The part of ``cfg`` that changes a trial's result, and its 8-hex-digit hash."""
+    kept = {k: v for k, v in cfg.items() if k not in _NOT_FINGERPRINTED[None]}
+    if isinstance(kept.get("tune"), Mapping):
+        kept["tune"] = {k: v for k, v in kept["tune"].items() if k not in _NOT_FINGERPRINTED["tune"]}
+    text = json.dumps(kept, sort_keys=True, default=str)
+    return json.loads(text), hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def study_name(cfg: Mapping[str, Any]) -> str:
+    """``tune.study_name``, or ``{engine}-{objective}-{data}-{hash}`` of the configuration."""
+    given = cfg["tune"].get("study_name")
+    if given:
+        return str(given)
+    _, digest = config_fingerprint(cfg)
+    return f"{cfg['engine']['name']}-{cfg['objective']['name']}-{cfg['data']['name']}-{digest}"
+
+
+def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
+
+
+def _report_best(study, metric: str, name: str, honest: Mapping[str, float] | None = None) -> None:
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not done:
+        return
+    best = study.best_trial
+    pruned = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,)))
+    extra = "".join(f"\n  {k} = {v:.4f}" for k, v in (honest or {}).items())
+    log.info("study %r: %d completed trials (%d pruned); best %s=%.4f (trial %d)%s\n  best parameters as "
+             "overrides: %s", name, len(done), pruned, metric, best.value, best.number, extra,
+             best_overrides(best.params))
+
+
+#: The figure with cut points fitted without each fold, beside the study's in-sample metric.
+NESTED = {"qwk_thresholds_oof": "qwk_thresholds_oof_nested"}
+
+
+def winner_figures(study, metric: str, cfg: Mapping[str, Any], ds, experiment_id, parent_id) -> dict[str, float]:
+    """The best trial's honest figures: its nested OOF figure (cut points fitted without each fold) beside the
+    in-sample one, and with ``tune.rerun_repeats`` R > 0 the best configuration run again on R other fold splits
+    (seeds the study never saw), which shows how much being the best of many flattered it."""
+    best = study.best_trial
+    out: dict[str, float] = {}
+    nested = best.user_attrs.get("nested")
+    if metric in NESTED and nested is not None:
+        out[f"best_{NESTED[metric]}"] = float(nested)
+        out["best_cut_optimism"] = float(best.value) - float(nested)
+    repeats = int(cfg["tune"].get("rerun_repeats") or 0)
+    if repeats:
+        rerun = copy.deepcopy(dict(cfg))
+        rerun["engine"] = {**rerun["engine"], "params": {**rerun["engine"]["params"], **best.params}}
+        rerun.pop("tune", None)
+        rerun["cv"] = {**rerun["cv"], "repeats": repeats}
+        rerun["seed"] = int(cfg.get("seed", 0)) + 1000          # other folds than every trial's
+        rerun["tracking"] = {**rerun.get("tracking", {}), "log_pyfunc": False, "explain": False}
+        row = run_experiment(rerun, experiment_id, parent_run_id=parent_id, dataset=ds,
+                             run_name=f"best (trial {best.number}) on {repeats} other splits")
+        out[f"rerun_{metric}"] = float(row[metric])
+        out["selection_optimism"] = float(best.value) - float(row[metric])
+        if metric in NESTED and NESTED[metric] in row:
+            out[f"rerun_{NESTED[metric]}"] = float(row[NESTED[metric]])
+    return out
+
+
+def tune(cfg: Mapping[str, Any]) -> Any:
+    """Run (or resume) the study described by ``cfg.tune``; return the Optuna study.
+
+    ``tune.n_trials`` is the total: the study stops when it holds that many
+    finished trials (completed or pruned), counting those of earlier invocations and of parallel
+    workers (trials still running then finish, so a few more may complete).
+    Running the same command again resumes an interrupted study, or reports the
+    best trial of a finished one; raise ``tune.n_trials`` for more trials.
+
+    Raises
+    ------
+    ValueError
+        Before any trial: a malformed search space, an unusable storage URL,
+        or a named study that was created with another configuration.
+    """
+    import mlflow
+
+    t = cfg["tune"]
+    space = cfg["engine"].get("search_space") or {}
+    with config_errors():
+        if not space:
+            raise ValueError(f"engine.search_space is empty for engine {cfg['engine']['name']!r}; nothing to tune")
+        check_space(space)
+        n_trials = t["n_trials"]
+        if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+            raise ValueError(f"tune.n_trials must be a positive integer; got {n_trials!r}")
+        check_tune(cfg)
+        sampler = make_sampler(t.get("sampler", "tpe"), int(cfg.get("seed", 0)))
+        pruner_name = t.get("pruner", DEFAULT_PRUNER)
+        pruner = make_pruner(pruner_name)
+        url = t.get("storage") or default_storage()
+        name = study_name(cfg)
+        fingerprint, _ = config_fingerprint(cfg)
+        storage = open_storage(url, t)
+    experiment_id = tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"])
+    study = optuna.create_study(study_name=name, storage=storage, direction=t["direction"], sampler=sampler,
+                                pruner=pruner, load_if_exists=True)
+    stored = study.user_attrs.get(CONFIG_ATTR)
+    if stored is None:
+        study.set_user_attr(CONFIG_ATTR, fingerprint)
+    elif stored != fingerprint:
+        diff = _diff(stored, fingerprint)
+        raise ConfigError(f"study {name!r} in {shown_url(url.split('?')[0])} was created with another "
+                          f"configuration ({'; '.join(diff[:8])}); choose another tune.study_name, or leave it "
+                          "unset for a name derived from the configuration")
+    client = mlflow.MlflowClient()
+    fail_dead_trials(study)
+    with quiet_experimental():
+        optuna.storages.fail_stale_trials(study)
+    kill_orphan_runs(study, client)
+    metric = t["metric"]
+    done = len(study.get_trials(deepcopy=False, states=FINISHED))
+    if done >= n_trials:
+        log.info("study %r already has %d finished trials (tune.n_trials=%d is the total); raise tune.n_trials "
+                 "for more", name, done, n_trials)
+        _report_best(study, metric, name)
+        return study
+    with config_errors():
+        ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)), cfg["cv"].get("group"))
+        check_space_against_engine(cfg, ds.X_train.shape[1])
+
+    def objective(trial) -> float:
+        params = suggest(trial, space)
+        trial.set_user_attr(tracking.PROCESS_TAG, process_tag())
+        trial_cfg = copy.deepcopy(dict(cfg))
+        trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"]["params"], **params}}
+        trial_cfg.pop("tune", None)
+        # trials keep their pipeline artifact; a servable pyfunc model or explanations per trial would cost seconds
+        trial_cfg["tracking"] = {**trial_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
+        reporter = FoldReporter(trial, pruner_name, metric, cfg["thresholds"]["method"], ds.y_train,
+                                class_range(ds.classes) if ds.is_ordinal else None, ds.w_train)
+        try:
+            row = run_experiment(trial_cfg, experiment_id, parent_run_id=parent_id, run_name=f"trial {trial.number}",
+                                 dataset=ds, on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id),
+                                 on_fold=reporter)
+        except RunStopped as stop:
+            log.info("trial %d: %s", trial.number, stop)
+            raise optuna.TrialPruned(str(stop)) from None
+        trial.set_user_attr("nested", row.get(NESTED.get(metric, metric)))
+        return row[metric]
+
+    with tracking.run(experiment_id, f"tune {name}",
+                      tags={"optuna.study": name, "optuna.storage": shown_url(url.split("?")[0])}) as parent:
+        parent_id = parent.info.run_id
+        tracking.log_params({"tune": {**t, "storage": shown_url(url)},
+                             "engine": {"name": cfg["engine"]["name"], "search_space": dict(space)},
+                             "objective": dict(cfg["objective"]), "data": dict(cfg["data"])})
+        # parallel workers stop together once the study holds n_trials completed trials, not n_trials each
+        until_total = optuna.study.MaxTrialsCallback(n_trials, states=FINISHED)
+        study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
+        states = [tr.state for tr in study.get_trials(deepcopy=False)]
+        tracking.log_metrics({"n_complete": float(states.count(optuna.trial.TrialState.COMPLETE)),
+                              "n_pruned": float(states.count(optuna.trial.TrialState.PRUNED))})
+        if not study.best_trials:
+            raise ConfigError(f"study {name!r} has no completed trial (every one was pruned or failed)")
+        best = study.best_trial
+        honest = winner_figures(study, metric, cfg, ds, experiment_id, parent_id)
+        tracking.log_metrics({f"best_{metric}": best.value, **honest})
+        tracking.log_dict({"best_params": best.params, "best_value": best.value, "best_trial": best.number,
+                           "overrides": best_overrides(best.params), **honest}, "best.json")
+        log_study(study, metric)
+        tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
+    _report_best(study, metric, name, honest)
+    return study
