@@ -12,7 +12,8 @@ test rows, never seen by the study). Per configuration: the median of the wall-t
 data and seed) and the mean difference of test QWK to ``none`` with its standard error.
 
 To fit a benchmark, every trial trains at most ``--rounds`` rounds with early stopping after ``--patience``
-(the shipped configs: 10,000 and 100); both apply to every configuration alike.
+(the shipped configs: 10,000 and 100) and logs no fold models (``tracking.log_models=false``); all of it applies
+to every configuration alike.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def study(tmp: str, data: str, seed: int, config: str, args) -> dict:
     cmd = [sys.executable, os.path.join(ROOT, "experiments", "tune.py"), "engine=lightgbm", *DATA[data], *sizes,
            f"seed={seed}", f"tune.n_trials={args.trials}", f"tune.storage=sqlite:///{d}/optuna.db",
            f"tracking.uri=sqlite:///{d}/mlflow.db", f"engine.num_boost_round={args.rounds}",
-           f"engine.early_stopping_rounds={args.patience}", f"hydra.run.dir={d}/out", *CONFIGS[config]]
+           f"engine.early_stopping_rounds={args.patience}", f"hydra.run.dir={d}/out", "tracking.log_models=false",
+           *CONFIGS[config]]
     t = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - t
