@@ -77,15 +77,28 @@ def main() -> None:
     ap.add_argument("--data", nargs="*", default=list(DATA))
     ap.add_argument("--configs", nargs="*", default=list(CONFIGS))
     ap.add_argument("--json", help="also write every study's figures here")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the studies already in --json (same settings) and run only the missing ones")
     args = ap.parse_args()
     print(json.dumps(machine()), flush=True)
+    settings = {"rows": args.rows, "trials": args.trials, "rounds": args.rounds, "patience": args.patience}
     rows = []
+    if args.resume:
+        if not args.json:
+            ap.error("--resume needs --json, the file of the studies already run")
+        if os.path.exists(args.json):
+            with open(args.json) as f:
+                rows = [r for r in json.load(f) if r.get("settings", settings) == settings]
+            print(f"resuming: {len(rows)} studies already in {args.json}", flush=True)
+    done = {(r["data"], r["seed"], r["config"]) for r in rows}
     with tempfile.TemporaryDirectory() as tmp:
         for data in args.data:
             for seed in args.seeds:
                 order = args.configs[seed % len(args.configs):] + args.configs[:seed % len(args.configs)]
                 for config in order:
-                    r = study(tmp, data, seed, config, args)
+                    if (data, seed, config) in done:
+                        continue
+                    r = {**study(tmp, data, seed, config, args), "settings": settings}
                     rows.append(r)
                     print(json.dumps(r), flush=True)
                     if args.json:

@@ -82,7 +82,7 @@ def test_workers_share_one_study(postgres_url, mlflow_store, tmp_path, caplog):
     # the same command again (in this process): the study is finished, so it runs no trial
     with caplog.at_level("INFO", logger="qwkboost"):
         run_in_process(tune_args(mlflow_store, url, "tune_pg_shared", n), tmp_path / "again", config_name="tune")
-    assert f"already has {len(done)} completed trials" in caplog.text
+    assert f"already has {len(done)} finished trials" in caplog.text
     assert len(optuna.load_study(study_name="s", storage=url).trials) == len(study.trials)
 
 

@@ -17,7 +17,7 @@ parallel workers).
   or hosts with ``tune.storage=postgresql://user@host/dbname`` draws different
   parameters in each; every trial records its worker (user attribute
   ``qwkboost.process``: ``host:pid:start``), and all stop once the study holds
-  ``tune.n_trials`` completed trials. The first to open an empty database
+  ``tune.n_trials`` finished trials (completed or pruned). The first to open an empty database
   creates Optuna's tables under a lock. A password in the URL is masked in
   messages and MLflow (Hydra still saves the command line: prefer ``~/.pgpass``).
 * **Killed trials are retried.** Trials send heartbeats; a trial whose process
@@ -227,7 +227,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         tracking.log_params({"tune": {**t, "storage": shown_url(url)},
                              "engine": {"name": cfg["engine"]["name"], "search_space": dict(space)},
                              "objective": dict(cfg["objective"]), "data": dict(cfg["data"])})
-        # parallel workers stop together once the study holds n_trials completed trials, not n_trials each
+        # parallel workers stop together once the study holds n_trials finished trials, not n_trials each
         until_total = optuna.study.MaxTrialsCallback(n_trials, states=FINISHED)
         study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
         states = [tr.state for tr in study.get_trials(deepcopy=False)]
