@@ -41,9 +41,14 @@ def tune_in(tmp_path, *args, **kwargs):
     return run_in_process(tune_args(*args, **kwargs), tmp_path / "out", config_name="tune")
 
 
-def trials(study_db, study="s", state=optuna.trial.TrialState.COMPLETE):
+#: Trials that count toward tune.n_trials: completed or pruned (the default pruner stops some after a fold)
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
+def trials(study_db, study="s", state=FINISHED):
     s = optuna.load_study(study_name=study, storage=f"sqlite:///{study_db}")
-    return [t for t in s.trials if state is None or t.state == state]
+    states = (state,) if isinstance(state, optuna.trial.TrialState) else state
+    return [t for t in s.trials if state is None or t.state in states]
 
 
 def test_study_runs_resumes_without_repeating_and_nests_runs(tmp_path, mlflow_store):
@@ -66,7 +71,10 @@ def test_study_runs_resumes_without_repeating_and_nests_runs(tmp_path, mlflow_st
     assert {t.user_attrs["mlflow_run_id"] for t in done} == {r.info.run_id for r in children}
     for t in done:
         run = client.get_run(t.user_attrs["mlflow_run_id"])
-        assert run.data.metrics["qwk_thresholds_oof"] == pytest.approx(t.value)
+        if t.state == optuna.trial.TrialState.PRUNED:       # stopped after a fold: no score poses as the objective
+            assert run.info.status == "KILLED" and "qwk_thresholds_oof" not in run.data.metrics
+        else:
+            assert run.data.metrics["qwk_thresholds_oof"] == pytest.approx(t.value)
         assert float(run.data.params["engine.params.max_depth"]) == t.params["max_depth"]
         # the search space is logged with tuning (the parent), not as 30 columns of every trial
         assert not any(k.startswith("engine.search_space") for k in run.data.params)
@@ -222,7 +230,8 @@ def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, ob
     """Tuning drives the class objectives like the scalar ones: trials complete, score the decoded
     out-of-fold QWK, and log the objective's learned state."""
     db = tmp_path / "optuna.db"
-    tune_in(tmp_path, mlflow_store, db, f"tune_{objective}", 2, [f"engine={engine}", f"objective={objective}"])
+    tune_in(tmp_path, mlflow_store, db, f"tune_{objective}", 2, [f"engine={engine}", f"objective={objective}",
+                                                                "tune.pruner=none"])
     done = trials(db)
     assert len(done) == 2 and done[0].params != done[1].params
     client = mlflow.MlflowClient(mlflow_store)
