@@ -135,9 +135,9 @@ def check_config(cfg: Mapping) -> None:
     if group is not None:
         if not isinstance(group, str) or not group.strip():
             raise ValueError(f"cv.group must be a column name or null; got {group!r}")
-        if cfg["data"].get("name") != "csv":
+        if cfg["data"].get("name") not in ("csv", "packaged"):
             raise ValueError(f"cv.group={group!r} names an entity column, but data={cfg['data'].get('name')} is "
-                             "generated and has none; cv.group needs a file (data=csv)")
+                             "generated and has none; cv.group needs a file (data=csv) or a packaged set")
     n_jobs = cfg.get("n_jobs")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise ValueError(f"n_jobs must be a non-zero integer or null (every core); got {n_jobs!r}")
@@ -251,8 +251,8 @@ def optimized_metric(cfg: Mapping) -> str:
 
 def is_ordinal(data: Mapping) -> bool:
     """Whether the configured data has ordinal labels (QWK, thresholds) or a regression target."""
-    return data.get("name") in ("quartiles", "latent_classes") or (data.get("name") == "csv"
-                                                                   and bool(data.get("ordinal", True)))
+    return data.get("name") in ("quartiles", "latent_classes", "packaged") or (
+        data.get("name") == "csv" and bool(data.get("ordinal", True)))
 
 
 #: Out-of-fold results a study may select on (test-set figures would leak), and their direction.

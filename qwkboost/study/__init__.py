@@ -20,6 +20,7 @@ and the report says whether it beats the best single method.
 
 The parts: :mod:`~qwkboost.study.spec` (the settings), :mod:`~qwkboost.study.cells`
 (building and computing cells), :mod:`~qwkboost.study.cache`,
+:mod:`~qwkboost.study.tuning` (an equal Optuna budget for tuned methods),
 :mod:`~qwkboost.study.report` (statistics, verdicts, ``study.md``),
 :mod:`~qwkboost.study.plots` and :mod:`~qwkboost.study.runner`.
 """
@@ -38,10 +39,12 @@ from qwkboost.study.report import (
            cells_frame,
            render_report,
            summarise,
+    tuning_comparison,
 )
 from qwkboost.study.runner import run_study
-from qwkboost.study.spec import DECODERS, TEST_SEED_OFFSET, MethodSpec, StudySpec
+from qwkboost.study.spec import DECODERS, TEST_SEED_OFFSET, TUNED, MethodSpec, StudySpec
+from qwkboost.study.tuning import tune_cell
 
 __all__ = ["StudySpec", "MethodSpec", "Cell", "build_cells", "check_cells", "cell_key", "seeded", "run_cell",
-           "run_blend_cell", "run_study", "summarise", "blend_comparison", "cells_frame", "render_report", "DECODERS",
-           "TEST_SEED_OFFSET"]
+           "run_blend_cell", "run_study", "summarise", "blend_comparison", "tuning_comparison", "cells_frame",
+           "render_report", "tune_cell", "DECODERS", "TEST_SEED_OFFSET", "TUNED"]

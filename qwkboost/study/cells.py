@@ -70,6 +70,8 @@ def cell_key(config: Mapping[str, Any], method: MethodSpec, depends: tuple[str, 
                "qwkboost": version("qwkboost")}
     if method.is_blend:
         payload["blend"] = {"method": method.blend_method, "members": list(depends)}
+    if method.tune_trials:
+        payload["tuning"] = {"n_trials": method.tune_trials, "pruner": method.tune_pruner}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
@@ -84,8 +86,8 @@ def seeded(config: Mapping[str, Any], seed: int, max_train: int | None, max_test
         data["seed"], data["test_seed"] = seed, seed + TEST_SEED_OFFSET
     elif "seed" in data:
         data["seed"] = seed
-    if max_train is not None and "n_train" in data:
-        data["n_train"] = min(int(data["n_train"]), max_train)
+    if max_train is not None and "n_train" in data:     # a packaged set's n_train: null is all of its rows
+        data["n_train"] = max_train if data["n_train"] is None else min(int(data["n_train"]), max_train)
     if max_test is not None and "n_test" in data:
         data["n_test"] = min(int(data["n_test"]), max_test)
     return cfg
@@ -98,17 +100,17 @@ def build_cells(spec: StudySpec, compose) -> list[Cell]:
     """
     by_name = {m.name: m for m in spec.methods}
     base: list[tuple[str, str, MethodSpec, dict]] = []
-    for regime in spec.regimes:
+    for regime, size in ((r, n) for r in spec.regimes for n in spec.sizes):
         for method in sorted(spec.methods, key=lambda m: m.is_blend):     # a blend after its members
             engines = ("-",) if method.peer else (method.engines or spec.engines)
             if method.is_blend:     # the engines every member runs on
                 engines = tuple(e for e in spec.engines
                                 if all(e in (by_name[x].engines or spec.engines) for x in method.members))
             for engine in engines:
-                overrides = [f"data={regime}"]
+                overrides = [f"data={regime}"] + ([] if size is None else [f"data.n_train={size}"])
                 if method.peer is None:
                     overrides += [f"engine={engine}", *method.overrides]
-                base.append((regime, engine, method, compose(overrides)))
+                base.append((spec.regime_name(regime, size), engine, method, compose(overrides)))
     cells = []
     for seed in spec.seed_list:
         keys: dict[tuple[str, str, str], str] = {}
@@ -161,11 +163,14 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
     from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
     from qwkboost.runs.peers import cross_validate_peer
 
+    from qwkboost.data.dataset import class_range
+
     t0 = time.perf_counter()
     seed = int(config["seed"])
     cv_cfg = config["cv"]
     ds, lo, k, y_idx, yt_idx = _cell_data(config)
     prior = ds.test_prior
+    tuning = None
     weights = None if prior is None else shift_weights(y_idx, prior)
     n_splits, repeats = int(cv_cfg["n_splits"]), int(cv_cfg.get("repeats", 1))
     best_iteration = None
@@ -185,15 +190,27 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
                 # the target's label mean and variance, for extended QWK's denominator
                 objective_params["a"], objective_params["b"] = target_moments(lo + np.arange(k), prior)
             engine = config["engine"]
-            cv = cross_validate(
-                ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
-                params=dict(engine.get("params") or {}), objective_params=objective_params,
-                num_boost_round=int(engine["num_boost_round"]),
-                early_stopping_rounds=engine.get("early_stopping_rounds"),
-                early_stopping_min_delta=engine.get("early_stopping_min_delta"), n_splits=n_splits,
-                stratified=bool(cv_cfg.get("stratified", True)), shuffle=bool(cv_cfg.get("shuffle", True)),
-                seed=seed, progress=False, n_jobs=threads, schema=ds.schema, groups=ds.groups_train,
-                repeats=repeats)
+
+            def run_cv(params, on_fold=None, X_test=ds.X_test):
+                return cross_validate(
+                    ds.X_train, ds.y_train, X_test, engine=engine["name"], objective=objective_ref(objective),
+                    params=params, objective_params=objective_params,
+                    num_boost_round=int(engine["num_boost_round"]),
+                    early_stopping_rounds=engine.get("early_stopping_rounds"),
+                    early_stopping_min_delta=engine.get("early_stopping_min_delta"), n_splits=n_splits,
+                    stratified=bool(cv_cfg.get("stratified", True)), shuffle=bool(cv_cfg.get("shuffle", True)),
+                    seed=seed, progress=False, n_jobs=threads, schema=ds.schema, groups=ds.groups_train,
+                    repeats=repeats, on_fold=on_fold)
+
+            params = dict(engine.get("params") or {})
+            if method.tune_trials:      # the same budget for every tuned method; the test rows are not seen
+                from qwkboost.study.tuning import tune_cell
+
+                tuning = tune_cell(lambda p, on_fold: run_cv(p, on_fold, X_test=None), ds.y_train,
+                                   class_range(ds.classes), engine.get("search_space") or {}, params,
+                                   method.tune_trials, method.tune_pruner, seed)
+                params.update(tuning["params"])
+            cv = run_cv(params)
             oof, test, oof_proba, test_proba = cv.oof, cv.test, cv.oof_proba, cv.test_proba
             fit_seconds = cv.fit_seconds
             best_iteration = float(np.mean(cv.best_iterations))
@@ -219,6 +236,8 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         out["qwk_oof"][dec] = qwk(y_idx, oof_pred, n_classes=k, sample_weight=weights)
     out.update(fit_seconds=float(fit_seconds), seconds=time.perf_counter() - t0, best_iteration=best_iteration,
                n_train=int(len(y_idx)), n_test=int(len(yt_idx)), n_classes=k)
+    if tuning is not None:
+        out["tuning"] = tuning
     if keep_scores:
         out["scores"] = {"oof": np.asarray(oof, dtype=np.float64), "test": np.asarray(test, dtype=np.float64)}
     return out

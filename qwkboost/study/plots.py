@@ -1,11 +1,12 @@
-"""The study's figures: each method's paired difference to the regime's best, and the ranking."""
+"""The study's figures: each method's paired difference to the regime's best, the ranking, and test QWK against
+the training-set size (``study.sizes``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["plot_differences", "plot_ranking"]
+__all__ = ["plot_differences", "plot_ranking", "plot_sizes"]
 
 
 def plot_differences(summary: pd.DataFrame, headline: pd.DataFrame):
@@ -72,5 +73,36 @@ def plot_ranking(summary: pd.DataFrame):
                     np.isfinite(wide.to_numpy())].mean() else "k")
     fig.colorbar(im, ax=ax, label="mean rank over seeds (1 = best)")
     ax.set_title("ranking: mean rank per regime (row label: mean over regimes)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_sizes(summary: pd.DataFrame, cells: pd.DataFrame, rows: tuple[str, ...] = ("squared_error", "extended_qwk")):
+    """Mean test QWK (95% interval) against the training rows, one panel per data set of a study run at several
+    sizes (regimes ``<data>@<rows>``), one line per row whose method starts with one of ``rows`` and is decoded by
+    exact cut points (every row if none is). ``None`` when the study ran one size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not len(summary) or not summary["regime"].str.contains("@").any():
+        return None
+    n_train = cells.groupby("regime")["n_train"].mean()
+    s = summary.assign(data=summary["regime"].str.split("@").str[0], n=summary["regime"].map(n_train))
+    chosen = s["row"].str.endswith("+exact") & s["row"].str.split(":").str[-1].str.startswith(rows)
+    if chosen.any():
+        s = s[chosen]
+    sets = list(dict.fromkeys(s["data"]))
+    fig, axes = plt.subplots(1, len(sets), figsize=(5.2 * len(sets), 4), squeeze=False)
+    for ax, data in zip(axes[0], sets):
+        for row, g in s[s["data"] == data].sort_values("n").groupby("row", sort=False):
+            ax.errorbar(g["n"], g["mean"], yerr=np.vstack([g["mean"] - g["low"], g["high"] - g["mean"]]),
+                        marker="o", ms=4, capsize=3, label=row)
+        ax.set_xscale("log")
+        ax.set_xlabel("training rows")
+        ax.set_ylabel("test QWK (mean over seeds, 95% interval)")
+        ax.set_title(data)
+        ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

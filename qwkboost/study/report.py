@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 
 from qwkboost.study.cells import Cell
-from qwkboost.study.spec import StudySpec
+from qwkboost.study.spec import TUNED, StudySpec
 
-__all__ = ["cells_frame", "ceilings", "summarise", "blend_comparison", "regime_verdict", "overall_verdict",
-           "render_report", "CEILING_SOURCES"]
+__all__ = ["cells_frame", "ceilings", "summarise", "blend_comparison", "tuning_comparison", "regime_verdict",
+           "overall_verdict", "render_report", "CEILING_SOURCES"]
 
 
 def cells_frame(cells: Sequence[Cell]) -> pd.DataFrame:
@@ -27,6 +27,9 @@ def cells_frame(cells: Sequence[Cell]) -> pd.DataFrame:
                          "blend": c.method.is_blend, "seed": c.seed, "qwk": q, "qwk_oof": c.result["qwk_oof"][dec],
                          "qwk_oof_nested": c.result.get("qwk_oof_nested", {}).get(dec, np.nan),
                          "cell_seconds": c.result["seconds"], "fit_seconds": c.result["fit_seconds"],
+                         "tuned": c.method.name.endswith(TUNED), "n_train": c.result.get("n_train", np.nan),
+                         "tune_seconds": (c.result.get("tuning") or {}).get("seconds", np.nan),
+                         "tune_pruned": (c.result.get("tuning") or {}).get("n_pruned", np.nan),
                          "reused": bool(c.result.get("reused", False)), "key": c.key})
     df = pd.DataFrame(rows)
     if len(df):
@@ -61,7 +64,9 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
     r"""Per regime and row: mean test QWK with its interval, and the paired comparison with the regime's best.
 
     Also, per regime, the headline: the best extended-QWK row minus ``reference``
-    on the same engine, Holm-corrected across regimes.
+    on the same engine, Holm-corrected across regimes. Extended-QWK rows are tuned
+    variants when ``reference`` is one (``squared_error_tuned+exact``), else
+    default ones: each objective is compared with the same chance.
 
     Only seeds where every row of a regime has a result are compared (pairs need both).
 
@@ -105,7 +110,9 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
         out += recs
         # the headline: the best extended-QWK row on an engine that also has the reference row
         refs = g[(g["method"] + "+" + g["decoder"]) == reference].drop_duplicates("engine").set_index("engine")["row"]
-        eq = g[(g["objective"] == "extended_qwk") & g["engine"].isin(refs.index)]
+        tuned = reference.split("+", 1)[0].endswith(TUNED)
+        eq = g[(g["objective"] == "extended_qwk") & g["engine"].isin(refs.index)
+               & (g["method"].str.endswith(TUNED) == tuned)]
         eq_rows = [r for r in means.index if r in set(eq["row"])]
         if eq_rows:
             best_eq = eq_rows[0]
@@ -153,6 +160,37 @@ def blend_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
     return pd.DataFrame(out, columns=cols)
 
 
+def tuning_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Each tuned row against the same method's default row (same engine and decoder), paired over seeds:
+    ``diff`` (tuned minus default) with its interval, Wilcoxon ``p``, wins and losses; the tuned cells' mean
+    tuning seconds and pruned trials. Whether the configured defaults are fair to an objective shows here."""
+    from qwkboost.evaluation.stats import paired_comparison
+
+    cols = ["regime", "engine", "method", "decoder", "default_mean", "tuned_mean", "diff", "diff_low", "diff_high",
+            "p", "wins", "losses", "n", "tune_seconds", "tune_pruned"]
+    if not len(df) or "tuned" not in df or not df["tuned"].any():
+        return pd.DataFrame(columns=cols)
+    out = []
+    for (regime, engine), g in df.groupby(["regime", "engine"], sort=False):
+        wide = g.pivot_table(index="seed", columns=["method", "decoder"], values="qwk", aggfunc="first")
+        for m, dec in dict.fromkeys(zip(g.loc[g["tuned"], "method"], g.loc[g["tuned"], "decoder"])):
+            base = m[: -len(TUNED)]
+            if (base, dec) not in wide:
+                continue
+            pair = wide[[(m, dec), (base, dec)]].dropna()
+            if pair.empty:
+                continue
+            pc = paired_comparison(pair[(m, dec)], pair[(base, dec)], confidence)
+            rows = g[(g["method"] == m) & (g["decoder"] == dec)]
+            out.append({"regime": regime, "engine": engine, "method": base, "decoder": dec,
+                        "default_mean": float(pair[(base, dec)].mean()), "tuned_mean": float(pair[(m, dec)].mean()),
+                        "diff": pc.diff.mean, "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value,
+                        "wins": pc.wins, "losses": pc.losses, "n": pc.diff.n,
+                        "tune_seconds": float(rows["tune_seconds"].mean()),
+                        "tune_pruned": float(rows["tune_pruned"].mean())})
+    return pd.DataFrame(out, columns=cols)
+
+
 def _fmt_diff(d: float, lo: float, hi: float) -> str:
     return f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
 
@@ -194,7 +232,8 @@ def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int,
 
 def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, headline: pd.DataFrame,
                   timing: Mapping[str, Any], command: str, ceiling: pd.DataFrame | None = None,
-                  blends: pd.DataFrame | None = None) -> str:
+                  blends: pd.DataFrame | None = None, tuning: pd.DataFrame | None = None,
+                  headline_tuned: pd.DataFrame | None = None) -> str:
     """``study.md``: the overall verdict, blending against the best single method, a section per regime
     (verdict, ceiling, table) and the time taken."""
     from qwkboost.evaluation.stats import mean_interval
@@ -205,6 +244,10 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
              f"{', '.join(spec.regimes)}; engines: {', '.join(spec.engines)}; {spec.confidence:.0%} intervals; "
              f"tests at {spec.alpha:.0%}.", "",
              "## Verdict", "", overall_verdict(headline, summary, spec.seeds, spec.alpha), ""]
+    if headline_tuned is not None and len(headline_tuned):
+        lines += [f"With every objective tuned on the same budget (each tuned extended-QWK row against "
+                  f"`{headline_tuned['reference'].iloc[0]}`): "
+                  + overall_verdict(headline_tuned, summary, spec.seeds, spec.alpha), ""]
     if spec.seeds < 6:
         # the smallest two-sided signed-rank p-value with n pairs is 2 / 2**n
         lines += [f"With {spec.seeds} seed{'s' * (spec.seeds != 1)} no difference can be significant: the two-sided "
@@ -219,6 +262,17 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
             lines.append(f"| {b.regime} | `{b.blend}` {b.blend_mean:.4f} | `{b.best_single}` {b.single_mean:.4f} | "
                          f"{_fmt_diff(b.diff, b.diff_low, b.diff_high)} | {_p(b.p)} | {b.wins}/{b.losses} | "
                          f"{b.oof:.4f} / {b.oof_nested:.4f} |")
+        lines.append("")
+    if tuning is not None and len(tuning):
+        lines += ["## Defaults against tuning", "", "Each method tuned on its training folds (the same number of "
+                  "Optuna trials for every objective and engine, the test rows unseen) against the same method with "
+                  "the configured defaults, paired over seeds.", "",
+                  "| regime | engine | method | default | tuned | tuned − default [95% CI] | Wilcoxon p | "
+                  "wins/losses | tuning s | pruned trials |", "|---|---|---|---:|---:|---|---:|---|---:|---:|"]
+        for t in tuning.itertuples():
+            lines.append(f"| {t.regime} | {t.engine} | `{t.method}+{t.decoder}` | {t.default_mean:.4f} | "
+                         f"{t.tuned_mean:.4f} | {_fmt_diff(t.diff, t.diff_low, t.diff_high)} | {_p(t.p)} | "
+                         f"{t.wins}/{t.losses} | {t.tune_seconds:.0f} | {t.tune_pruned:.1f} |")
         lines.append("")
     for regime in dict.fromkeys(summary["regime"]):
         head = headline[headline["regime"] == regime]

@@ -14,15 +14,16 @@ import pandas as pd
 from qwkboost import tracking
 from qwkboost.study.cache import CellCache
 from qwkboost.study.cells import Cell, compute_cell
-from qwkboost.study.plots import plot_differences, plot_ranking
+from qwkboost.study.plots import plot_differences, plot_ranking, plot_sizes
 from qwkboost.study.report import (
     blend_comparison,
+    tuning_comparison,
     ceilings,
     cells_frame,
     render_report,
     summarise,
 )
-from qwkboost.study.spec import StudySpec
+from qwkboost.study.spec import TUNED, StudySpec
 
 __all__ = ["run_study"]
 
@@ -164,22 +165,31 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         df = cells_frame(cells)
         summary, headline = summarise(df, spec.confidence, spec.alpha, spec.reference)
         blends = blend_comparison(df, spec.confidence)
+        tuning = tuning_comparison(df, spec.confidence)
+        headline_tuned = None
+        ref_method, _, ref_dec = spec.reference.partition("+")
+        if len(tuning) and not ref_method.endswith(TUNED):
+            _, headline_tuned = summarise(df, spec.confidence, spec.alpha, f"{ref_method}{TUNED}+{ref_dec}")
         timing = {"wall": time.perf_counter() - t_start, "computed": n_todo, "reused": n_reused,
                   "cell_total": float(df.drop_duplicates("key")["cell_seconds"].sum())}
         timing["history"] = cache.record_command(fingerprint, timing["wall"], n_todo, n_reused)
         ceiling = ceilings(cells)
-        md = render_report(spec, df, summary, headline, timing, command, ceiling, blends)
+        md = render_report(spec, df, summary, headline, timing, command, ceiling, blends, tuning, headline_tuned)
         (out / "study.md").write_text(md)
         summary.to_csv(out / "study.csv", index=False)
         headline.to_csv(out / "headline.csv", index=False)
         ceiling.to_csv(out / "ceiling.csv", index=False)
         df.to_csv(out / "cells.csv", index=False)
         blends.to_csv(out / "blends.csv", index=False)
+        tuning.to_csv(out / "tuning.csv", index=False)
         (out / "plots").mkdir(exist_ok=True)
         import matplotlib.pyplot as plt
 
-        for name, fig in (("paired_differences", plot_differences(summary, headline)),
-                          ("ranking", plot_ranking(summary))):
+        figures = [("paired_differences", plot_differences(summary, headline)), ("ranking", plot_ranking(summary)),
+                   ("sizes", plot_sizes(summary, df))]
+        for name, fig in figures:
+            if fig is None:
+                continue
             fig.savefig(out / "plots" / f"{name}.png", dpi=110)
             plt.close(fig)
         if parent_id is not None:
@@ -194,8 +204,10 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
             metrics.update({f"{r}.bayes_ceiling": v for r, v in ceiling.groupby("regime")["ceiling"].mean().items()})
             metrics["wall_seconds"] = timing["wall"]
             tracking.log_metrics(metrics)
-            for f in ("study.md", "study.csv", "headline.csv", "ceiling.csv", "cells.csv", "blends.csv",
-                      "plots/paired_differences.png", "plots/ranking.png"):
+            metrics.update({f"{t.regime}.{t.engine}.{t.method}_{t.decoder}.tuned_minus_default": t.diff
+                            for t in tuning.itertuples()})
+            for f in ("study.md", "study.csv", "headline.csv", "ceiling.csv", "cells.csv", "blends.csv", "tuning.csv",
+                      *(f"plots/{name}.png" for name, fig in figures if fig is not None)):
                 tracking.log_file(out / f, str(Path(f).parent) if "/" in f else None)
         log.info("study written to %s (study.md, study.csv, cells.csv, plots/) in %.0f s", out, timing["wall"])
         return summary, headline

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-__all__ = ["MethodSpec", "StudySpec", "DECODERS", "TEST_SEED_OFFSET"]
+__all__ = ["MethodSpec", "StudySpec", "DECODERS", "TEST_SEED_OFFSET", "TUNED"]
 
 #: How a cell's scores become classes: a thresholds method on the decoded score, or the most probable class.
 DECODERS = ("round", "exact", "distribution", "nelder_mead", "argmax")
@@ -33,6 +33,11 @@ class MethodSpec:
         regime, seed, engine and folds (:mod:`qwkboost.blending`).
     blend_method : str
         The blend's method (``weights``, ``mean``, ``rank_mean`` or ``vote``).
+    tune_trials : int
+        Optuna trials on the training folds before the cell trains (:mod:`qwkboost.study.tuning`); 0: the
+        engine's configured parameters.
+    tune_pruner : str
+        The pruner of those trials.
     """
 
     name: str
@@ -42,6 +47,8 @@ class MethodSpec:
     peer: str | None = None
     members: tuple[str, ...] | None = None
     blend_method: str = "weights"
+    tune_trials: int = 0
+    tune_pruner: str = "successive_halving"
 
     @property
     def is_blend(self) -> bool:
@@ -74,6 +81,7 @@ class StudySpec:
     alpha: float
     reference: str
     log_children: bool
+    sizes: tuple[int | None, ...] = (None,)
 
     @classmethod
     def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
@@ -83,7 +91,7 @@ class StudySpec:
         from qwkboost.validation import check_bool, check_int, check_real
 
         known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "cap", "cache_dir",
-                 "confidence", "alpha", "reference", "log_children"}
+                 "confidence", "alpha", "reference", "log_children", "tuning", "sizes"}
         unknown = sorted(set(study) - known)
         if unknown:
             raise ValueError(f"study: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -143,6 +151,7 @@ class StudySpec:
         if not methods:
             raise ValueError("study.methods: every method is switched off")
         _check_blends(methods)
+        methods = _tuned_variants(methods, study.get("tuning"))
         cap = study.get("cap") or {}
         if not isinstance(cap, Mapping) or set(cap) - {"n_train", "n_test"}:
             raise ValueError(f"study.cap must be null or {{n_train: rows, n_test: rows}}; got {cap!r}")
@@ -156,12 +165,77 @@ class StudySpec:
                    check_real(study.get("confidence", 0.95), "study.confidence", 0.5, 1.0, hi_open=True),
                    check_real(study.get("alpha", 0.05), "study.alpha", 0.0, 0.5, lo_open=True),
                    str(study.get("reference", "squared_error+exact")),
-                   check_bool(study.get("log_children", True), "study.log_children"))
+                   check_bool(study.get("log_children", True), "study.log_children"),
+                   _sizes(study.get("sizes")))
 
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.first_seed, self.first_seed + self.seeds))
 
+    def regime_name(self, regime: str, size: int | None) -> str:
+        """A regime's label: its data config, and ``@<rows>`` (``@all``) when the study runs several sizes."""
+        if len(self.sizes) == 1:
+            return regime
+        return f"{regime}@{'all' if size is None else size}"
+
+
+def _sizes(sizes) -> tuple[int | None, ...]:
+    """``study.sizes``: training-set sizes each regime runs at (``data.n_train``; ``null``: all rows)."""
+    from qwkboost.validation import check_int
+
+    if sizes is None:
+        return (None,)
+    sizes = [sizes] if isinstance(sizes, (int, str)) else list(sizes)
+    if not sizes:
+        raise ValueError("study.sizes must list training-set sizes (e.g. [1000, 5000, null]) or be null")
+    out = tuple(None if v is None else check_int(v, "study.sizes", 10) for v in sizes)
+    if len(set(out)) < len(out):
+        raise ValueError(f"study.sizes repeats a size: {list(sizes)}")
+    return out
+
+
+
+#: The suffix of a method's tuned variant (``squared_error_tuned``).
+TUNED = "_tuned"
+
+
+def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None) -> list[MethodSpec]:
+    """``study.tuning``: ``{n_trials, pruner, variants}``. With ``n_trials`` > 0, every method that trains on the
+    study's engines gets a tuned variant ``<name>_tuned`` with the same budget (a blend's tuned variant blends
+    its members' tuned variants); ``variants`` keeps ``[default, tuned]`` (side by side) or one of them. Peers
+    are never tuned (they bring their own defaults)."""
+    from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, PRUNERS
+    from qwkboost.validation import check_int
+
+    if not tuning:
+        return methods
+    if not isinstance(tuning, Mapping) or set(tuning) - {"n_trials", "pruner", "variants"}:
+        raise ValueError(f"study.tuning must be null or {{n_trials, pruner, variants}}; got {tuning!r}")
+    n = check_int(tuning.get("n_trials", 0), "study.tuning.n_trials", 0)
+    pruner = tuning.get("pruner", DEFAULT_PRUNER)
+    if pruner not in PRUNERS:
+        raise ValueError(f"study.tuning.pruner={pruner!r} is unknown; choose one of: {', '.join(PRUNERS)}")
+    variants = tuning.get("variants") or ["default", "tuned"]
+    variants = [variants] if isinstance(variants, str) else list(variants)
+    if not variants or set(variants) - {"default", "tuned"}:
+        raise ValueError(f"study.tuning.variants must list default and/or tuned; got {variants!r}")
+    if n == 0:
+        if "default" not in variants:
+            raise ValueError("study.tuning.variants=[tuned] needs study.tuning.n_trials > 0")
+        return methods
+    taken = {m.name for m in methods}
+    clash = sorted(m.name + TUNED for m in methods if m.name + TUNED in taken)
+    if clash:
+        raise ValueError(f"study.methods: {clash} would also name tuned variants; rename them")
+    out = [m for m in methods if "default" in variants or m.peer is not None]
+    if "tuned" in variants:
+        for m in methods:
+            if m.peer is not None:
+                continue
+            members = tuple(x + TUNED for x in m.members) if m.is_blend else None
+            out.append(replace(m, name=m.name + TUNED, members=members, tune_trials=0 if m.is_blend else n,
+                               tune_pruner=pruner))
+    return out
 
 
 def _check_blends(methods: list[MethodSpec]) -> None:

@@ -1,0 +1,83 @@
+"""An equal tuning budget for every tuned method of a study: Optuna trials on the training folds only.
+
+A tuned cell first runs a small Optuna study of its own on its training rows, with the folds the cell then uses:
+the same number of trials for every objective and engine (``study.tuning.n_trials``), drawn from the engine's
+``search_space`` (``conf/engine/*.yaml``) by a seeded multivariate TPE sampler, each trial scored by the QWK of
+exact cut points fitted on its out-of-fold scores (``qwk_thresholds_oof``, the same yardstick for every
+objective), and stopped after a fold by the same pruner (:mod:`qwkboost.runs.tuning.pruners`). The cell is then
+trained with the best trial's parameters. The test rows are never seen; the cell's out-of-fold figures are
+flattered by the selection, its test figures are not.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+__all__ = ["tune_cell"]
+
+
+def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.ndarray, space: Mapping[str, Any],
+              params: Mapping[str, Any], n_trials: int, pruner: str, seed: int) -> dict:
+    """Search ``space`` around ``params`` for ``n_trials`` trials; return the best parameters and the record.
+
+    Parameters
+    ----------
+    cross_validate : callable
+        ``cross_validate(params, on_fold)`` runs the cell's CV on its training rows with ``params`` and returns
+        a :class:`~qwkboost.evaluation.cv.CVResult`; ``on_fold`` reports each fold's score to the trial.
+    y, classes : ndarray
+        The training labels and the label scale.
+    space : mapping
+        The engine's ``search_space``.
+    params : mapping
+        The engine's parameters; a trial's draws replace the ones it names.
+    n_trials : int
+        Trials started (pruned trials count): the budget every tuned method of a study gets.
+    pruner : str
+        A name of :data:`~qwkboost.runs.tuning.pruners.PRUNERS`.
+    seed : int
+        The sampler's seed: the same cell draws the same trials.
+
+    Returns
+    -------
+    dict
+        ``params`` (the best trial's draws), ``best_oof`` (its ``qwk_thresholds_oof``), ``n_trials``,
+        ``n_pruned``, ``seconds``.
+    """
+    import optuna
+
+    from qwkboost.evaluation.metrics import qwk
+    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+    from qwkboost.exceptions import RunStopped
+    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner
+    from qwkboost.runs.tuning.space import suggest
+
+    if not space:
+        raise ValueError("study.tuning needs the engine's search_space (conf/engine/<engine>.yaml); it is empty")
+    t0 = time.perf_counter()
+    lo, k = float(classes[0]), int(classes.size)
+    y_idx = (np.asarray(y, dtype=np.float64) - lo).astype(np.int64)
+
+    def objective(trial) -> float:
+        drawn = suggest(trial, space)
+        reporter = FoldReporter(trial, pruner, "qwk_thresholds_oof", "exact", y, classes)
+        try:
+            cv = cross_validate({**params, **drawn}, reporter)
+        except RunStopped as stop:
+            raise optuna.TrialPruned(str(stop)) from None
+        cuts = fit_thresholds("exact", cv.oof - lo, y_idx, n_classes=k)
+        return float(qwk(y_idx, apply_thresholds(cv.oof - lo, cuts), n_classes=k))
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    study = optuna.create_study(direction="maximize", sampler=sampler, pruner=make_pruner(pruner))
+    study.optimize(objective, n_trials=n_trials, gc_after_trial=False)
+    states = [t.state for t in study.trials]
+    if optuna.trial.TrialState.COMPLETE not in states:
+        raise RuntimeError(f"study.tuning: none of {n_trials} trials completed")
+    best = study.best_trial
+    return {"params": dict(best.params), "best_oof": float(best.value), "n_trials": len(states),
+            "n_pruned": states.count(optuna.trial.TrialState.PRUNED), "seconds": time.perf_counter() - t0}
