@@ -165,7 +165,10 @@ def tune_command(cfg: DictConfig):
         tracking.check_reachable(tracking.resolve_tracking_uri(container["tracking"]["uri"]))
     study = tune(container)
     if study.best_trials:
-        keep = [o for o in HydraConfig.get().overrides.task
+        import shlex
+
+        # quoted for the shell, as the user had to type them (data.classes=[not too happy,...])
+        keep = [shlex.quote(o) for o in HydraConfig.get().overrides.task
                 if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra"))]
         log.info("run the best trial with:\n  python experiments/run.py %s",
                  " ".join([*keep, best_overrides(study.best_trial.params)]))
