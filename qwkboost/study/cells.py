@@ -71,7 +71,7 @@ def cell_key(config: Mapping[str, Any], method: MethodSpec, depends: tuple[str, 
     if method.is_blend:
         payload["blend"] = {"method": method.blend_method, "members": list(depends)}
     if method.tune_trials:
-        payload["tuning"] = {"n_trials": method.tune_trials, "pruner": method.tune_pruner}
+        payload["tuning"] = {"n_trials": method.tune_trials, "pruner": method.tune_pruner, "seed": method.tune_seed}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
@@ -139,7 +139,8 @@ def _cell_data(config: Mapping[str, Any]):
     return ds, lo, len(classes), (ds.y_train - lo).astype(np.int64), (ds.y_test - lo).astype(np.int64)
 
 
-def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, keep_scores: bool = False) -> dict:
+def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, keep_scores: bool = False,
+             tuning_dir: str | None = None) -> dict:
     """Train ``method`` under ``config`` and score it with each of its decoders.
 
     Returns
@@ -148,7 +149,9 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         ``qwk`` (test QWK per decoder), ``qwk_oof`` (out-of-fold QWK per
         decoder), ``fit_seconds``, ``seconds``, ``best_iteration`` (engines),
         ``n_train``, ``n_test``, ``n_classes``; with ``keep_scores``, also
-        ``scores``: the out-of-fold and test scores a blend of this cell needs.
+        ``scores``: the out-of-fold and test scores a blend of this cell needs; for a tuned
+        method, ``tuning`` (:func:`qwkboost.study.tuning.tune_cell`), kept in ``tuning_dir`` when the
+        method tunes once for all seeds.
     """
     from qwkboost.config import objective_ref
     from qwkboost.data.shift import (
@@ -191,24 +194,33 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
                 objective_params["a"], objective_params["b"] = target_moments(lo + np.arange(k), prior)
             engine = config["engine"]
 
-            def run_cv(params, on_fold=None, X_test=ds.X_test):
+            def run_cv(params, on_fold=None, X_test=ds.X_test, seed=seed, data=ds):
                 return cross_validate(
-                    ds.X_train, ds.y_train, X_test, engine=engine["name"], objective=objective_ref(objective),
+                    data.X_train, data.y_train, X_test, engine=engine["name"], objective=objective_ref(objective),
                     params=params, objective_params=objective_params,
                     num_boost_round=int(engine["num_boost_round"]),
                     early_stopping_rounds=engine.get("early_stopping_rounds"),
                     early_stopping_min_delta=engine.get("early_stopping_min_delta"), n_splits=n_splits,
                     stratified=bool(cv_cfg.get("stratified", True)), shuffle=bool(cv_cfg.get("shuffle", True)),
-                    seed=seed, progress=False, n_jobs=threads, schema=ds.schema, groups=ds.groups_train,
+                    seed=seed, progress=False, n_jobs=threads, schema=data.schema, groups=data.groups_train,
                     repeats=repeats, on_fold=on_fold)
 
             params = dict(engine.get("params") or {})
             if method.tune_trials:      # the same budget for every tuned method; the test rows are not seen
-                from qwkboost.study.tuning import tune_cell
+                from qwkboost.study.tuning import tune_cell, tuned_once
 
-                tuning = tune_cell(lambda p, on_fold: run_cv(p, on_fold, X_test=None), ds.y_train,
-                                   class_range(ds.classes), engine.get("search_space") or {}, params,
-                                   method.tune_trials, method.tune_pruner, seed)
+                # tuned once for every seed (study.tuning.per_seed=false): the first seed's training rows, folds
+                # and draws, computed by whichever cell needs it first and kept in tuning_dir
+                t_seed = seed if method.tune_seed is None else method.tune_seed
+                t_config = seeded(config, t_seed, None, None)
+                t_data = ds if t_seed == seed else _cell_data(t_config)[0]
+
+                def tune():
+                    return tune_cell(lambda p, on_fold: run_cv(p, on_fold, X_test=None, seed=t_seed, data=t_data),
+                                     t_data.y_train, class_range(t_data.classes), engine.get("search_space") or {},
+                                     params, method.tune_trials, method.tune_pruner, t_seed)
+
+                tuning = tuned_once(tuning_dir, cell_key(t_config, method), tune)
                 params.update(tuning["params"])
             cv = run_cv(params)
             oof, test, oof_proba, test_proba = cv.oof, cv.test, cv.oof_proba, cv.test_proba
@@ -276,7 +288,7 @@ def run_blend_cell(config: Mapping[str, Any], method: MethodSpec, scores: list[d
 
 
 def compute_cell(key: str, config: dict, method: MethodSpec, threads: int, keep_scores: bool = False,
-          scores: list[dict] | None = None) -> tuple[str, dict]:
+                 scores: list[dict] | None = None, tuning_dir: str | None = None) -> tuple[str, dict]:
     """A pool worker's task: the cell's key and its result, or its error as text (a study stops on the first
     error). A blend cell gets its members' ``scores``."""
     import traceback
@@ -287,6 +299,6 @@ def compute_cell(key: str, config: dict, method: MethodSpec, threads: int, keep_
     try:
         if method.is_blend:
             return key, {"ok": run_blend_cell(config, method, scores)}
-        return key, {"ok": run_cell(config, method, threads, keep_scores)}
+        return key, {"ok": run_cell(config, method, threads, keep_scores, tuning_dir)}
     except Exception as exc:    # noqa: BLE001 - reported by the main process with the cell's name
         return key, {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}

@@ -156,7 +156,9 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
                              rate, rate * (len(cells) - done))
 
         try:
-            compute(pending, lambda c: delayed(compute_cell)(c.key, c.config, c.method, threads, c.key in need_scores))
+            tuning_dir = str(cache.root / "tuning")     # a method tuned once serves every seed
+            compute(pending, lambda c: delayed(compute_cell)(c.key, c.config, c.method, threads, c.key in need_scores,
+                                                             tuning_dir=tuning_dir))
             # blends last: they read their members' scores from the cache
             compute(pending_blends, lambda c: delayed(compute_cell)(c.key, c.config, c.method, threads,
                                                              scores=[cache.get_scores(k) for k in c.depends]))

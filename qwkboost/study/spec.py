@@ -38,6 +38,9 @@ class MethodSpec:
         engine's configured parameters.
     tune_pruner : str
         The pruner of those trials.
+    tune_seed : int or None
+        The seed of those trials' folds and draws when the method is tuned once for every seed (the study's
+        first seed); ``None``: each seed tunes with its own.
     """
 
     name: str
@@ -49,6 +52,7 @@ class MethodSpec:
     blend_method: str = "weights"
     tune_trials: int = 0
     tune_pruner: str = "successive_halving"
+    tune_seed: int | None = None
 
     @property
     def is_blend(self) -> bool:
@@ -151,7 +155,7 @@ class StudySpec:
         if not methods:
             raise ValueError("study.methods: every method is switched off")
         _check_blends(methods)
-        methods = _tuned_variants(methods, study.get("tuning"))
+        methods = _tuned_variants(methods, study.get("tuning"), first)
         cap = study.get("cap") or {}
         if not isinstance(cap, Mapping) or set(cap) - {"n_train", "n_test"}:
             raise ValueError(f"study.cap must be null or {{n_train: rows, n_test: rows}}; got {cap!r}")
@@ -199,18 +203,23 @@ def _sizes(sizes) -> tuple[int | None, ...]:
 TUNED = "_tuned"
 
 
-def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None) -> list[MethodSpec]:
-    """``study.tuning``: ``{n_trials, pruner, variants}``. With ``n_trials`` > 0, every method that trains on the
-    study's engines gets a tuned variant ``<name>_tuned`` with the same budget (a blend's tuned variant blends
-    its members' tuned variants); ``variants`` keeps ``[default, tuned]`` (side by side) or one of them. Peers
-    are never tuned (they bring their own defaults)."""
+def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
+                    first_seed: int = 0) -> list[MethodSpec]:
+    """``study.tuning``: ``{n_trials, pruner, variants, per_seed}``. With ``n_trials`` > 0, every method that
+    trains on the study's engines gets a tuned variant ``<name>_tuned`` with the same budget (a blend's tuned
+    variant blends its members' tuned variants); ``variants`` keeps ``[default, tuned]`` (side by side) or one of
+    them; ``per_seed: false`` (the default) tunes once, with the first seed, for every seed. Peers are never tuned
+    (they bring their own defaults)."""
     from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, PRUNERS
     from qwkboost.validation import check_int
 
     if not tuning:
         return methods
-    if not isinstance(tuning, Mapping) or set(tuning) - {"n_trials", "pruner", "variants"}:
-        raise ValueError(f"study.tuning must be null or {{n_trials, pruner, variants}}; got {tuning!r}")
+    if not isinstance(tuning, Mapping) or set(tuning) - {"n_trials", "pruner", "variants", "per_seed"}:
+        raise ValueError(f"study.tuning must be null or {{n_trials, pruner, variants, per_seed}}; got {tuning!r}")
+    from qwkboost.validation import check_bool
+
+    per_seed = check_bool(tuning.get("per_seed", False), "study.tuning.per_seed")
     n = check_int(tuning.get("n_trials", 0), "study.tuning.n_trials", 0)
     pruner = tuning.get("pruner", DEFAULT_PRUNER)
     if pruner not in PRUNERS:
@@ -234,7 +243,7 @@ def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None)
                 continue
             members = tuple(x + TUNED for x in m.members) if m.is_blend else None
             out.append(replace(m, name=m.name + TUNED, members=members, tune_trials=0 if m.is_blend else n,
-                               tune_pruner=pruner))
+                               tune_pruner=pruner, tune_seed=None if per_seed else first_seed))
     return out
 
 

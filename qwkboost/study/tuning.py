@@ -7,6 +7,10 @@ exact cut points fitted on its out-of-fold scores (``qwk_thresholds_oof``, the s
 objective), and stopped after a fold by the same pruner (:mod:`qwkboost.runs.tuning.pruners`). The cell is then
 trained with the best trial's parameters. The test rows are never seen; the cell's out-of-fold figures are
 flattered by the selection, its test figures are not.
+
+By default (``study.tuning.per_seed: false``) a method is tuned once per training set, with the study's first
+seed's folds and draws, and every seed trains with those parameters (:func:`tuned_once`): the seeds then measure
+the training's variation, not the tuner's, and the study costs one tuning per data set, engine and method.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["tune_cell"]
+__all__ = ["tune_cell", "tuned_once"]
 
 
 def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.ndarray, space: Mapping[str, Any],
@@ -81,3 +85,32 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
     best = study.best_trial
     return {"params": dict(best.params), "best_oof": float(best.value), "n_trials": len(states),
             "n_pruned": states.count(optuna.trial.TrialState.PRUNED), "seconds": time.perf_counter() - t0}
+
+
+def tuned_once(directory: str | None, key: str, tune: Callable[[], dict]) -> dict:
+    """``tune()``'s result, computed once for ``key`` and kept as JSON in ``directory``.
+
+    ``key`` is the hash of everything the tuning depends on (:func:`qwkboost.study.cells.cell_key` of the
+    tuning seed's configuration and the method, its budget and pruner). Parallel cells that need the same tuning
+    wait for the first one (a file lock, released also when its process dies) and read its result; the copies
+    say ``reused``. ``directory=None`` tunes without keeping anything.
+    """
+    import fcntl
+    import json
+    import os
+    from pathlib import Path
+
+    if directory is None:
+        return tune()
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{key}.json"
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return {**json.loads(path.read_text()), "reused": True}
+        result = tune()
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, path)
+        return result

@@ -102,6 +102,9 @@ def test_a_tuned_study_reports_defaults_and_tuning_side_by_side(tmp_path):
                          "eq": {"overrides": ["objective=extended_qwk"], "decode": ["exact"]}}}
     spec = StudySpec.from_config(study)
     assert [m.name for m in spec.methods] == ["se", "eq", "se_tuned", "eq_tuned"]
+    assert {m.tune_seed for m in spec.methods if m.tune_trials} == {0}
+    per_seed = StudySpec.from_config({**study, "tuning": {**study["tuning"], "per_seed": True}})
+    assert {m.tune_seed for m in per_seed.methods if m.tune_trials} == {None}
     with initialize_config_dir(version_base="1.3", config_dir=str(ROOT / "conf")):
         def compose_(overrides):
             return OmegaConf.to_container(compose("config", overrides=[*SMALL, *overrides]), resolve=True)
@@ -113,6 +116,12 @@ def test_a_tuned_study_reports_defaults_and_tuning_side_by_side(tmp_path):
         assert (tuning is not None) == c.method.name.endswith(TUNED)
         if tuning:
             assert tuning["n_trials"] == 2 and set(tuning["params"]) >= {"learning_rate", "num_leaves"}
+    # tuned once per training set: the first seed's study serves the second seed (the same training rows)
+    for name in ("se_tuned", "eq_tuned"):
+        first, second = sorted((c for c in cells if c.method.name == name), key=lambda c: c.seed)
+        assert first.result["tuning"]["params"] == second.result["tuning"]["params"]
+        assert sum(bool(c.result["tuning"].get("reused")) for c in (first, second)) == 1
+    assert len(list((tmp_path / "cache" / "tuning").glob("*.json"))) == 2
     table = pd.read_csv(tmp_path / "out" / "tuning.csv")
     assert sorted(table["method"]) == ["eq", "se"] and (table["n"] == 2).all()
     md = (tmp_path / "out" / "study.md").read_text()
