@@ -102,10 +102,10 @@ def build_cells(spec: StudySpec, compose) -> list[Cell]:
     base: list[tuple[str, str, MethodSpec, dict]] = []
     for regime, size in ((r, n) for r in spec.regimes for n in spec.sizes):
         for method in sorted(spec.methods, key=lambda m: m.is_blend):     # a blend after its members
-            engines = ("-",) if method.peer else (method.engines or spec.engines)
+            engines = ("-",) if method.peer else spec.engines_of(method)
             if method.is_blend:     # the engines every member runs on
-                engines = tuple(e for e in spec.engines
-                                if all(e in (by_name[x].engines or spec.engines) for x in method.members))
+                engines = tuple(e for e in spec.engines_of(method)
+                                if all(e in spec.engines_of(by_name[x]) for x in method.members))
             for engine in engines:
                 overrides = [f"data={regime}"] + ([] if size is None else [f"data.n_train={size}"])
                 if method.peer is None:

@@ -26,6 +26,9 @@ class MethodSpec:
         Decoders it is scored with (:data:`DECODERS`).
     engines : tuple of str or None
         Engines it runs on; ``None``: every engine of the study.
+    skip_engines : tuple of str
+        Engines of the study it does not run on (``multiclass`` on CatBoost, which runs only single-score
+        Python objectives).
     peer : str or None
         An outside model (:data:`qwkboost.runs.peers.PEERS`) instead of an engine and objective.
     members : tuple of str or None
@@ -50,6 +53,7 @@ class MethodSpec:
     peer: str | None = None
     members: tuple[str, ...] | None = None
     blend_method: str = "weights"
+    skip_engines: tuple[str, ...] = ()
     tune_trials: int = 0
     tune_pruner: str = "successive_halving"
     tune_seed: int | None = None
@@ -116,10 +120,14 @@ class StudySpec:
         for name, m in raw.items():
             if m is None:       # a method switched off with study.methods.NAME=null
                 continue
-            extra = sorted(set(m) - {"overrides", "decode", "engines", "peer", "members", "blend_method"})
+            extra = sorted(set(m) - {"overrides", "decode", "engines", "skip_engines", "peer", "members",
+                                     "blend_method"})
             if extra:
                 raise ValueError(f"study.methods.{name}: unknown key(s) {extra}; known: overrides, decode, engines, "
-                                 "peer, members, blend_method")
+                                 "skip_engines, peer, members, blend_method")
+            skip = tuple(m.get("skip_engines") or ())
+            if any(e not in ENGINES for e in skip):
+                raise ValueError(f"study.methods.{name}.skip_engines must be engines from {sorted(ENGINES)}")
             decode = tuple(m.get("decode") or ("exact",))
             bad = [d for d in decode if d not in DECODERS]
             if bad:
@@ -136,12 +144,12 @@ class StudySpec:
             if members is not None:
                 members = (members,) if isinstance(members, str) else tuple(members)
                 spec = MethodSpec(str(name), (), decode, m_engines, None, members,
-                                  str(m.get("blend_method", "weights")))
+                                  str(m.get("blend_method", "weights")), skip)
                 methods.append(spec)
                 continue
             if m.get("blend_method") is not None:
                 raise ValueError(f"study.methods.{name}.blend_method needs members (the methods it blends)")
-            spec = MethodSpec(str(name), tuple(m.get("overrides") or ()), decode, m_engines, peer)
+            spec = MethodSpec(str(name), tuple(m.get("overrides") or ()), decode, m_engines, peer, skip_engines=skip)
             if peer is None and spec.objective is None:
                 raise ValueError(f"study.methods.{name}.overrides must choose an objective (objective=...)")
             methods.append(spec)
@@ -171,6 +179,10 @@ class StudySpec:
                    str(study.get("reference", "squared_error+exact")),
                    check_bool(study.get("log_children", True), "study.log_children"),
                    _sizes(study.get("sizes")))
+
+    def engines_of(self, method: MethodSpec) -> tuple[str, ...]:
+        """The engines ``method`` runs on: its own ``engines`` or the study's, without its ``skip_engines``."""
+        return tuple(e for e in (method.engines or self.engines) if e not in method.skip_engines)
 
     @property
     def seed_list(self) -> list[int]:

@@ -51,6 +51,9 @@ def test_the_large_study_gives_every_objective_and_engine_the_same_budget():
     budgets = {(c.engine, c.method.name): c.method.tune_trials for c in cells if c.method.name.endswith(TUNED)}
     assert set(budgets.values()) == {20} and len(budgets) == 5      # multiclass: not on CatBoost
     assert {e for e, _ in budgets} == {"lightgbm", "xgboost", "catboost"}
+    # study.engines=[lightgbm] runs multiclass on LightGBM only (skip_engines, not a list of its own)
+    only_lgb = StudySpec.from_config({**cfg["study"], "engines": ["lightgbm"]})
+    assert {only_lgb.engines_of(m) for m in only_lgb.methods if m.peer is None} == {("lightgbm",)}
     assert all(c.config["engine"]["search_space"] for c in cells)
     # a tuned cell and its default have different keys; the default's key does not depend on tuning
     keys = {(c.engine, c.method.name): c.key for c in cells}
