@@ -92,12 +92,13 @@ def cross_validate_peer(name: str, X, y, X_test, folds, n_classes: int, seed: in
     ``y`` holds class indices 0..``n_classes``-1. A class absent from a fold's
     training rows gets probability 0 there (the peers index classes by what they saw).
     ``folds`` may hold ``repeats`` K-fold splits one after the other; out-of-fold
-    probabilities are then the mean over the repeats.
+    probabilities are then the mean over the repeats. The peers take no missing values: where there are
+    some, each fold fills them with its training rows' column medians and adds a 0/1 column per such
+    feature (scikit-learn's ``SimpleImputer(add_indicator=True)``, fitted on the fold's training rows only).
     """
     check_peer(name)
     X, X_test = np.asarray(X, dtype=float), np.asarray(X_test, dtype=float)
-    if np.isnan(X).any() or np.isnan(X_test).any():
-        raise ValueError(f"study peer {name!r} cannot take missing feature values")
+    missing = bool(np.isnan(X).any() or np.isnan(X_test).any())
     y = np.asarray(y).astype(np.int64)
     oof = np.zeros((len(y), n_classes))
     test = np.zeros((len(X_test), n_classes))
@@ -105,7 +106,13 @@ def cross_validate_peer(name: str, X, y, X_test, folds, n_classes: int, seed: in
     for k, (tr, va) in enumerate(folds):
         present = np.unique(y[tr])
         local = np.searchsorted(present, y[tr])       # the peers want classes 0..m-1, all present
-        p_va, p_te = _FITS[name](X[tr], local, [X[va], X_test], present.size, seed + k)
+        X_tr, X_va, X_te = X[tr], X[va], X_test
+        if missing:
+            from sklearn.impute import SimpleImputer
+
+            imp = SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True).fit(X_tr)
+            X_tr, X_va, X_te = imp.transform(X_tr), imp.transform(X_va), imp.transform(X_te)
+        p_va, p_te = _FITS[name](X_tr, local, [X_va, X_te], present.size, seed + k)
         oof[np.ix_(va, present)] += p_va / repeats
         test[:, present] += p_te / len(folds)
     return PeerCV(oof, test, time.perf_counter() - t0)

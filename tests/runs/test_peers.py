@@ -38,3 +38,16 @@ def test_a_class_missing_from_a_fold_gets_probability_zero():
 def test_unknown_peer_is_refused():
     with pytest.raises(ValueError, match="study peer 'catboost' is unknown; choose from: ogboost, ordered_model"):
         check_peer("catboost")
+
+
+def test_missing_values_are_filled_inside_each_fold():
+    """The peers take no NaN: each fold fills its gaps from its own training rows (medians and a 0/1 column)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = np.digitize(X.sum(axis=1), [-1, 0, 1])
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X_test = X[:50].copy()
+    folds = [(np.arange(400)[np.arange(400) % 2 == k], np.arange(400)[np.arange(400) % 2 != k]) for k in (0, 1)]
+    cv = cross_validate_peer("ordered_model", X, y, X_test, folds, 4, seed=0)
+    assert np.isfinite(cv.oof_proba).all() and np.allclose(cv.oof_proba.sum(axis=1), 1)
+    assert np.isfinite(cv.test_proba).all()
