@@ -43,7 +43,8 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
     pruner : str
         A name of :data:`~qwkboost.runs.tuning.pruners.PRUNERS`.
     seed : int
-        The sampler's seed: the same cell draws the same trials.
+        The seed of the sampler (:func:`~qwkboost.runs.tuning.samplers.make_sampler`'s TPE, seeded per trial): the
+        same cell draws the same trials.
 
     Returns
     -------
@@ -57,6 +58,7 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
     from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
     from qwkboost.exceptions import RunStopped
     from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner
+    from qwkboost.runs.tuning.samplers import make_sampler
     from qwkboost.runs.tuning.space import suggest
 
     if not space:
@@ -76,8 +78,8 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
         return float(qwk(y_idx, apply_thresholds(cv.oof - lo, cuts), n_classes=k))
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True)
-    study = optuna.create_study(direction="maximize", sampler=sampler, pruner=make_pruner(pruner))
+    # experiments/tune.py's TPE (multivariate, seeded per trial), so a study's tuning draws as tuning does
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", seed), pruner=make_pruner(pruner))
     study.optimize(objective, n_trials=n_trials, gc_after_trial=False)
     states = [t.state for t in study.trials]
     if optuna.trial.TrialState.COMPLETE not in states:
