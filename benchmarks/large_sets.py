@@ -44,7 +44,7 @@ def one(name: str, seed: int, args, work: str) -> dict:
 
     spec = PACKAGED[name]
     train, test = materialise(name)
-    d = os.path.join(work, f"{name}-{seed}")
+    d = os.path.abspath(os.path.join(work, f"{name}-{seed}"))    # tracking.uri wants an absolute path
     os.makedirs(d, exist_ok=True)
     common = [f"data={name}", f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db"]
     if args.n_train:

@@ -19,6 +19,7 @@ CSV command.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -205,6 +206,14 @@ def materialise(name: str, directory: str | os.PathLike | None = None, fmt: str 
             frame.to_csv(tmp, index=False)
         os.replace(tmp, path)
     return paths
+
+
+@functools.lru_cache(maxsize=None)
+def train_rows(set: str) -> int:
+    """The number of rows in a packaged set's fixed training split (``data.n_train`` at most this)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(materialise(set)[0]).metadata.num_rows
 
 
 def load(set: str, n_train: int | None = None, seed: int = 0, group: str | None = None) -> Dataset:

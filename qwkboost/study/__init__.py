@@ -35,10 +35,11 @@ from qwkboost.study.cells import (
            seeded,
 )
 from qwkboost.study.report import (
-           blend_comparison,
-           cells_frame,
-           render_report,
-           summarise,
+    blend_comparison,
+    cells_frame,
+    engine_comparison,
+    render_report,
+    summarise,
     tuning_comparison,
 )
 from qwkboost.study.runner import run_study
@@ -46,5 +47,6 @@ from qwkboost.study.spec import DECODERS, TEST_SEED_OFFSET, TUNED, MethodSpec, S
 from qwkboost.study.tuning import tune_cell
 
 __all__ = ["StudySpec", "MethodSpec", "Cell", "build_cells", "check_cells", "cell_key", "seeded", "run_cell",
-           "run_blend_cell", "run_study", "summarise", "blend_comparison", "tuning_comparison", "cells_frame",
+           "run_blend_cell", "run_study", "summarise", "blend_comparison", "tuning_comparison", "engine_comparison",
+           "cells_frame",
            "render_report", "tune_cell", "DECODERS", "TEST_SEED_OFFSET", "TUNED"]

@@ -87,7 +87,12 @@ def seeded(config: Mapping[str, Any], seed: int, max_train: int | None, max_test
     elif "seed" in data:
         data["seed"] = seed
     if max_train is not None and "n_train" in data:     # a packaged set's n_train: null is all of its rows
-        data["n_train"] = max_train if data["n_train"] is None else min(int(data["n_train"]), max_train)
+        if str(data.get("_target_", "")).endswith("data.packaged.load") and data.get("set"):
+            from qwkboost.data.packaged import train_rows
+
+            max_train = None if max_train >= train_rows(data["set"]) else max_train   # a cap is at most
+        if max_train is not None:
+            data["n_train"] = max_train if data["n_train"] is None else min(int(data["n_train"]), max_train)
     if max_test is not None and "n_test" in data:
         data["n_test"] = min(int(data["n_test"]), max_test)
     return cfg

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from qwkboost.study.cells import Cell
+from qwkboost.evaluation.stats import TESTS
 from qwkboost.study.spec import TUNED, StudySpec
 
 __all__ = ["cells_frame", "ceilings", "summarise", "blend_comparison", "tuning_comparison", "regime_verdict",
@@ -60,7 +61,7 @@ def ceilings(cells: Sequence[Cell]) -> pd.DataFrame:
 
 
 def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
-              reference: str = "squared_error+exact") -> tuple[pd.DataFrame, pd.DataFrame]:
+              reference: str = "squared_error+exact", test: str = "wilcoxon") -> tuple[pd.DataFrame, pd.DataFrame]:
     r"""Per regime and row: mean test QWK with its interval, and the paired comparison with the regime's best.
 
     Also, per regime, the headline: the best extended-QWK row minus ``reference``
@@ -75,7 +76,7 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
     summary : DataFrame
         One row per regime and row: ``mean``, ``low``, ``high``, ``n``, ``rank``
         (mean rank over seeds, 1 = best), ``diff``/``diff_low``/``diff_high`` (row
-        minus best), ``p`` (Wilcoxon), ``p_holm`` (Holm over the regime's rows),
+        minus best), ``p`` (``test``: Wilcoxon or paired t), ``p_holm`` (Holm over the regime's rows),
         ``worse`` (significantly below the best).
     headline : DataFrame
         One row per regime: ``best_eqwk``, ``reference``, ``diff``, interval, ``p``, ``p_holm``, ``verdict``.
@@ -96,7 +97,7 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
             rec = {"regime": regime, "row": row, "mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n,
                    "rank": float(ranks[row]), "is_best": row == best}
             if row != best:
-                pc = paired_comparison(wide[row], wide[best], confidence)
+                pc = paired_comparison(wide[row], wide[best], confidence, test)
                 rec.update(diff=pc.diff.mean, diff_low=pc.diff.low, diff_high=pc.diff.high, p=pc.p_value)
             recs.append(rec)
         ps = [r["p"] for r in recs if not r["is_best"]]
@@ -117,7 +118,7 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
         if eq_rows:
             best_eq = eq_rows[0]
             ref = refs[g.loc[g["row"] == best_eq, "engine"].iloc[0]]
-            pc = paired_comparison(wide[best_eq], wide[ref], confidence)
+            pc = paired_comparison(wide[best_eq], wide[ref], confidence, test)
             heads.append({"regime": regime, "best_eqwk": best_eq, "reference": ref, "diff": pc.diff.mean,
                           "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins,
                           "losses": pc.losses, "n": pc.diff.n, "best": best})
@@ -131,9 +132,9 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
     return summary, headline
 
 
-def blend_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+def blend_comparison(df: pd.DataFrame, confidence: float = 0.95, test: str = "wilcoxon") -> pd.DataFrame:
     """Each blend row against the regime's best single method (highest mean test QWK among the rows that are
-    not blends), paired over seeds: ``diff`` with its interval, Wilcoxon ``p``, wins and losses, and the
+    not blends), paired over seeds: ``diff`` with its interval, ``p`` of ``test``, wins and losses, and the
     blend's mean nested out-of-fold QWK beside its in-sample one."""
     from qwkboost.evaluation.stats import paired_comparison
 
@@ -150,7 +151,7 @@ def blend_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
             continue
         best = wide[singles].mean().idxmax()
         for b in blends:
-            pc = paired_comparison(wide[b], wide[best], confidence)
+            pc = paired_comparison(wide[b], wide[best], confidence, test)
             rows = g[g["row"] == b]
             out.append({"regime": regime, "blend": b, "best_single": best, "blend_mean": float(wide[b].mean()),
                         "single_mean": float(wide[best].mean()), "diff": pc.diff.mean, "diff_low": pc.diff.low,
@@ -160,9 +161,9 @@ def blend_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame
     return pd.DataFrame(out, columns=cols)
 
 
-def tuning_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+def tuning_comparison(df: pd.DataFrame, confidence: float = 0.95, test: str = "wilcoxon") -> pd.DataFrame:
     """Each tuned row against the same method's default row (same engine and decoder), paired over seeds:
-    ``diff`` (tuned minus default) with its interval, Wilcoxon ``p``, wins and losses; the tuned cells' mean
+    ``diff`` (tuned minus default) with its interval, ``p`` of ``test``, wins and losses; the tuned cells' mean
     tuning seconds and pruned trials. Whether the configured defaults are fair to an objective shows here."""
     from qwkboost.evaluation.stats import paired_comparison
 
@@ -180,7 +181,7 @@ def tuning_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
             pair = wide[[(m, dec), (base, dec)]].dropna()
             if pair.empty:
                 continue
-            pc = paired_comparison(pair[(m, dec)], pair[(base, dec)], confidence)
+            pc = paired_comparison(pair[(m, dec)], pair[(base, dec)], confidence, test)
             rows = g[(g["method"] == m) & (g["decoder"] == dec)]
             out.append({"regime": regime, "engine": engine, "method": base, "decoder": dec,
                         "default_mean": float(pair[(base, dec)].mean()), "tuned_mean": float(pair[(m, dec)].mean()),
@@ -191,6 +192,43 @@ def tuning_comparison(df: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
     return pd.DataFrame(out, columns=cols)
 
 
+def engine_comparison(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
+                      test: str = "wilcoxon", reference: str = "squared_error") -> pd.DataFrame:
+    r"""Each extended-QWK method against the ``reference`` method on the same engine, both decoded by exact cut
+    points, paired over seeds: one row per regime, engine and method (a tuned method against the tuned
+    reference), with the mean difference :math:`\bar d = \overline{q^{\mathrm{eqwk}}_s - q^{\mathrm{ref}}_s}`,
+    its interval, ``p`` of ``test``, and ``p_holm`` corrected across the regimes of each engine and method. No
+    row is picked as the best of several, so nothing here is flattered by selection."""
+    from qwkboost.evaluation.stats import holm, paired_comparison
+
+    cols = ["regime", "engine", "method", "reference", "ref_mean", "eqwk_mean", "diff", "diff_low", "diff_high",
+            "p", "wins", "losses", "n", "p_holm", "verdict"]
+    out = []
+    if len(df):
+        exact = df[(df["decoder"] == "exact") & ~df["blend"] & (df["engine"] != "-")]
+        for (regime, engine), g in exact.groupby(["regime", "engine"], sort=False):
+            wide = g.pivot_table(index="seed", columns="method", values="qwk", aggfunc="first")
+            for m in dict.fromkeys(g.loc[g["objective"] == "extended_qwk", "method"]):
+                ref = reference + (TUNED if m.endswith(TUNED) else "")
+                if ref not in wide:
+                    continue
+                pair = wide[[m, ref]].dropna()
+                if pair.empty:
+                    continue
+                pc = paired_comparison(pair[m], pair[ref], confidence, test)
+                out.append({"regime": regime, "engine": engine, "method": m, "reference": ref,
+                            "ref_mean": float(pair[ref].mean()), "eqwk_mean": float(pair[m].mean()),
+                            "diff": pc.diff.mean, "diff_low": pc.diff.low, "diff_high": pc.diff.high,
+                            "p": pc.p_value, "wins": pc.wins, "losses": pc.losses, "n": pc.diff.n})
+    res = pd.DataFrame(out, columns=cols[:-2])
+    res["p_holm"] = np.nan
+    for _, idx in res.groupby(["engine", "method"], sort=False).groups.items():
+        res.loc[idx, "p_holm"] = holm(res.loc[idx, "p"].to_numpy(dtype=float))
+    res["verdict"] = ["better" if (ph <= alpha and d > 0) else "worse" if (ph <= alpha and d < 0)
+                      else "no difference" for ph, d in zip(res["p_holm"], res["diff"])]
+    return res[cols]
+
+
 def _fmt_diff(d: float, lo: float, hi: float) -> str:
     return f"{d:+.4f} [{lo:+.4f}, {hi:+.4f}]"
 
@@ -199,13 +237,14 @@ def _p(p: float) -> str:
     return "" if not np.isfinite(p) else ("< 0.0001" if p < 1e-4 else f"{p:.4f}")
 
 
-def regime_verdict(regime: str, summary: pd.DataFrame, head: Mapping | None, alpha: float) -> str:
+def regime_verdict(regime: str, summary: pd.DataFrame, head: Mapping | None, alpha: float,
+                   test: str = "wilcoxon") -> str:
     """One plain sentence (or two) on a regime."""
     s = summary[summary["regime"] == regime]
     best = s[s["is_best"]].iloc[0]
     ties = s[~s["is_best"] & ~s["worse"]]["row"].tolist()
     text = [f"Best: `{best['row']}` (mean test QWK {best['mean']:.4f})"]
-    text[0] += (f"; not distinguishable from it at {alpha:.0%} (Wilcoxon, Holm): "
+    text[0] += (f"; not distinguishable from it at {alpha:.0%} ({TESTS[test]}, Holm): "
                 + ", ".join(f"`{t}`" for t in ties) + "." if ties else "; every other method is significantly worse.")
     if head is not None:
         what = {"better": "is significantly higher than", "worse": "is significantly lower than",
@@ -216,7 +255,8 @@ def regime_verdict(regime: str, summary: pd.DataFrame, head: Mapping | None, alp
     return " ".join(text)
 
 
-def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int, alpha: float) -> str:
+def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int, alpha: float,
+                    test: str = "wilcoxon") -> str:
     if headline.empty:
         return "No regime has both an extended-QWK method and the reference method; no verdict."
     counts = headline["verdict"].value_counts()
@@ -225,17 +265,18 @@ def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int,
     top = ", ".join(f"`{r}` ({v:.1f})" for r, v in ranks.head(3).items())
     return (f"Over {len(headline)} regime{'s' * (len(headline) != 1)} and {n_seeds} seed{'s' * (n_seeds != 1)}, "
             f"optimising QWK directly (its best variant in each regime) beat squared error with exact cut points "
-            f"significantly in {b}, lost significantly in {w}, and was indistinguishable in {n} (Wilcoxon "
-            f"signed-rank, Holm-corrected across regimes at {alpha:.0%}). "
+            f"significantly in {b}, lost significantly in {w}, and was indistinguishable in {n} ({TESTS[test]} "
+            f"test, Holm-corrected across regimes at {alpha:.0%}). "
             f"Mean rank over regimes, lower is better: {top}.")
 
 
 def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, headline: pd.DataFrame,
                   timing: Mapping[str, Any], command: str, ceiling: pd.DataFrame | None = None,
                   blends: pd.DataFrame | None = None, tuning: pd.DataFrame | None = None,
-                  headline_tuned: pd.DataFrame | None = None) -> str:
-    """``study.md``: the overall verdict, blending against the best single method, a section per regime
-    (verdict, ceiling, table) and the time taken."""
+                  headline_tuned: pd.DataFrame | None = None, engines: pd.DataFrame | None = None) -> str:
+    """``study.md``: the overall verdict, extended QWK against squared error per engine, blending against the
+    best single method, defaults against tuning, a section per regime (verdict, ceiling, table) and the time
+    taken."""
     from qwkboost.evaluation.stats import mean_interval
 
     lines = ["# Study: optimising QWK directly against squared error with cut points, classification and ordinal "
@@ -243,20 +284,34 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
              f"Seeds: {spec.seeds} ({spec.first_seed}..{spec.first_seed + spec.seeds - 1}); regimes: "
              f"{', '.join(spec.regimes)}; engines: {', '.join(spec.engines)}; {spec.confidence:.0%} intervals; "
              f"tests at {spec.alpha:.0%}.", "",
-             "## Verdict", "", overall_verdict(headline, summary, spec.seeds, spec.alpha), ""]
+             "## Verdict", "", overall_verdict(headline, summary, spec.seeds, spec.alpha, spec.test), ""]
     if headline_tuned is not None and len(headline_tuned):
         lines += [f"With every objective tuned on the same budget (each tuned extended-QWK row against "
                   f"`{headline_tuned['reference'].iloc[0]}`): "
-                  + overall_verdict(headline_tuned, summary, spec.seeds, spec.alpha), ""]
-    if spec.seeds < 6:
+                  + overall_verdict(headline_tuned, summary, spec.seeds, spec.alpha, spec.test), ""]
+    if spec.seeds < 6 and spec.test == "wilcoxon":
         # the smallest two-sided signed-rank p-value with n pairs is 2 / 2**n
         lines += [f"With {spec.seeds} seed{'s' * (spec.seeds != 1)} no difference can be significant: the two-sided "
                   f"Wilcoxon test's smallest p-value is {2 / 2 ** spec.seeds:.3f}. Use study.seeds=6 or more.", ""]
+    if engines is not None and len(engines):
+        lines += ["## Extended QWK against the reference, engine by engine", "",
+                  "Both decoded by exact cut points fitted on the out-of-fold scores, on the same engine, seeds and "
+                  f"folds (a tuned method against the tuned reference); {TESTS[spec.test]} test, Holm-corrected "
+                  "across the regimes of each engine and method. No row is the best of several here.", "",
+                  "| regime | engine | method | reference | reference QWK | extended QWK | "
+                  "extended − reference [95% CI] | p | Holm p | wins/losses | verdict |",
+                  "|---|---|---|---|---:|---:|---|---:|---:|---|---|"]
+        for e in engines.itertuples():
+            lines.append(f"| {e.regime} | {e.engine} | `{e.method}` | `{e.reference}` | {e.ref_mean:.4f} | "
+                         f"{e.eqwk_mean:.4f} | "
+                         f"{_fmt_diff(e.diff, e.diff_low, e.diff_high)} | {_p(e.p)} | {_p(e.p_holm)} | "
+                         f"{e.wins}/{e.losses} | {e.verdict} |")
+        lines.append("")
     if blends is not None and len(blends):
         lines += ["## Blending", "", "Each blend against the regime's best single method (its highest mean test QWK; "
                   "picking it on these seeds favours it a little), paired over seeds. The blend's weights and cut "
                   "points are fitted on the out-of-fold scores; `nested OOF` fits them without each fold.", "",
-                  "| regime | blend | best single | blend − best single [95% CI] | Wilcoxon p | wins/losses | "
+                  "| regime | blend | best single | blend − best single [95% CI] | p | wins/losses | "
                   "blend OOF in-sample / nested |", "|---|---|---|---|---:|---|---|"]
         for b in blends.itertuples():
             lines.append(f"| {b.regime} | `{b.blend}` {b.blend_mean:.4f} | `{b.best_single}` {b.single_mean:.4f} | "
@@ -267,7 +322,7 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
         lines += ["## Defaults against tuning", "", "Each method tuned on its training folds (the same number of "
                   "Optuna trials for every objective and engine, the test rows unseen) against the same method with "
                   "the configured defaults, paired over seeds.", "",
-                  "| regime | engine | method | default | tuned | tuned − default [95% CI] | Wilcoxon p | "
+                  "| regime | engine | method | default | tuned | tuned − default [95% CI] | p | "
                   "wins/losses | tuning s | pruned trials |", "|---|---|---|---:|---:|---|---:|---|---:|---:|"]
         for t in tuning.itertuples():
             lines.append(f"| {t.regime} | {t.engine} | `{t.method}+{t.decoder}` | {t.default_mean:.4f} | "
@@ -277,14 +332,14 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
     for regime in dict.fromkeys(summary["regime"]):
         head = headline[headline["regime"] == regime]
         lines += [f"## {regime}", "",
-                  regime_verdict(regime, summary, head.iloc[0] if len(head) else None, spec.alpha), ""]
+                  regime_verdict(regime, summary, head.iloc[0] if len(head) else None, spec.alpha, spec.test), ""]
         ceil = None if ceiling is None else ceiling.loc[ceiling["regime"] == regime, "ceiling"]
         if ceil is not None and len(ceil):
             iv = mean_interval(ceil, spec.confidence)
             lines += [f"The generator's rule (cut points on the sum of the visible columns, fitted on the training "
                       f"split): {iv.mean:.4f} [{iv.low:.4f}, {iv.high:.4f}]. Its cut points are estimated, so a "
                       "method can match it within noise.", ""]
-        lines += ["| method | mean test QWK [95% CI] | − best [95% CI] | Wilcoxon p | Holm p | mean rank |",
+        lines += ["| method | mean test QWK [95% CI] | − best [95% CI] | p | Holm p | mean rank |",
                   "|---|---|---|---:|---:|---:|"]
         for r in summary[summary["regime"] == regime].itertuples():
             mark = " (best)" if r.is_best else (" (worse)" if r.worse else "")
@@ -310,8 +365,8 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
     for m, v in per_m:
         lines.append(f"| {m} | {v.size} | {v.median():.2f} |")
     lines += ["", "How to read this: a method's row is its test QWK over seeds. `− best` is the paired difference "
-              "to the regime's best row (highest mean; picking it on these seeds favours it a little). Wilcoxon p is "
-              "the two-sided signed-rank test of that difference, Holm p the same corrected for the number of "
+              "to the regime's best row (highest mean; picking it on these seeds favours it a little). p is "
+              f"the two-sided {TESTS[spec.test]} test of that difference over seeds, Holm p the same corrected for the number of "
               "rows in the regime. Methods given label shift's target distribution use it as described in "
               "`qwkboost/data/shift.py`.", ""]
     return "\n".join(lines)

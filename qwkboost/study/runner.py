@@ -17,11 +17,12 @@ from qwkboost.study.cells import Cell, compute_cell
 from qwkboost.study.plots import plot_differences, plot_ranking, plot_sizes
 from qwkboost.study.report import (
     blend_comparison,
-    tuning_comparison,
     ceilings,
     cells_frame,
+    engine_comparison,
     render_report,
     summarise,
+    tuning_comparison,
 )
 from qwkboost.study.spec import TUNED, StudySpec
 
@@ -165,24 +166,28 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         finally:
             bar.close()
         df = cells_frame(cells)
-        summary, headline = summarise(df, spec.confidence, spec.alpha, spec.reference)
-        blends = blend_comparison(df, spec.confidence)
-        tuning = tuning_comparison(df, spec.confidence)
-        headline_tuned = None
         ref_method, _, ref_dec = spec.reference.partition("+")
+        summary, headline = summarise(df, spec.confidence, spec.alpha, spec.reference, spec.test)
+        blends = blend_comparison(df, spec.confidence, spec.test)
+        tuning = tuning_comparison(df, spec.confidence, spec.test)
+        engines = engine_comparison(df, spec.confidence, spec.alpha, spec.test, ref_method)
+        headline_tuned = None
         if len(tuning) and not ref_method.endswith(TUNED):
-            _, headline_tuned = summarise(df, spec.confidence, spec.alpha, f"{ref_method}{TUNED}+{ref_dec}")
+            _, headline_tuned = summarise(df, spec.confidence, spec.alpha, f"{ref_method}{TUNED}+{ref_dec}",
+                                          spec.test)
         timing = {"wall": time.perf_counter() - t_start, "computed": n_todo, "reused": n_reused,
                   "cell_total": float(df.drop_duplicates("key")["cell_seconds"].sum())}
         timing["history"] = cache.record_command(fingerprint, timing["wall"], n_todo, n_reused)
         ceiling = ceilings(cells)
-        md = render_report(spec, df, summary, headline, timing, command, ceiling, blends, tuning, headline_tuned)
+        md = render_report(spec, df, summary, headline, timing, command, ceiling, blends, tuning, headline_tuned,
+                           engines)
         (out / "study.md").write_text(md)
         summary.to_csv(out / "study.csv", index=False)
         headline.to_csv(out / "headline.csv", index=False)
         ceiling.to_csv(out / "ceiling.csv", index=False)
         df.to_csv(out / "cells.csv", index=False)
         blends.to_csv(out / "blends.csv", index=False)
+        engines.to_csv(out / "engines.csv", index=False)
         tuning.to_csv(out / "tuning.csv", index=False)
         (out / "plots").mkdir(exist_ok=True)
         import matplotlib.pyplot as plt
@@ -199,16 +204,18 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
                                            "regimes": ",".join(spec.regimes), "engines": ",".join(spec.engines),
                                            "methods": ",".join(m.name for m in spec.methods),
                                            "cap_n_train": spec.max_train, "cap_n_test": spec.max_test}})
-            metrics = {f"{r.regime}.{r.row}.mean".replace("+", "_"): r.mean for r in summary.itertuples()}
+            metrics = {f"{r.regime}.{r.row}.mean": r.mean for r in summary.itertuples()}
             metrics.update({f"{h.regime}.headline_diff": h.diff for h in headline.itertuples()})
-            metrics.update({f"{b.regime}.{b.blend}.minus_best_single".replace("+", "_"): b.diff
-                            for b in blends.itertuples()})
+            metrics.update({f"{b.regime}.{b.blend}.minus_best_single": b.diff for b in blends.itertuples()})
             metrics.update({f"{r}.bayes_ceiling": v for r, v in ceiling.groupby("regime")["ceiling"].mean().items()})
-            metrics["wall_seconds"] = timing["wall"]
-            tracking.log_metrics(metrics)
             metrics.update({f"{t.regime}.{t.engine}.{t.method}_{t.decoder}.tuned_minus_default": t.diff
                             for t in tuning.itertuples()})
+            metrics.update({f"{e.regime}.{e.engine}.{e.method}.minus_{e.reference}": e.diff
+                            for e in engines.itertuples()})
+            metrics["wall_seconds"] = timing["wall"]
+            tracking.log_metrics({_metric_name(k): v for k, v in metrics.items()})
             for f in ("study.md", "study.csv", "headline.csv", "ceiling.csv", "cells.csv", "blends.csv", "tuning.csv",
+                      "engines.csv",
                       *(f"plots/{name}.png" for name, fig in figures if fig is not None)):
                 tracking.log_file(out / f, str(Path(f).parent) if "/" in f else None)
         log.info("study written to %s (study.md, study.csv, cells.csv, plots/) in %.0f s", out, timing["wall"])
@@ -224,3 +231,9 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         result = body(parent.info.run_id)
     log.info("MLflow run: %s", tracking.run_link(experiment_id, parent.info.run_id))
     return result
+
+
+def _metric_name(name: str) -> str:
+    """An MLflow metric name for a study row: ``+`` (method+decoder) becomes ``_`` and ``@`` (a size regime,
+    ``insteval@1000``) becomes ``_n``; MLflow takes only letters, digits and ``_ - . : /`` and spaces."""
+    return name.replace("+", "_").replace("@", "_n")

@@ -90,6 +90,7 @@ class StudySpec:
     reference: str
     log_children: bool
     sizes: tuple[int | None, ...] = (None,)
+    test: str = "wilcoxon"
 
     @classmethod
     def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
@@ -99,7 +100,7 @@ class StudySpec:
         from qwkboost.validation import check_bool, check_int, check_real
 
         known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "cap", "cache_dir",
-                 "confidence", "alpha", "reference", "log_children", "tuning", "sizes"}
+                 "confidence", "alpha", "reference", "log_children", "tuning", "sizes", "test"}
         unknown = sorted(set(study) - known)
         if unknown:
             raise ValueError(f"study: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -163,7 +164,7 @@ class StudySpec:
         if not methods:
             raise ValueError("study.methods: every method is switched off")
         _check_blends(methods)
-        methods = _tuned_variants(methods, study.get("tuning"), first)
+        methods = _tuned_variants(methods, study.get("tuning"), first, engines, list(raw))
         cap = study.get("cap") or {}
         if not isinstance(cap, Mapping) or set(cap) - {"n_train", "n_test"}:
             raise ValueError(f"study.cap must be null or {{n_train: rows, n_test: rows}}; got {cap!r}")
@@ -178,7 +179,7 @@ class StudySpec:
                    check_real(study.get("alpha", 0.05), "study.alpha", 0.0, 0.5, lo_open=True),
                    str(study.get("reference", "squared_error+exact")),
                    check_bool(study.get("log_children", True), "study.log_children"),
-                   _sizes(study.get("sizes")))
+                   _sizes(study.get("sizes")), _test(study.get("test", "wilcoxon")))
 
     def engines_of(self, method: MethodSpec) -> tuple[str, ...]:
         """The engines ``method`` runs on: its own ``engines`` or the study's, without its ``skip_engines``."""
@@ -216,10 +217,12 @@ TUNED = "_tuned"
 
 
 def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
-                    first_seed: int = 0) -> list[MethodSpec]:
-    """``study.tuning``: ``{n_trials, pruner, variants, per_seed}``. With ``n_trials`` > 0, every method that
-    trains on the study's engines gets a tuned variant ``<name>_tuned`` with the same budget (a blend's tuned
-    variant blends its members' tuned variants); ``variants`` keeps ``[default, tuned]`` (side by side) or one of
+                    first_seed: int = 0, engines: tuple[str, ...] = (),
+                    defined: list[str] | None = None) -> list[MethodSpec]:
+    """``study.tuning``: ``{n_trials, pruner, variants, per_seed, methods, engines}``. With ``n_trials`` > 0,
+    every method that trains on the study's engines (or those of ``methods``, on those of ``engines``; null: all)
+    gets a tuned variant ``<name>_tuned`` with the same budget (a blend's tuned variant blends its members' tuned
+    variants, so its members must be tuned too); ``variants`` keeps ``[default, tuned]`` (side by side) or one of
     them; ``per_seed: false`` (the default) tunes once, with the first seed, for every seed. Peers are never tuned
     (they bring their own defaults)."""
     from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, PRUNERS
@@ -227,8 +230,9 @@ def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
 
     if not tuning:
         return methods
-    if not isinstance(tuning, Mapping) or set(tuning) - {"n_trials", "pruner", "variants", "per_seed"}:
-        raise ValueError(f"study.tuning must be null or {{n_trials, pruner, variants, per_seed}}; got {tuning!r}")
+    keys = {"n_trials", "pruner", "variants", "per_seed", "methods", "engines"}
+    if not isinstance(tuning, Mapping) or set(tuning) - keys:
+        raise ValueError(f"study.tuning must be null or a mapping of {sorted(keys)}; got {tuning!r}")
     from qwkboost.validation import check_bool
 
     per_seed = check_bool(tuning.get("per_seed", False), "study.tuning.per_seed")
@@ -248,15 +252,52 @@ def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
     clash = sorted(m.name + TUNED for m in methods if m.name + TUNED in taken)
     if clash:
         raise ValueError(f"study.methods: {clash} would also name tuned variants; rename them")
-    out = [m for m in methods if "default" in variants or m.peer is not None]
+    from qwkboost.engines import ENGINES
+
+    # methods and engines the study leaves out (study.only, study.engines) are ignored, so either narrows a
+    # study on the command line; names it never defined are refused
+    own = [m.name for m in methods if m.peer is None]
+    chosen = _names(tuning.get("methods"), defined or own, "study.tuning.methods", "study.methods")
+    t_engines = _names(tuning.get("engines"), sorted(ENGINES), "study.tuning.engines", "the engines")
+    peers = sorted({m.name for m in methods if m.peer is not None} & set(chosen))
+    if peers and tuning.get("methods") is not None:
+        raise ValueError(f"study.tuning.methods: {peers} are peers, which bring their own settings and are never tuned")
+    for m in methods:
+        missing = [x for x in (m.members or ()) if x not in chosen]
+        if m.name in chosen and missing:
+            raise ValueError(f"study.tuning.methods tunes the blend {m.name} but not its members {missing}; "
+                             "tune them too or leave the blend out")
+    out = [m for m in methods if "default" in variants or m.peer is not None or m.name not in chosen]
     if "tuned" in variants:
         for m in methods:
-            if m.peer is not None:
+            if m.peer is not None or m.name not in chosen:
                 continue
             members = tuple(x + TUNED for x in m.members) if m.is_blend else None
+            skip = tuple(dict.fromkeys(m.skip_engines + tuple(e for e in engines if e not in t_engines)))
             out.append(replace(m, name=m.name + TUNED, members=members, tune_trials=0 if m.is_blend else n,
-                               tune_pruner=pruner, tune_seed=None if per_seed else first_seed))
+                               tune_pruner=pruner, tune_seed=None if per_seed else first_seed, skip_engines=skip))
     return out
+
+
+def _test(value: Any) -> str:
+    """``study.test``: the paired test of every comparison (:data:`qwkboost.evaluation.stats.TESTS`)."""
+    from qwkboost.evaluation.stats import TESTS
+
+    if value not in TESTS:
+        raise ValueError(f"study.test={value!r} is unknown; choose one of: {', '.join(TESTS)} "
+                         "(wilcoxon needs 6 seeds or more to reach 5%; t assumes the differences are near normal)")
+    return str(value)
+
+
+def _names(value: Any, allowed: list[str], where: str, what: str) -> list[str]:
+    """A list setting of names drawn from ``allowed`` (null: all of them)."""
+    if value is None:
+        return list(allowed)
+    names = [value] if isinstance(value, str) else list(value)
+    unknown = [x for x in names if x not in allowed]
+    if unknown or not names:
+        raise ValueError(f"{where}: {unknown or names!r} not among {what} ({', '.join(allowed)})")
+    return names
 
 
 def _check_blends(methods: list[MethodSpec]) -> None:

@@ -55,3 +55,17 @@ def test_holm_matches_statsmodels():
 def test_bad_input_is_refused(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_the_paired_t_test_matches_scipy_and_can_decide_with_five_seeds():
+    b = np.array([0.60, 0.62, 0.61, 0.63, 0.60])
+    a = b + np.array([0.010, 0.012, 0.009, 0.011, 0.010])
+    t = paired_comparison(a, b, test="t")
+    assert t.p_value == pytest.approx(stats.ttest_rel(a, b).pvalue, rel=1e-12) and t.p_value < 0.001
+    # the signed-rank test cannot go below 2 / 2**5 with five pairs, however clear the shift
+    assert paired_comparison(a, b).p_value == pytest.approx(0.0625)
+    assert paired_comparison(b + 0.01, b, test="t").p_value == 0.0          # one constant shift: certain
+    assert paired_comparison(b, b, test="t").p_value == 1.0
+    assert paired_comparison(a[:1], b[:1], test="t").p_value == 1.0         # one seed decides nothing
+    with pytest.raises(ValueError, match="test='z' is unknown; choose one of: wilcoxon, t"):
+        paired_comparison(a, b, test="z")

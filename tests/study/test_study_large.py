@@ -26,11 +26,14 @@ def test_the_large_study_gives_every_objective_and_engine_the_same_budget():
     cfg = composed("experiment=study_large")
     spec = StudySpec.from_config(cfg["study"])
     assert set(spec.regimes) >= {"diamonds", "chem97", "insteval", "gss_vocab", "happiness"}
-    assert spec.seeds >= 5 and spec.max_train is None
+    assert spec.seeds >= 5 and spec.max_train >= 10_000
     tuned = [m for m in spec.methods if m.name.endswith(TUNED) and not m.is_blend]
     defaults = {m.name for m in spec.methods if not m.name.endswith(TUNED) and m.peer is None}
-    assert {m.name[: -len(TUNED)] for m in tuned} == {d for d in defaults if d != "blend"}   # side by side
-    assert {(m.tune_trials, m.tune_pruner) for m in tuned} == {(20, "successive_halving")}
+    # the blend's members are tuned side by side with their defaults, all on one budget
+    assert {m.name[: -len(TUNED)] for m in tuned} == {"squared_error", "extended_qwk", "ordinal_logit"} <= defaults
+    assert {(m.tune_trials, m.tune_pruner) for m in tuned} == {(10, "successive_halving")}
+    assert {spec.engines_of(m) for m in tuned} == {("lightgbm", "xgboost")}
+    assert spec.engines_of(next(m for m in spec.methods if m.name == "blend_tuned")) == ("lightgbm", "xgboost")
     # each engine searches at least the learning rate, leaves or depth, the minimum child weight and L2
     need = [("learning_rate",), ("num_leaves", "max_depth", "depth"), ("min_child_samples", "min_child_weight"),
             ("lambda_l2", "reg_lambda", "l2_leaf_reg")]
@@ -47,9 +50,11 @@ def test_the_large_study_gives_every_objective_and_engine_the_same_budget():
 
         # (two methods: composing every cell of the study takes a minute)
         cells = build_cells(StudySpec.from_config({**cfg["study"], "seeds": 1, "regimes": ["happiness"],
-                                                   "only": ["squared_error", "multiclass"]}), compose_)
+                                                   "only": ["squared_error", "multiclass"],
+                                                   "tuning": {**cfg["study"]["tuning"], "methods": None,
+                                                              "engines": None}}), compose_)
     budgets = {(c.engine, c.method.name): c.method.tune_trials for c in cells if c.method.name.endswith(TUNED)}
-    assert set(budgets.values()) == {20} and len(budgets) == 5      # multiclass: not on CatBoost
+    assert set(budgets.values()) == {10} and len(budgets) == 5      # multiclass: not on CatBoost
     assert {e for e, _ in budgets} == {"lightgbm", "xgboost", "catboost"}
     # study.engines=[lightgbm] runs multiclass on LightGBM only (skip_engines, not a list of its own)
     only_lgb = StudySpec.from_config({**cfg["study"], "engines": ["lightgbm"]})
@@ -66,12 +71,27 @@ def test_the_large_study_gives_every_objective_and_engine_the_same_budget():
     ({"n_trials": 5, "variants": ["best"]}, "study.tuning.variants must list default and/or tuned"),
     ({"n_trials": 0, "variants": ["tuned"]}, r"variants=\[tuned\] needs study.tuning.n_trials > 0"),
     ({"trials": 5}, "study.tuning must be null or"),
+    ({"n_trials": 5, "methods": ["sq"]}, r"study.tuning.methods: \['sq'\] not among study.methods \(se, om, bl, le\)"),
+    ({"n_trials": 5, "methods": ["om"]}, r"\['om'\] are peers, which bring their own settings"),
+    ({"n_trials": 5, "methods": ["bl", "se"]}, r"tunes the blend bl but not its members \['le'\]"),
+    ({"n_trials": 5, "engines": ["lgbm"]}, r"study.tuning.engines: \['lgbm'\] not among the engines"),
 ])
 def test_bad_tuning_settings_are_refused(tuning, message):
     study = {"seeds": 2, "regimes": ["quartiles"], "engines": ["lightgbm"], "tuning": tuning,
-             "methods": {"se": {"overrides": ["objective=squared_error"]}}}
+             "methods": {"se": {"overrides": ["objective=squared_error"]}, "om": {"peer": "ordered_model"},
+                         "bl": {"members": ["se", "le"]}}}
+    study["methods"]["le"] = {"overrides": ["objective=extended_qwk"]}
     with pytest.raises(ValueError, match=message):
         StudySpec.from_config(study)
+
+
+def test_the_study_test_is_checked():
+    study = {"seeds": 5, "regimes": ["quartiles"], "engines": ["lightgbm"],
+             "methods": {"se": {"overrides": ["objective=squared_error"]}}}
+    assert StudySpec.from_config(study).test == "wilcoxon"
+    assert StudySpec.from_config({**study, "test": "t"}).test == "t"
+    with pytest.raises(ValueError, match="study.test='ttest' is unknown; choose one of: wilcoxon, t"):
+        StudySpec.from_config({**study, "test": "ttest"})
 
 
 def test_tuning_sees_only_the_training_folds_and_replays(small_quartiles):
@@ -129,6 +149,15 @@ def test_a_tuned_study_reports_defaults_and_tuning_side_by_side(tmp_path):
     assert sorted(table["method"]) == ["eq", "se"] and (table["n"] == 2).all()
     md = (tmp_path / "out" / "study.md").read_text()
     assert "## Defaults against tuning" in md and "against `se_tuned+exact`" in md
+    # extended QWK against the reference per engine, the tuned against the tuned, with the paired t-test
+    engines = pd.read_csv(tmp_path / "out" / "engines.csv")
+    assert [tuple(r) for r in engines[["method", "reference"]].to_numpy()] == [("eq", "se"),
+                                                                             ("eq_tuned", "se_tuned")]
+    cells_df = pd.read_csv(tmp_path / "out" / "cells.csv")
+    exact = cells_df[cells_df["decoder"] == "exact"].pivot_table(index="seed", columns="method", values="qwk")
+    assert engines["diff"].tolist() == pytest.approx([(exact["eq"] - exact["se"]).mean(),
+                                                      (exact["eq_tuned"] - exact["se_tuned"]).mean()])
+    assert "engine by engine" in md and "Wilcoxon signed-rank test, Holm" in md
     headline = pd.read_csv(tmp_path / "out" / "headline.csv")
     assert list(headline["best_eqwk"]) == ["eq+exact"]          # the default headline compares default rows
 
@@ -145,14 +174,21 @@ def test_sizes_run_each_regime_at_each_training_size_and_draw_the_curve(tmp_path
 
         cells = build_cells(spec, compose_)
     assert {c.regime for c in cells} == {"quartiles@200", "quartiles@500"}
-    run_study(spec, cells, None, tmp_path / "out")
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = mlflow.create_experiment("sizes")
+    run_study(spec, cells, experiment, tmp_path / "out")           # a real MLflow parent run and its children
     assert {c.regime: c.result["n_train"] for c in cells} == {"quartiles@200": 200, "quartiles@500": 500}
+    parent = mlflow.search_runs([experiment], "tags.`mlflow.runName` = 'study'", output_format="list")
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    assert "quartiles_n200.squared_error_exact.mean" in parent[0].data.metrics   # "@" is not allowed
     assert (tmp_path / "out" / "plots" / "sizes.png").stat().st_size > 10_000
     with pytest.raises(ValueError, match="study.sizes repeats a size"):
         StudySpec.from_config({**study, "sizes": [200, 200]})
 
 
-def test_the_size_study_reuses_the_large_studys_all_rows_cells():
+def test_the_size_study_reuses_the_large_studys_cells():
     big = composed("experiment=study_large")["study"]
     sizes = composed("experiment=study_sizes")["study"]
     assert sizes["sizes"] == [1000, 5000, 20000, None] and sizes["regimes"] == ["insteval"]
@@ -164,7 +200,30 @@ def test_the_size_study_reuses_the_large_studys_all_rows_cells():
             return build_cells(StudySpec.from_config({**study, "seeds": 1, "engines": ["lightgbm"], "tuning": None,
                                                       "only": ["squared_error"], "regimes": ["insteval"]}), compose_)
 
-        all_rows = {(c.engine, c.method.name): c.key for c in cells_of(sizes, "study_sizes")
-                    if c.regime == "insteval@all"}
+        by_size = {}
+        for c in cells_of(sizes, "study_sizes"):
+            by_size.setdefault(c.regime, {})[(c.engine, c.method.name)] = c.key
         large = {(c.engine, c.method.name): c.key for c in cells_of(big, "study_large") if c.regime == "insteval"}
-    assert all_rows and all(large[k] == v for k, v in all_rows.items())
+    # the large study's cap is one of the sizes: those cells are computed once; the other sizes are not theirs
+    assert big["cap"]["n_train"] == 20000 and by_size["insteval@20000"] == large
+    assert not set(by_size["insteval@all"].values()) & set(large.values())
+
+
+def test_a_cap_above_a_packaged_sets_rows_keeps_them_all():
+    from qwkboost.data.packaged import load, train_rows
+    from qwkboost.study import seeded
+
+    cfg = composed("data=happiness")
+    rows = train_rows("happiness")
+    assert rows == len(load("happiness").y_train) == 12_852
+    # study.cap.n_train is at most: a set smaller than the cap keeps every row instead of being refused
+    assert seeded(cfg, 0, 20_000, None)["data"]["n_train"] is None
+    assert seeded(cfg, 0, 5_000, None)["data"]["n_train"] == 5_000
+    assert seeded({**cfg, "data": {**cfg["data"], "n_train": 3_000}}, 0, 20_000, None)["data"]["n_train"] == 3_000
+
+
+def test_size_regimes_become_mlflow_metric_names():
+    from qwkboost.study.runner import _metric_name
+
+    assert _metric_name("insteval@1000.lightgbm:squared_error+exact.mean") == \
+        "insteval_n1000.lightgbm:squared_error_exact.mean"
