@@ -43,9 +43,11 @@ demo: $(STAMP)
 study: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=study
 
-## the study at competition size: five real sets of 17,000 to 73,000 rows, defaults and tuned (hours; resumes)
+## the study at competition size: five real sets of 17,000 to 73,000 rows, defaults and tuned, then InstEval at
+## four training sizes (about 40 minutes on 2 cores; resumes)
 study-large: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=study_large
+	$(BIN)/python experiments/run.py experiment=study_sizes
 
 table-small: $(STAMP)
 	$(BIN)/python experiments/run.py experiment=qwk_table_small

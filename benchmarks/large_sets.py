@@ -1,14 +1,16 @@
 """qwkboost's one-command path against AutoGluon with the same wall time, on the large packaged sets.
 
-    python benchmarks/large_sets.py --sets diamonds chem97 insteval gss_vocab happiness --json large_sets.json
+    python benchmarks/large_sets.py --engines lightgbm xgboost --presets best_quality medium_quality \
+        --json benchmarks/results/large_sets.json --workdir outputs/large_sets      # the five sets, about 40 min
     python benchmarks/large_sets.py --sets happiness --n-train 2000 --engines lightgbm   # a smoke run, minutes
 
 Per set (``qwkboost.data.packaged``; the fixed train/test split) and seed: the README's multirun (every engine of
 ``--engines`` times squared error and extended QWK, the configured defaults, as a user runs it) and
 ``experiments/blend.py`` on it, timed from start to end; then AutoGluon's ``TabularPredictor(eval_metric=
 "quadratic_kappa")`` in its own environment (``benchmarks/autogluon_peer.py``, ``.venv-autogluon``) with that wall
-time as its ``time_limit``. Reported: each side's test QWK and seconds, the blend's nested out-of-fold QWK, and
-the best single run's test QWK. Finished (set, seed) pairs are kept in ``--json``: the same command resumes.
+time as its ``time_limit``, once per ``--presets``. Reported: each side's test QWK and seconds, the blend's
+nested out-of-fold QWK, and the best single run's test QWK. Finished (set, seed) pairs and presets are kept in
+``--json``: the same command resumes, and a new preset runs only AutoGluon.
 """
 
 from __future__ import annotations
@@ -60,22 +62,32 @@ def one(name: str, seed: int, args, work: str) -> dict:
            "qwkboost_test_qwk": metrics["test_qwk"], "qwkboost_nested_oof_qwk": metrics["nested_oof_qwk"],
            "best_member_test_qwk": metrics.get("best_member_test_qwk"),
            "chosen_member_test_qwk": metrics.get("chosen_member_test_qwk")}
-    if args.autogluon:
-        if not os.path.exists(AG_PYTHON):
-            raise SystemExit(f"{AG_PYTHON} is missing; make it as benchmarks/autogluon_peer.py says")
-        cmd = [AG_PYTHON, os.path.join(HERE, "autogluon_peer.py"), "--train", str(train), "--test", str(test),
-               "--target", spec.target, "--time-limit", f"{t_qb:.0f}", "--seed", str(seed), "--json",
-               f"{d}/autogluon.json", "--workdir", f"{d}/autogluon-models"]
-        if spec.classes:
-            cmd += ["--classes", *map(str, spec.classes)]
-        if args.n_train:
-            cmd += ["--n-train", str(args.n_train)]
-        run(cmd, f"{d}/autogluon.log")
-        with open(f"{d}/autogluon.json") as f:
-            ag = json.load(f)
-        out.update(autogluon_test_qwk=ag["test_qwk"], autogluon_seconds=ag["seconds"],
-                   autogluon_best_model=ag["best_model"], autogluon_models=len(ag["models"]))
     return out
+
+
+def autogluon(row: dict, preset: str, args, work: str) -> dict:
+    """AutoGluon on ``row``'s set and seed with ``preset``, its time limit qwkboost's measured wall time."""
+    from qwkboost.data.packaged import PACKAGED, materialise
+
+    if not os.path.exists(AG_PYTHON):
+        raise SystemExit(f"{AG_PYTHON} is missing; make it as benchmarks/autogluon_peer.py says")
+    name, seed = row["set"], row["seed"]
+    spec = PACKAGED[name]
+    train, test = materialise(name)
+    d = os.path.abspath(os.path.join(work, f"{name}-{seed}", f"autogluon-{preset}"))
+    os.makedirs(d, exist_ok=True)
+    cmd = [AG_PYTHON, os.path.join(HERE, "autogluon_peer.py"), "--train", str(train), "--test", str(test),
+           "--target", spec.target, "--time-limit", f"{row['qwkboost_seconds']:.0f}", "--seed", str(seed),
+           "--presets", preset, "--json", f"{d}/autogluon.json", "--workdir", f"{d}/models"]
+    if spec.classes:
+        cmd += ["--classes", *map(str, spec.classes)]
+    if args.n_train:
+        cmd += ["--n-train", str(args.n_train)]
+    run(cmd, f"{d}/autogluon.log")
+    with open(f"{d}/autogluon.json") as f:
+        ag = json.load(f)
+    return {"test_qwk": ag["test_qwk"], "seconds": ag["seconds"], "best_model": ag["best_model"],
+            "models": len(ag["models"])}
 
 
 def main() -> None:
@@ -85,6 +97,9 @@ def main() -> None:
     ap.add_argument("--engines", nargs="*", default=["xgboost", "lightgbm", "catboost"])
     ap.add_argument("--n-train", type=int, help="a stratified sample of each set's training rows (smoke runs)")
     ap.add_argument("--no-autogluon", dest="autogluon", action="store_false")
+    ap.add_argument("--presets", nargs="*", default=["best_quality"],
+                    help="AutoGluon presets, each given qwkboost's time (best_quality: what AutoGluon recommends "
+                         "for competitions; medium_quality trains more models in a short time)")
     ap.add_argument("--workdir", help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--json", required=True, help="every (set, seed)'s figures; finished pairs are not rerun")
     args = ap.parse_args()
@@ -95,19 +110,33 @@ def main() -> None:
         work = args.workdir or tmp
         for name in args.sets:
             for seed in args.seeds:
-                if (name, seed, args.n_train) in done:
-                    continue
-                rows.append(one(name, seed, args, work))
-                print(json.dumps(rows[-1]), flush=True)
+                row = next((r for r in rows if (r["set"], r["seed"], r["n_train"]) == (name, seed, args.n_train)),
+                           None)
+                if row is None:
+                    row = one(name, seed, args, work)
+                    rows.append(row)
+                for preset in args.presets if args.autogluon else []:
+                    ag = row.setdefault("autogluon", {})
+                    if preset not in ag:
+                        if preset == "best_quality" and "autogluon_test_qwk" in row:     # files of the first version
+                            ag[preset] = {"test_qwk": row.pop("autogluon_test_qwk"),
+                                          "seconds": row.pop("autogluon_seconds"),
+                                          "best_model": row.pop("autogluon_best_model"),
+                                          "models": row.pop("autogluon_models")}
+                        else:
+                            ag[preset] = autogluon(row, preset, args, work)
+                print(json.dumps(row), flush=True)
                 with open(args.json, "w") as f:
                     json.dump(rows, f, indent=1)
+    presets = list(dict.fromkeys(p for r in rows for p in r.get("autogluon", {})))
     print("| set | seed | qwkboost: multirun + blend, s | blend test QWK (nested OOF) | best single run test QWK | "
-          "AutoGluon, same time: test QWK | AutoGluon best model |")
-    print("|---|---:|---:|---|---:|---:|---|")
+          + "".join(f"AutoGluon {p}, same time: test QWK (best model) | " for p in presets))
+    print("|---|---:|---:|---|---:|" + "---|" * len(presets))
     for r in rows:
+        ags = "".join(f"{r['autogluon'][p]['test_qwk']:.4f} ({r['autogluon'][p]['best_model']}) | "
+                      if p in r.get("autogluon", {}) else "- | " for p in presets)
         print(f"| {r['set']} | {r['seed']} | {r['qwkboost_seconds']:.0f} | {r['qwkboost_test_qwk']:.4f} "
-              f"({r['qwkboost_nested_oof_qwk']:.4f}) | {r['best_member_test_qwk']:.4f} | "
-              f"{r.get('autogluon_test_qwk', float('nan')):.4f} | {r.get('autogluon_best_model', '-')} |")
+              f"({r['qwkboost_nested_oof_qwk']:.4f}) | {r['best_member_test_qwk']:.4f} | {ags}")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""The study's figures: each method's paired difference to the regime's best, the ranking, and test QWK against
-the training-set size (``study.sizes``)."""
+"""The study's figures: each method's paired difference to the regime's best, extended QWK against the reference
+engine by engine, the ranking, and test QWK against the training-set size (``study.sizes``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["plot_differences", "plot_ranking", "plot_sizes"]
+__all__ = ["plot_differences", "plot_engines", "plot_ranking", "plot_sizes"]
 
 
 def plot_differences(summary: pd.DataFrame, headline: pd.DataFrame):
@@ -104,5 +104,40 @@ def plot_sizes(summary: pd.DataFrame, cells: pd.DataFrame, rows: tuple[str, ...]
         ax.set_ylabel("test QWK (mean over seeds, 95% interval)")
         ax.set_title(data)
         ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_engines(engines: pd.DataFrame):
+    """Each extended-QWK method minus the reference on the same engine (:func:`~qwkboost.study.report.
+    engine_comparison`), one line per regime, a marker per engine and method with its 95% interval; filled where
+    the Holm-corrected test finds a difference. ``None`` without rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if engines is None or not len(engines):
+        return None
+    regimes = list(dict.fromkeys(engines["regime"]))
+    series = list(dict.fromkeys(zip(engines["engine"], engines["method"])))
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.55 * len(regimes) * max(1, len(series)) ** 0.5))
+    cmap = plt.get_cmap("tab10")
+    offsets = np.linspace(-0.32, 0.32, len(series)) if len(series) > 1 else np.zeros(1)
+    for j, (engine, method) in enumerate(series):
+        g = engines[(engines["engine"] == engine) & (engines["method"] == method)]
+        y = np.array([regimes.index(r) for r in g["regime"]]) + offsets[j]
+        d = g["diff"].to_numpy()
+        err = np.vstack([d - g["diff_low"].to_numpy(), g["diff_high"].to_numpy() - d])
+        ax.errorbar(d, y, xerr=err, fmt="none", ecolor=cmap(j % 10), capsize=2, lw=1)
+        decided = (g["verdict"] != "no difference").to_numpy()
+        ax.scatter(d, y, s=22, edgecolors=[cmap(j % 10)] * len(d), label=f"{engine}: {method}",
+                   facecolors=[cmap(j % 10) if k else "white" for k in decided], zorder=3)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_yticks(range(len(regimes)), regimes)
+    ax.invert_yaxis()
+    ref = engines["reference"].iloc[0].removesuffix("_tuned")
+    ax.set_xlabel(f"test QWK: extended QWK − {ref}, both with exact cut points (95% interval; filled: Holm p ≤ α)")
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig

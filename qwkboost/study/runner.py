@@ -14,7 +14,7 @@ import pandas as pd
 from qwkboost import tracking
 from qwkboost.study.cache import CellCache
 from qwkboost.study.cells import Cell, compute_cell
-from qwkboost.study.plots import plot_differences, plot_ranking, plot_sizes
+from qwkboost.study.plots import plot_differences, plot_engines, plot_ranking, plot_sizes
 from qwkboost.study.report import (
     blend_comparison,
     ceilings,
@@ -193,7 +193,7 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         import matplotlib.pyplot as plt
 
         figures = [("paired_differences", plot_differences(summary, headline)), ("ranking", plot_ranking(summary)),
-                   ("sizes", plot_sizes(summary, df))]
+                   ("sizes", plot_sizes(summary, df)), ("engines", plot_engines(engines))]
         for name, fig in figures:
             if fig is None:
                 continue

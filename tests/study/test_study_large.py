@@ -54,8 +54,8 @@ def test_the_large_study_gives_every_objective_and_engine_the_same_budget():
                                                    "tuning": {**cfg["study"]["tuning"], "methods": None,
                                                               "engines": None}}), compose_)
     budgets = {(c.engine, c.method.name): c.method.tune_trials for c in cells if c.method.name.endswith(TUNED)}
-    assert set(budgets.values()) == {10} and len(budgets) == 5      # multiclass: not on CatBoost
-    assert {e for e, _ in budgets} == {"lightgbm", "xgboost", "catboost"}
+    assert set(budgets.values()) == {10} and len(budgets) == 6      # multiclass: not on CatBoost or native
+    assert {e for e, _ in budgets} == {"lightgbm", "xgboost", "catboost", "native"}
     # study.engines=[lightgbm] runs multiclass on LightGBM only (skip_engines, not a list of its own)
     only_lgb = StudySpec.from_config({**cfg["study"], "engines": ["lightgbm"]})
     assert {only_lgb.engines_of(m) for m in only_lgb.methods if m.peer is None} == {("lightgbm",)}
@@ -158,6 +158,7 @@ def test_a_tuned_study_reports_defaults_and_tuning_side_by_side(tmp_path):
     assert engines["diff"].tolist() == pytest.approx([(exact["eq"] - exact["se"]).mean(),
                                                       (exact["eq_tuned"] - exact["se_tuned"]).mean()])
     assert "engine by engine" in md and "Wilcoxon signed-rank test, Holm" in md
+    assert (tmp_path / "out" / "plots" / "engines.png").stat().st_size > 10_000
     headline = pd.read_csv(tmp_path / "out" / "headline.csv")
     assert list(headline["best_eqwk"]) == ["eq+exact"]          # the default headline compares default rows
 
