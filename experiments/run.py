@@ -4,9 +4,10 @@
     python experiments/run.py -m engine=xgboost,lightgbm objective=squared_error,extended_qwk
     python experiments/run.py -m hydra/launcher=joblib engine=xgboost,lightgbm
     python experiments/run.py experiment=qwk_table
+    python experiments/run.py experiment=auto auto.time_limit=600 data=csv data.path=train.csv data.target=y
 
 A single run returns ``optimized_metric`` (an out-of-fold result, never a test-set
-figure) for Hydra sweepers; the table returns nothing.
+figure) for Hydra sweepers; the table and a time budget (experiment=auto) return nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [
 import hydra
 from omegaconf import DictConfig
 
+from qwkboost.autoblend.command import auto_command
 from qwkboost.runs.command import run_command
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
 
@@ -28,6 +30,9 @@ from qwkboost.tracking.interrupt import main_guard, report_config_errors
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     with report_config_errors():
+        if cfg.get("auto"):
+            auto_command(cfg)
+            return None
         return run_command(cfg)
 
 

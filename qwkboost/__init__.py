@@ -21,6 +21,9 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "Model": "qwkboost.engines.model",
     "QWKClassifier": "qwkboost.estimator",
     "FeatureSchema": "qwkboost.data.features",
+    # the best blend within a time budget
+    "auto": "qwkboost.autoblend.api",
+    "AutoResult": "qwkboost.autoblend.driver",
     # cross-validate, blend, reload a run
     "cross_validate": "qwkboost.evaluation.cv",
     "blend": "qwkboost.blending.fit",

@@ -58,7 +58,7 @@ GROUP_KEYS = {
              "max_retry", "pruner", "sampler", "rerun_repeats"),
 }
 TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table", "study",
-            "tune", "optimized_metric", "cluster", "hydra")
+            "tune", "optimized_metric", "cluster", "auto", "hydra")
 
 
 def _positive_int(value: Any, key: str, minimum: int = 1) -> None:

@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from qwkboost import defaults
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.data.labels import ClassLabels
 from qwkboost.data.dataset import class_range
@@ -34,11 +35,14 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    engine : {"xgboost", "lightgbm", "native", "catboost"}, default "lightgbm"
-    objective : str, default "extended_qwk"
-        A registered objective (or an import path, see :func:`qwkboost.objectives.get`).
+    engine : {"lightgbm", "xgboost", "native", "catboost"}, optional
+        ``None``: the project's default engine (:func:`qwkboost.defaults.default_engine`).
+    objective : str, optional
+        A registered objective (or an import path, see :func:`qwkboost.objectives.get`); ``None``: the project's
+        default (:func:`qwkboost.defaults.default_objective`).
     params : dict, optional
-        The engine's own parameters.
+        The engine's own parameters; ``None``: qwkboost's defaults for the engine and objective
+        (:func:`qwkboost.defaults.engine_params`), as :func:`qwkboost.train` takes them.
     objective_params : dict, optional
     num_boost_round : int, default 1000
         Rounds per fold, at most; each fold early-stops on its validation rows.
@@ -87,7 +91,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
     ranked in their order (``classes``), one step apart.
     """
 
-    def __init__(self, engine="lightgbm", objective="extended_qwk", params=None, objective_params=None,
+    def __init__(self, engine=None, objective=None, params=None, objective_params=None,
                  num_boost_round=1000, early_stopping_rounds=50, n_splits=5, thresholds="exact", categorical=None,
                  random_state=0, n_jobs=None, n_repeats=1, early_stopping_min_delta=None, classes=None):
         self.engine = engine
@@ -147,8 +151,10 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         ``groups`` gives the entity of every row (a user, a patient): an entity's
         rows stay in one fold, as with scikit-learn's ``StratifiedGroupKFold``.
         """
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine={self.engine!r} is unknown; choose one of: {', '.join(ENGINES)}")
+        engine = defaults.default_engine() if self.engine is None else self.engine
+        objective = defaults.default_objective() if self.objective is None else self.objective
+        if engine not in ENGINES:
+            raise ValueError(f"engine={engine!r} is unknown; choose one of: {', '.join(ENGINES)}")
         if self.thresholds not in METHODS:
             raise ValueError(f"thresholds={self.thresholds!r} is unknown; choose one of: {', '.join(METHODS)}")
         n_splits = check_int(self.n_splits, "n_splits", 2)
@@ -186,8 +192,8 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
 
             X = pd.DataFrame(X, columns=self.feature_names_in_)
         schema, Xe = FeatureSchema.fit_encode(X, self.categorical, "X")
-        cv = cross_validate(Xe, pos, None, engine=self.engine, objective=self.objective,
-                            params=check_mapping(self.params, "params"),
+        cv = cross_validate(Xe, pos, None, engine=engine, objective=objective,
+                            params=None if self.params is None else check_mapping(self.params, "params"),
                             objective_params=check_mapping(self.objective_params, "objective_params"),
                             num_boost_round=self.num_boost_round, early_stopping_rounds=self.early_stopping_rounds,
                             n_splits=n_splits, stratified=bool(counts.min() >= 2), seed=seed, progress=False,
@@ -202,7 +208,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         else:
             cuts = fit_thresholds(self.thresholds, cv.oof - lo, idx, n_classes=k, sample_weight=w) + lo
         self.pipeline_ = FittedPipeline(cv.models, schema, cuts, scale,
-                                        info={"engine": self.engine, "objective": str(self.objective),
+                                        info={"engine": engine, "objective": str(objective),
                                               "thresholds": self.thresholds},
                                         labels=None if self._numeric else list(self.classes_))
         self.oof_score_ = cv.oof

@@ -183,7 +183,8 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 def run_in_process(overrides, output_dir, config_name: str = "config"):
     """``experiments/run.py <overrides>`` (``tune.py`` with ``config_name="tune"``) in this process: the config composed as Hydra's command line would
-    compose it, Hydra's state set as ``@hydra.main`` sets it, then :func:`qwkboost.runs.command.run_command`.
+    compose it, Hydra's state set as ``@hydra.main`` sets it, then :func:`qwkboost.runs.command.run_command` (or
+    :func:`qwkboost.autoblend.command.auto_command` for ``experiment=auto``).
 
     For what the command computes and refuses; the real process (exit codes, signals, launchers, one-line
     errors on stderr) is tested through subprocesses in ``tests/runs/test_run_cli.py``.
@@ -192,6 +193,7 @@ def run_in_process(overrides, output_dir, config_name: str = "config"):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
+    from qwkboost.autoblend.command import auto_command
     from qwkboost.runs.command import run_command, tune_command
 
     output_dir = Path(output_dir)
@@ -205,6 +207,8 @@ def run_in_process(overrides, output_dir, config_name: str = "config"):
         with open_dict(cfg):
             del cfg["hydra"]
         try:
-            return (tune_command if config_name == "tune" else run_command)(cfg)
+            if config_name == "tune":
+                return tune_command(cfg)
+            return auto_command(cfg) if cfg.get("auto") else run_command(cfg)     # as experiments/run.py does
         finally:
             HydraConfig.instance().cfg = None

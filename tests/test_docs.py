@@ -72,6 +72,10 @@ def test_run_commands_compose_into_valid_configs(page, args, tmp_path):
     if cfg["table"]:
         return
     check_config(cfg)
+    if cfg.get("auto"):
+        from qwkboost.autoblend.settings import AutoSettings
+
+        AutoSettings.from_config(cfg["auto"])
 
 
 @pytest.mark.parametrize("page,args", BLEND_COMMANDS, ids=lambda v: v.name if isinstance(v, Path) else " ".join(v))

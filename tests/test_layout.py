@@ -111,7 +111,7 @@ def test_import_qwkboost_is_lazy():
 
 @pytest.mark.parametrize("name", ["train", "load_model", "load_run", "QWKClassifier", "qwk", "extended_qwk",
                                   "cross_validate", "blend", "Model", "FittedPipeline", "FeatureSchema",
-                                  "ConfigError", "metrics", "objectives", "thresholds"])
+                                  "ConfigError", "metrics", "objectives", "thresholds", "auto", "AutoResult"])
 def test_the_public_api_resolves(name):
     import qwkboost
 
@@ -121,7 +121,18 @@ def test_the_public_api_resolves(name):
 def test_every_face_resolves_every_name_it_offers():
     import importlib
 
-    for face in ("qwkboost.data", "qwkboost.evaluation", "qwkboost.runs", "qwkboost.tracking", "qwkboost.distributed"):
+    for face in ("qwkboost.data", "qwkboost.evaluation", "qwkboost.runs", "qwkboost.tracking", "qwkboost.distributed",
+                 "qwkboost.autoblend"):
         module = importlib.import_module(face)
         for name in module.__all__:
             assert getattr(module, name) is not None, (face, name)
+
+
+def test_the_wheel_lists_every_subpackage_and_the_configs():
+    """pyproject.toml names the packages (``conf/`` is ``qwkboost.conf``, so the Python API reads the defaults
+    from an installed wheel too): a new subpackage must be added there."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PKG.rglob("__init__.py")}
+    assert listed == found | {"qwkboost.conf"}

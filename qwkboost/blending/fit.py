@@ -23,7 +23,7 @@ from qwkboost.evaluation.thresholds import METHODS as THRESHOLD_METHODS
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.tracking.outputs import CLASS, NESTED_CLASS, SCORE, OutputColumns, fold_role, member_role, write_predictions
 
-__all__ = ["BlendResult", "blend", "write_blend", "log_blend"]
+__all__ = ["BlendResult", "blend", "write_blend", "log_blend", "log_blend_contents"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         sweep directory), MLflow run ids (a parent stands for its children),
         directories of another tool's prediction files, or
         :class:`~qwkboost.blending.Member` objects (see :mod:`qwkboost.blending.members`).
-    method : {"weights", "mean", "rank_mean", "vote"}
+    method : {"weights", "mean", "rank_mean", "greedy", "vote"}
     thresholds : {"exact", "nelder_mead", "distribution", "round"}
         How cut points are fitted, for the blend (and each member, for ``vote``).
     check_folds : bool, default True
@@ -269,33 +269,41 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
     The run is tagged with its members (``blend.member.<i>``: name and source;
     ``blend.member_runs``: the MLflow run ids among them), holds the weights
     (``weight.<i>``) and the metrics, the files, and, when every member is a
-    qwkboost pipeline, the blend as a servable pyfunc model.
+    qwkboost pipeline, the blend as a servable pyfunc model (:func:`log_blend_contents`).
     """
     from qwkboost import tracking
 
-    out = Path(out)
     with tracking.run(experiment_id, run_name) as active:
-        tracking.set_tags({"blend.method": result.method, "blend.n_members": len(result.members),
-                           "blend.member_runs": ",".join(m.run_id for m in result.members if m.run_id) or "-",
-                           **{f"blend.member.{i}": f"{m.name} <- {m.source}" for i, m in enumerate(result.members)},
-                           "command": tracking.command_line(),
-                           **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
-        tracking.log_params({"blend": {"method": result.method, "thresholds": result.thresholds,
-                                       "members": len(result.members), **(params or {})}})
-        tracking.log_metrics({**result.metrics, **{f"weight.{i}": float(w) for i, w in enumerate(result.weights)},
-                              **{f"member.{i}.{c}": float(v) for i, row in result.member_table.iterrows()
-                                 for c, v in row.items() if c.endswith("qwk")}})
-        tracking.log_file(out / "blend.json")
-        tracking.log_file(out / "plots" / "blend.png", "plots")
-        for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
-            tracking.log_file(out / f, "predictions")
-        if (out / "pipeline").is_dir():
-            tracking.log_artifacts(out / "pipeline", "pipeline")
-            if log_pyfunc:
-                from qwkboost.tracking.loading import load_pipeline
-                from qwkboost.tracking.serving import example_frame
-                from qwkboost.tracking.serving import log_pyfunc as log_model
-
-                pipe = load_pipeline(out / "pipeline")
-                log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]))
+        log_blend_contents(result, out, log_pyfunc, params)
         return active.info.run_id
+
+
+def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = True,
+                       params: dict | None = None) -> None:
+    """What :func:`log_blend` logs, into the active MLflow run (a time budget's parent run holds its blend)."""
+    from qwkboost import tracking
+
+    out = Path(out)
+    tracking.set_tags({"blend.method": result.method, "blend.n_members": len(result.members),
+                       "blend.member_runs": ",".join(m.run_id for m in result.members if m.run_id) or "-",
+                       **{f"blend.member.{i}": f"{m.name} <- {m.source}" for i, m in enumerate(result.members)},
+                       "command": tracking.command_line(),
+                       **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+    tracking.log_params({"blend": {"method": result.method, "thresholds": result.thresholds,
+                                   "members": len(result.members), **(params or {})}})
+    tracking.log_metrics({**result.metrics, **{f"weight.{i}": float(w) for i, w in enumerate(result.weights)},
+                          **{f"member.{i}.{c}": float(v) for i, row in result.member_table.iterrows()
+                             for c, v in row.items() if c.endswith("qwk")}})
+    tracking.log_file(out / "blend.json")
+    tracking.log_file(out / "plots" / "blend.png", "plots")
+    for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
+        tracking.log_file(out / f, "predictions")
+    if (out / "pipeline").is_dir():
+        tracking.log_artifacts(out / "pipeline", "pipeline")
+        if log_pyfunc:
+            from qwkboost.tracking.loading import load_pipeline
+            from qwkboost.tracking.serving import example_frame
+            from qwkboost.tracking.serving import log_pyfunc as log_model
+
+            pipe = load_pipeline(out / "pipeline")
+            log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]))

@@ -13,6 +13,12 @@ fold) and per test row, on the labels' scale. A blend turns them into classes:
     :math:`s = \sum_m w_m s_m` with :math:`w_m \ge 0`, :math:`\sum_m w_m = 1`,
     chosen to maximise the out-of-fold QWK after the cut points
     (:func:`fit_weights`); then cut points.
+``greedy``
+    Ensemble selection (Caruana, Niculescu-Mizil, Crew and Ksikes, "Ensemble selection from libraries of
+    models", ICML 2004): greedy forward selection with replacement, :math:`s = \frac1T \sum_t s_{m_t}`, each
+    step adding the member that most raises QWK after cut points, the best point of the path kept
+    (:func:`fit_greedy`). Its weights are counts over steps; the cost grows with the members linearly, not with
+    their pairs, so it suits many members (``experiment=auto``).
 ``vote``
     Each member's own cut points turn its scores into classes
     :math:`c_m`; the blend is their median.
@@ -36,10 +42,17 @@ import numpy as np
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
-__all__ = ["BLEND_METHODS", "BlendFit", "fit_blend", "fit_nested", "fit_weights", "rank_transform", "apply_rank",
-           "vote"]
+__all__ = ["BLEND_METHODS", "WEIGHTED_SUMS", "BlendFit", "fit_blend", "fit_nested", "fit_weights", "fit_greedy",
+           "rank_transform", "apply_rank", "vote"]
 
-BLEND_METHODS = ("weights", "mean", "rank_mean", "vote")
+BLEND_METHODS = ("weights", "mean", "rank_mean", "greedy", "vote")
+#: The methods whose score is a weighted sum of the members' scores (so zero-weight members can be left out).
+WEIGHTED_SUMS = ("weights", "mean", "greedy")
+#: Steps of the greedy forward selection (AutoGluon's default ensemble also takes 25).
+GREEDY_STEPS = 25
+#: Above this many rows, the greedy search scores a blend by cut points fitted on its scores binned into
+#: this many equal-width bins (the final cut points are fitted on every row).
+GREEDY_BINS = 1024
 #: Quantiles of a member's out-of-fold scores kept for its rank transform.
 N_QUANTILES = 1001
 #: Steps of the weight search, in units of weight moved from one member to another.
@@ -132,6 +145,70 @@ def fit_weights(S: np.ndarray, y_idx: np.ndarray, n_classes: int, sample_weight=
     return best / best.sum()
 
 
+def _binned_qwk(s: np.ndarray, y_idx: np.ndarray, k: int, w, method: str, bins: int) -> float:
+    r"""QWK after cut points of the scores binned into ``bins`` equal-width bins: each bin's rows of one class
+    become one point at the bin's mean score, weighing their number (or weight), and QWK is that of the points.
+    The exact fit then costs :math:`O(\text{bins}\,K)` instead of :math:`O(nK)` per blend scored; rows of one
+    bin share a class."""
+    n = s.size
+    if n <= 2 * bins or method != "exact":
+        return _qwk_after_cuts(s, y_idx, k, w, method)
+    lo, hi = float(s.min()), float(s.max())
+    b = np.minimum(((s - lo) * (bins / max(hi - lo, 1e-300))).astype(np.int64), bins - 1)
+    rw = np.ones(n) if w is None else w
+    mass = np.bincount(b * k + y_idx, weights=rw, minlength=bins * k)
+    keep = np.flatnonzero(mass > 0)
+    centre = np.bincount(b, weights=rw * s, minlength=bins) / np.maximum(np.bincount(b, weights=rw, minlength=bins),
+                                                                         1e-300)
+    return _qwk_after_cuts(centre[keep // k], keep % k, k, mass[keep], method)
+
+
+def fit_greedy(S: np.ndarray, y_idx: np.ndarray, n_classes: int, sample_weight=None, thresholds: str = "exact",
+               steps: int = GREEDY_STEPS, bins: int = GREEDY_BINS) -> np.ndarray:
+    r"""Weights of ensemble selection: greedy forward selection of members with replacement.
+
+    Starting from the member with the best QWK after cut points, each of ``steps`` steps adds one member
+    (possibly again) to the running mean :math:`s_t = \frac1t \sum_{u \le t} S_{m_u}`, the one whose addition
+    gives the highest QWK after cut points; the weights are the members' counts at the best step of the path,
+    divided by that step (Caruana et al. 2004, with their "best point" rule). Ties go to the earlier member, so
+    the same predictions give the same weights. On more than ``2 * bins`` rows a blend is scored with cut
+    points fitted on its binned scores (:func:`_binned_qwk`), which ranks blends as the exact fit does up to
+    bins' width.
+
+    Parameters
+    ----------
+    S : ndarray of shape (n, M)
+        The members' out-of-fold scores.
+    y_idx : ndarray of shape (n,)
+        Class indices 0..K-1.
+
+    Returns
+    -------
+    ndarray of shape (M,)
+        Non-negative weights that sum to one.
+    """
+    n, m = S.shape
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=float)
+
+    def score(s):
+        return _binned_qwk(s, y_idx, n_classes, w, thresholds, bins)
+
+    singles = [score(S[:, j]) for j in range(m)]
+    first = int(np.argmax(singles))
+    counts = np.zeros(m)
+    counts[first] = 1
+    total = S[:, first].copy()
+    best_q, best_counts = singles[first], counts.copy()
+    for t in range(2, steps + 1):
+        scored = [score((total + S[:, j]) / t) for j in range(m)]
+        j = int(np.argmax(scored))
+        counts[j] += 1
+        total += S[:, j]
+        if scored[j] > best_q + 1e-12:
+            best_q, best_counts = scored[j], counts.copy()
+    return best_counts / best_counts.sum()
+
+
 def vote(classes: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """The median of the members' classes (columns) per row.
 
@@ -183,7 +260,12 @@ def fit_blend(method: str, S: np.ndarray, y_idx: np.ndarray, k: int, w, threshol
     quantiles = None
     if method == "rank_mean":
         quantiles = np.array([rank_transform(S[:, j]) for j in range(m)])
-    weights = fit_weights(S, y_idx, k, w, thresholds) if method == "weights" else equal
+    if method == "weights":
+        weights = fit_weights(S, y_idx, k, w, thresholds)
+    elif method == "greedy":
+        weights = fit_greedy(S, y_idx, k, w, thresholds)
+    else:
+        weights = equal
     fit = BlendFit(method, weights, None, None, quantiles)
     fit.cuts = fit_thresholds(thresholds, fit.score(S), y_idx, n_classes=k, sample_weight=w)
     return fit

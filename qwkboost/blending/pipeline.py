@@ -68,13 +68,20 @@ class FittedBlend:
     @classmethod
     def from_result(cls, result) -> "FittedBlend":
         """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines."""
+        from qwkboost.blending.methods import WEIGHTED_SUMS
+
         fit = result.fit_info
-        members = [FittedPipeline.load(m.pipeline_dir) for m in result.members]
+        weights = np.asarray(fit.weights, dtype=float)
+        # a weighted sum needs no member of weight 0 (a greedy blend's unchosen ones): same scores, less to load
+        keep = np.flatnonzero(weights > 0) if result.method in WEIGHTED_SUMS else np.arange(weights.size)
+        chosen = [result.members[j] for j in keep]
+        members = [FittedPipeline.load(m.pipeline_dir) for m in chosen]
         ref = result.members[0]
-        return cls(members, result.method, np.asarray(fit.weights), np.asarray(result.classes, dtype=float),
-                   fit.cuts, fit.member_cuts, fit.quantiles, ref.id_name, ref.target,
-                   {"blend": result.method, "members": [m.name for m in result.members],
-                    "sources": [m.source for m in result.members]}, ref.labels)
+        return cls(members, result.method, weights[keep], np.asarray(result.classes, dtype=float),
+                   fit.cuts, fit.member_cuts, None if fit.quantiles is None else fit.quantiles[keep],
+                   ref.id_name, ref.target,
+                   {"blend": result.method, "members": [m.name for m in chosen],
+                    "sources": [m.source for m in chosen]}, ref.labels)
 
     @property
     def _fit(self):
@@ -128,7 +135,7 @@ class FittedBlend:
         """
         from qwkboost.explanations.explanation import Ensemble
 
-        if self.method not in ("weights", "mean"):
+        if self.method not in ("weights", "mean", "greedy"):
             raise ValueError(f"a {self.method} blend is not a weighted sum of its members' scores, so their SHAP "
                              "values do not add up to it; explain a weights or mean blend, or its members one by one")
         names = self.info.get("members") or [f"member {i}" for i in range(len(self.members))]
@@ -179,9 +186,9 @@ class FittedBlend:
         if payload.get("method") not in BLEND_METHODS:
             raise ValueError(f"{where}: unknown blend method {payload.get('method')!r}")
         names = payload.get("members")
-        if not isinstance(names, list) or len(names) < 2 or not all(
+        if not isinstance(names, list) or not names or not all(
                 isinstance(x, str) and "/" not in x for x in names):
-            raise ValueError(f"{where}: 'members' must list two or more member directories")
+            raise ValueError(f"{where}: 'members' must list the member directories")
         members = [FittedPipeline.load(d / x) for x in names]
 
         def arr(key):

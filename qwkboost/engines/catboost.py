@@ -314,12 +314,17 @@ class _Metric(_Shared):
 
 
 class _AfterIteration:
-    """qwkboost's callbacks after every CatBoost iteration; an early stop ends training (``False``)."""
+    """qwkboost's callbacks after every CatBoost iteration; an early stop ends training (``False``).
+
+    Any other exception a callback raises (a deadline, a pruned trial) also ends training and is kept in
+    ``raised``, to be raised again as itself once CatBoost returns (CatBoost would wrap it in its own error).
+    """
 
     def __init__(self, rounds: _Rounds, metric: _Metric, callbacks):
         self.rounds, self.metric, self.callbacks = rounds, metric, callbacks
         self.history: dict = {}
         self.stopped_at_best = None
+        self.raised: BaseException | None = None
 
     def after_iteration(self, info) -> bool:
         i = int(info.iteration) - 1
@@ -332,6 +337,9 @@ class _AfterIteration:
             run_callbacks(self.callbacks, i, evals)
         except EarlyStopException as stop:
             self.stopped_at_best = stop.best_iteration
+            return False
+        except Exception as exc:      # noqa: BLE001 - raised again after fit, unwrapped
+            self.raised = exc
             return False
         return True
 
@@ -387,6 +395,8 @@ class CatBoostEngine:
             # CatBoost's note that numba is not installed to compile Python losses: they are NumPy here
             warnings.filterwarnings("ignore", message=".*numba.*")
             model.fit(train, eval_set=evals, callbacks=[after])
+        if after.raised is not None:
+            raise after.raised
         model.set_scale_and_bias(1.0, rounds.f0)        # the .cbm file alone predicts F0 + the trees
         return FitResult(model, int(model.tree_count_), after.stopped_at_best, after.history)
 

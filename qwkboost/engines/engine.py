@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from qwkboost import defaults
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.distributed.parallel import available_cores, blas_single_thread
 from qwkboost.engines.base import Engine, EvalSet, FitResult
@@ -244,7 +245,7 @@ def _check_callbacks(callbacks) -> list:
     return list(callbacks)
 
 
-def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_qwk", params: dict | None = None,
+def train(X, y, engine: str | None = None, objective: str | Objective | None = None, params: dict | None = None,
           num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
           objective_params: dict | None = None, callbacks: list[Callable[[int, dict], None]] | None = None,
           seed: int = 0, n_jobs: int | None = None, categorical=None, sample_weight=None,
@@ -264,12 +265,18 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
         engine splits them by category sets.
     y : array-like of shape (n_samples,)
         Labels on their own scale.
-    engine : {"xgboost", "lightgbm", "native", "catboost"}
-    objective : str or Objective
-        A registered name (see :func:`qwkboost.objectives.available`) or an instance.
+    engine : {"lightgbm", "xgboost", "native", "catboost"}, optional
+        ``None``: the project's default engine (:func:`qwkboost.defaults.default_engine`, the one
+        ``experiments/run.py`` uses).
+    objective : str or Objective, optional
+        A registered name (see :func:`qwkboost.objectives.available`) or an instance; ``None``: the project's
+        default (:func:`qwkboost.defaults.default_objective`).
     params : dict, optional
-        The engine's own parameters, e.g. ``{"max_depth": 5, "learning_rate": 0.1}``.
-        Unknown names are refused. ``base_score`` (XGBoost's name), on any
+        The engine's own parameters, e.g. ``{"max_depth": 5, "learning_rate": 0.1}``. ``None``: qwkboost's
+        defaults for the engine and objective (:func:`qwkboost.defaults.engine_params`, from
+        ``conf/engine/<engine>.yaml``, the same as ``experiments/run.py``'s); a dict is used as given, over the
+        engine library's own defaults (merge with ``{**qwkboost.defaults.engine_params(engine), ...}`` to start
+        from qwkboost's). Unknown names are refused. ``base_score`` (XGBoost's name), on any
         engine, replaces the objective's initial score :math:`F_0`; ``None`` keeps it.
     num_boost_round : int, default 100
     eval_set : tuple (X_val, y_val) or (X_val, y_val, weight_val), optional
@@ -309,9 +316,11 @@ def train(X, y, engine: str = "xgboost", objective: str | Objective = "extended_
     ValueError
         For malformed data, an unknown engine, objective or parameter, or inconsistent arguments.
     """
+    engine = defaults.default_engine() if engine is None else engine
+    objective = defaults.default_objective() if objective is None else objective
     adapter = get_engine(engine)
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
-    params = check_mapping(params, "params")
+    params = defaults.engine_params(engine, objective) if params is None else check_mapping(params, "params")
     if isinstance(X, EncodedFeatures):
         if categorical is not None:
             raise ValueError("categorical: the columns of EncodedFeatures are set by its schema")

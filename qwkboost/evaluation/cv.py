@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.model_selection import KFold, StratifiedKFold
 
+from qwkboost import defaults
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.distributed.cluster import train_dask
 from qwkboost.engines import Model, train
@@ -289,13 +290,14 @@ def _is_ordinal(objective, objective_params) -> bool:
         return False
 
 
-def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | None = None,
+def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=None, params: dict | None = None,
                    objective_params: dict | None = None, num_boost_round: int = 10_000,
                    early_stopping_rounds: int | None = 100, n_splits: int = 5, stratified: bool = True,
                    shuffle: bool = True, seed: int = 0, progress: bool | None = None,
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
-                   repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None) -> CVResult:
+                   repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None,
+                   on_round=None) -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -312,7 +314,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     X_test : array or DataFrame, optional
         Predicted by every fold model; the mean is returned.
     engine, objective, params, objective_params, num_boost_round, early_stopping_rounds, n_jobs
-        Passed to :func:`qwkboost.train`; the validation fold is the eval set.
+        Passed to :func:`qwkboost.train` (``None``: the project's defaults); the validation fold is the eval set.
     early_stopping_min_delta : float, optional
         Passed to :func:`qwkboost.train`: the smallest gain of the validation metric that counts as an
         improvement; ``None``: the objective's own.
@@ -345,6 +347,10 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     on_fold : callable, optional
         Called after each fold as ``on_fold(i, valid_rows, scores)`` with the fold's number (0-based, over all
         repeats), its validation rows and their scores; an exception it raises (a pruned trial's) stops the CV.
+    on_round : callable, optional
+        Called after every boosting round as ``on_round(i, round, evals)`` with the fold's number, the round
+        (0-based) and the round's metrics (:func:`qwkboost.train`'s callbacks); an exception it raises (a time
+        limit's :class:`~qwkboost.exceptions.RunStopped`) stops the CV in the middle of a fold (on one machine).
 
     Raises
     ------
@@ -354,6 +360,8 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
     """
     from tqdm.auto import tqdm
 
+    engine = defaults.default_engine() if engine is None else engine
+    objective = defaults.default_objective() if objective is None else objective
     if isinstance(groups, str):
         if schema is not None or not (hasattr(X, "columns") and groups in X.columns):
             raise ValueError(f"groups={groups!r} names no column of X; give a DataFrame X with that column, or "
@@ -406,6 +414,9 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                     bar.set_postfix_str(f"{where} round {rnd + 1} " + " ".join(
                         f"{m}={v:.4f}" for m, v in last.items()))
 
+            callbacks = [tick] if progress else []
+            if on_round is not None:
+                callbacks.append(lambda rnd, evals, i=i: on_round(i, rnd, evals))
             t0 = time.perf_counter()
             if client is not None:
                 model = train_dask(client, X[tr], y[tr], engine=engine, objective=objective, params=params,
@@ -419,7 +430,7 @@ def cross_validate(X, y, X_test=None, *, engine: str, objective, params: dict | 
                 model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
                               params=params, objective_params=objective_params, num_boost_round=num_boost_round,
                               eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
-                              early_stopping_rounds=early_stopping_rounds, callbacks=[tick] if progress else None,
+                              early_stopping_rounds=early_stopping_rounds, callbacks=callbacks or None,
                               seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr],
                               early_stopping_min_delta=early_stopping_min_delta)
             times.append(time.perf_counter() - t0)

@@ -25,7 +25,7 @@ from qwkboost.runs.table import run_table
 
 log = logging.getLogger("qwkboost")
 
-__all__ = ["run_command", "tune_command", "row_configs", "study_cells"]
+__all__ = ["run_command", "tune_command", "row_configs", "compose_choices", "study_cells"]
 
 
 def _key(override: str) -> str:
@@ -39,31 +39,39 @@ def _has(cfg: DictConfig, key: str) -> bool:
     return isinstance(node, DictConfig) and leaf in node.keys()
 
 
-def row_configs(cfg: DictConfig) -> list[dict]:
-    """Compose one config per table row, keeping the user's other overrides.
+def compose_choices(choices, label=lambda choice: " ".join(choice)) -> list[dict]:
+    """One resolved config per list of group choices (``["engine=xgboost", "objective=squared_error"]``), each
+    composed with the user's other overrides, as the command line composes a single run.
 
-    An override inside the engine or objective group (``objective.params.clip=hold``)
-    applies to the rows whose group has that key and is skipped, with a log line,
-    for the others: squared error has no ``clip``, LightGBM no ``max_depth``.
+    An override inside the engine or objective group (``objective.params.clip=hold``) applies to the choices
+    whose group has that key and is skipped, with a log line, for the others: squared error has no ``clip``,
+    LightGBM no ``max_depth``. Needs Hydra's state (:class:`~hydra.core.hydra_config.HydraConfig`).
     """
     hc = HydraConfig.get()
     keep = [o for o in hc.overrides.task if _key(o) not in ("engine", "objective")]
     grouped = [o for o in keep if _key(o).startswith(("engine.", "objective."))]
     common = [o for o in keep if o not in grouped]
-    rows = []
-    for engine in cfg.table.engines:
-        for objective in cfg.table.objectives:
-            choice = [f"engine={engine}", f"objective={objective}"]
+    out = []
+    for choice in choices:
+        fits = []
+        if grouped:     # a first composition tells which group overrides apply (each costs a few tenths of a second)
             base = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *choice])
-            fits = []
             for o in grouped:
                 if o.startswith("+") or _has(base, _key(o)):
                     fits.append(o)
                 else:
-                    log.info("row %s/%s: %s does not apply (no such key), skipped", engine, objective, o)
-            rc = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *fits, *choice])
-            rows.append(OmegaConf.to_container(rc, resolve=True))
-    return rows
+                    log.info("%s: %s does not apply (no such key), skipped", label(choice), o)
+        rc = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *fits, *choice])
+        out.append(OmegaConf.to_container(rc, resolve=True))
+    return out
+
+
+def row_configs(cfg: DictConfig) -> list[dict]:
+    """Compose one config per table row (``table.engines`` x ``table.objectives``), keeping the user's other
+    overrides (:func:`compose_choices`)."""
+    pairs = [(e, o) for e in cfg.table.engines for o in cfg.table.objectives]
+    return compose_choices([[f"engine={e}", f"objective={o}"] for e, o in pairs],
+                           label=lambda choice: "row " + "/".join(c.split("=", 1)[1] for c in choice))
 
 
 def study_cells(cfg: DictConfig):

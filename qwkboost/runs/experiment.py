@@ -154,7 +154,8 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
 
 def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, output_dir: str | Path | None = None,
-                   dataset: Dataset | None = None, on_start=None, on_fold=None) -> dict[str, Any]:
+                   dataset: Dataset | None = None, on_start=None, on_fold=None, on_round=None,
+                   progress: bool | None = None) -> dict[str, Any]:
     """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
 
     Parameters
@@ -177,6 +178,11 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         Called after each CV fold (:func:`qwkboost.evaluation.cv.cross_validate`); raising
         :class:`~qwkboost.exceptions.RunStopped` there stops the run (a pruned trial): no cut points, no
         outputs, its MLflow run KILLED with the reason.
+    on_round : callable, optional
+        Called after every boosting round (:func:`qwkboost.evaluation.cv.cross_validate`); raising
+        :class:`~qwkboost.exceptions.RunStopped` there stops the run in the middle of a fold, as ``on_fold`` does.
+    progress : bool, optional
+        The folds' progress bar (default: on a terminal); a driver with a bar of its own turns it off.
 
     Returns
     -------
@@ -212,7 +218,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             n_splits=int(cfg["cv"]["n_splits"]), stratified=bool(cfg["cv"].get("stratified", True)) and ds.is_ordinal,
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
             schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,
-            repeats=int(cfg["cv"].get("repeats", 1)), on_fold=on_fold)
+            repeats=int(cfg["cv"].get("repeats", 1)), on_fold=on_fold, on_round=on_round, progress=progress)
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,

@@ -237,36 +237,44 @@ def _p(p: float) -> str:
     return "" if not np.isfinite(p) else ("< 0.0001" if p < 1e-4 else f"{p:.4f}")
 
 
-def regime_verdict(regime: str, summary: pd.DataFrame, head: Mapping | None, alpha: float,
+def regime_verdict(regime: str, summary: pd.DataFrame, engines: pd.DataFrame | None, alpha: float,
                    test: str = "wilcoxon") -> str:
-    """One plain sentence (or two) on a regime."""
+    """A few plain sentences on a regime: each extended-QWK method against squared error with exact cut points on
+    the same engine (:func:`engine_comparison`, defaults against defaults, tuned against tuned; no row picked as
+    the best of several), then the regime's best row."""
     s = summary[summary["regime"] == regime]
     best = s[s["is_best"]].iloc[0]
     ties = s[~s["is_best"] & ~s["worse"]]["row"].tolist()
     text = [f"Best: `{best['row']}` (mean test QWK {best['mean']:.4f})"]
     text[0] += (f"; not distinguishable from it at {alpha:.0%} ({TESTS[test]}, Holm): "
                 + ", ".join(f"`{t}`" for t in ties) + "." if ties else "; every other method is significantly worse.")
-    if head is not None:
-        what = {"better": "is significantly higher than", "worse": "is significantly lower than",
-                "no difference": "does not differ significantly from"}[head["verdict"]]
-        text.insert(0, f"Optimising QWK directly (`{head['best_eqwk']}`) {what} squared error with exact cut points "
-                       f"(`{head['reference']}`): {_fmt_diff(head['diff'], head['diff_low'], head['diff_high'])} "
-                       f"test QWK, p = {_p(head['p'])} (Holm over regimes {_p(head['p_holm'])}).")
+    rows = None if engines is None else engines[engines["regime"] == regime]
+    if rows is not None and len(rows):
+        what = {"better": "higher", "worse": "lower", "no difference": "no different"}
+        parts = [f"`{e.method}` on {e.engine} {_fmt_diff(e.diff, e.diff_low, e.diff_high)} ({what[e.verdict]}, "
+                 f"Holm p {_p(e.p_holm)})" for e in rows.itertuples()]
+        text.insert(0, "Optimising QWK directly against squared error with exact cut points, on the same engine: "
+                       + "; ".join(parts) + ".")
     return " ".join(text)
 
 
-def overall_verdict(headline: pd.DataFrame, summary: pd.DataFrame, n_seeds: int, alpha: float,
-                    test: str = "wilcoxon") -> str:
-    if headline.empty:
-        return "No regime has both an extended-QWK method and the reference method; no verdict."
-    counts = headline["verdict"].value_counts()
+def overall_verdict(engines: pd.DataFrame | None, summary: pd.DataFrame, n_seeds: int, alpha: float,
+                    test: str = "wilcoxon", tuned: bool = False) -> str:
+    """The study's verdict from the per-engine comparisons (:func:`engine_comparison`): how many (regime, engine,
+    method) comparisons of extended QWK with squared error went which way, ``tuned`` ones or the defaults'."""
+    rows = None if engines is None else engines[engines["method"].str.endswith(TUNED) == tuned]
+    if rows is None or rows.empty:
+        return "No regime has both an extended-QWK method and the reference method on one engine; no verdict."
+    counts = rows["verdict"].value_counts()
     b, w, n = int(counts.get("better", 0)), int(counts.get("worse", 0)), int(counts.get("no difference", 0))
     ranks = summary.groupby("row")["rank"].mean().sort_values()
     top = ", ".join(f"`{r}` ({v:.1f})" for r, v in ranks.head(3).items())
-    return (f"Over {len(headline)} regime{'s' * (len(headline) != 1)} and {n_seeds} seed{'s' * (n_seeds != 1)}, "
-            f"optimising QWK directly (its best variant in each regime) beat squared error with exact cut points "
-            f"significantly in {b}, lost significantly in {w}, and was indistinguishable in {n} ({TESTS[test]} "
-            f"test, Holm-corrected across regimes at {alpha:.0%}). "
+    return (f"Over {rows['regime'].nunique()} regime{'s' * (rows['regime'].nunique() != 1)}, "
+            f"{rows['engine'].nunique()} engine{'s' * (rows['engine'].nunique() != 1)} and {n_seeds} "
+            f"seed{'s' * (n_seeds != 1)}, optimising QWK directly{' (tuned)' if tuned else ''} against squared error "
+            f"with exact cut points on the same engine{' (tuned)' if tuned else ''} was significantly better in {b} "
+            f"of {len(rows)} comparisons, significantly worse in {w}, and indistinguishable in {n} ({TESTS[test]} "
+            f"test, Holm-corrected across regimes at {alpha:.0%}; no row picked as the best of several). "
             f"Mean rank over regimes, lower is better: {top}.")
 
 
@@ -284,11 +292,10 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
              f"Seeds: {spec.seeds} ({spec.first_seed}..{spec.first_seed + spec.seeds - 1}); regimes: "
              f"{', '.join(spec.regimes)}; engines: {', '.join(spec.engines)}; {spec.confidence:.0%} intervals; "
              f"tests at {spec.alpha:.0%}.", "",
-             "## Verdict", "", overall_verdict(headline, summary, spec.seeds, spec.alpha, spec.test), ""]
-    if headline_tuned is not None and len(headline_tuned):
-        lines += [f"With every objective tuned on the same budget (each tuned extended-QWK row against "
-                  f"`{headline_tuned['reference'].iloc[0]}`): "
-                  + overall_verdict(headline_tuned, summary, spec.seeds, spec.alpha, spec.test), ""]
+             "## Verdict", "", overall_verdict(engines, summary, spec.seeds, spec.alpha, spec.test), ""]
+    if engines is not None and engines["method"].str.endswith(TUNED).any():
+        lines += ["With every objective tuned on the same budget: "
+                  + overall_verdict(engines, summary, spec.seeds, spec.alpha, spec.test, tuned=True), ""]
     if spec.seeds < 6 and spec.test == "wilcoxon":
         # the smallest two-sided signed-rank p-value with n pairs is 2 / 2**n
         lines += [f"With {spec.seeds} seed{'s' * (spec.seeds != 1)} no difference can be significant: the two-sided "
@@ -330,9 +337,7 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
                          f"{t.wins}/{t.losses} | {t.tune_seconds:.0f} | {t.tune_pruned:.1f} |")
         lines.append("")
     for regime in dict.fromkeys(summary["regime"]):
-        head = headline[headline["regime"] == regime]
-        lines += [f"## {regime}", "",
-                  regime_verdict(regime, summary, head.iloc[0] if len(head) else None, spec.alpha, spec.test), ""]
+        lines += [f"## {regime}", "", regime_verdict(regime, summary, engines, spec.alpha, spec.test), ""]
         ceil = None if ceiling is None else ceiling.loc[ceiling["regime"] == regime, "ceiling"]
         if ceil is not None and len(ceil):
             iv = mean_interval(ceil, spec.confidence)

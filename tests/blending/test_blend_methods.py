@@ -3,7 +3,16 @@
 import numpy as np
 import pytest
 
-from qwkboost.blending.methods import apply_rank, fit_blend, fit_nested, fit_weights, rank_transform, vote
+from qwkboost.blending.methods import (
+    _binned_qwk,
+    apply_rank,
+    fit_blend,
+    fit_greedy,
+    fit_nested,
+    fit_weights,
+    rank_transform,
+    vote,
+)
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_exact
 
@@ -65,7 +74,35 @@ def test_rank_transform_maps_onto_the_unit_interval_in_order():
     assert apply_rank(np.array([0.0]), rank_transform(tied))[0] == pytest.approx(0.25, abs=0.01)
 
 
-@pytest.mark.parametrize("method", ["weights", "mean", "rank_mean", "vote"])
+def test_greedy_selection_picks_the_informed_members_and_beats_each_of_them():
+    y, S = _members()
+    w = fit_greedy(S, y, 4)
+    assert np.all(w >= 0) and w.sum() == pytest.approx(1.0)
+    assert w[2] == 0 and w[0] >= w[1] > 0                   # the noise is never chosen
+    best_single = max(_qwk_after_cuts(S[:, j], y) for j in range(3))
+    assert _qwk_after_cuts(S @ w, y) > best_single
+    np.testing.assert_array_equal(w, fit_greedy(S, y, 4))            # deterministic
+
+
+def test_greedy_selection_keeps_the_best_point_of_its_path():
+    y, S = _members(2000, seed=3)
+    lone = np.column_stack([S[:, 0], 3.0 - S[:, 1]])         # a member ranking the rows backwards only hurts
+    np.testing.assert_array_equal(fit_greedy(lone, y, 4), [1.0, 0.0])
+
+
+def test_binned_scoring_ranks_blends_as_the_exact_fit_does():
+    rs = np.random.RandomState(4)
+    y = rs.randint(0, 5, 20_000)
+    for noise in (0.6, 1.0, 1.6):
+        s = y + rs.normal(0, noise, y.size)
+        exact = qwk(y, apply_thresholds(s, fit_exact(s, y, n_classes=5)), n_classes=5)
+        assert _binned_qwk(s, y, 5, None, "exact", 1024) == pytest.approx(exact, abs=2e-3)
+    few = y[:500], y[:500] + rs.normal(0, 1, 500)           # few rows: the exact fit itself
+    assert _binned_qwk(few[1], few[0], 5, None, "exact", 1024) == \
+        qwk(few[0], apply_thresholds(few[1], fit_exact(few[1], few[0], n_classes=5)), n_classes=5)
+
+
+@pytest.mark.parametrize("method", ["weights", "mean", "rank_mean", "greedy", "vote"])
 def test_nested_classes_come_from_fits_without_the_rows_fold(method):
     y, S = _members(1500, seed=2)
     fold = np.arange(y.size) % 3

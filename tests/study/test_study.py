@@ -76,6 +76,9 @@ def test_tiny_study_reports_paired_statistics_and_nests_runs(tmp_path, mlflow_st
     assert h["diff"] == pytest.approx((wide[h["best_eqwk"]] - wide["squared_error+exact"]).mean())
     md = (out / "study.md").read_text()
     assert "## Verdict" in md and "## quartiles" in md and "Optimising QWK directly" in md
+    # the headline is the same-engine comparison, not the best of several extended-QWK rows
+    assert "Optimising QWK directly against squared error with exact cut points, on the same engine: " \
+           "`extended_qwk` on " in md and "no row picked as the best of several" in md
     assert "With 3 seeds no difference can be significant" in md
     assert "Wall time of this command" in md and "median s per cell" in md
     for png in ("paired_differences.png", "ranking.png"):

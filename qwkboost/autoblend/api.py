@@ -1,0 +1,149 @@
+"""``qwkboost.auto``: a time budget from Python, the same as ``python experiments/run.py experiment=auto``."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from qwkboost.autoblend.budget import Budget
+from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
+from qwkboost.autoblend.settings import AutoSettings
+
+__all__ = ["auto", "candidate_config"]
+
+#: The column names the frames get on their way through a file, when ``y`` is not a column of ``X``.
+_LABEL = "label"
+
+
+def candidate_config(engine: str, objective: str, *, n_splits: int = 5, seed: int = 0, group: str | None = None,
+                     n_jobs: int | None = None, tracking: dict | None = None, data: dict | None = None) -> dict:
+    """A run's resolved config for one candidate, from the project's defaults (``conf/``): the engine's and the
+    objective's configs, the objective's adjustment of the engine's parameters, 5-fold stratified CV and exact
+    cut points, as ``experiments/run.py engine=<engine> objective=<objective>`` composes them."""
+    from qwkboost import defaults
+
+    eng = copy.deepcopy(defaults.engine_config(engine))
+    eng["params"] = {**(eng.get("params") or {}), **defaults.objective_engine_params(objective, engine)}
+    obj = copy.deepcopy(defaults.objective_config(objective))
+    return {"data": data or {"name": "frame"}, "engine": eng, "objective": obj,
+            "cv": {"n_splits": int(n_splits), "stratified": True, "shuffle": True, "group": group, "repeats": 1},
+            "thresholds": {"method": "exact"},
+            "tracking": {"log_models": True, "log_pyfunc": False, "explain": False, **(tracking or {})},
+            "seed": int(seed), "n_jobs": n_jobs}
+
+
+def _frames(X, y, X_test):
+    import pandas as pd
+
+    train = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(X).rename(columns=lambda c: f"x{c}")
+    if isinstance(y, str):
+        if y not in train.columns:
+            raise ValueError(f"y={y!r} names no column of X; columns: {list(train.columns)}")
+        return train, y, None if X_test is None else (X_test.copy() if isinstance(X_test, pd.DataFrame)
+                                                      else pd.DataFrame(X_test).rename(columns=lambda c: f"x{c}"))
+    target = getattr(y, "name", None) or _LABEL
+    if target in train.columns:
+        raise ValueError(f"y is named {target!r}, which is also a column of X; rename one of them")
+    if len(y) != len(train):
+        raise ValueError(f"X has {len(train)} rows and y {len(y)}; give one label per row")
+    train[target] = y.to_numpy() if hasattr(y, "to_numpy") else y
+    if hasattr(y, "dtype") and isinstance(y.dtype, pd.CategoricalDtype):
+        train[target] = pd.Categorical(train[target], categories=y.dtype.categories, ordered=y.dtype.ordered)
+    test = None
+    if X_test is not None:
+        test = X_test.copy() if isinstance(X_test, pd.DataFrame) else \
+            pd.DataFrame(X_test).rename(columns=lambda c: f"x{c}")
+    return train, target, test
+
+
+def auto(X, y, X_test=None, *, time_limit: float = 600, engines=None, objectives=None, tune: bool = True,
+         n_splits: int = 5, id: str | None = None, groups: str | None = None, classes=None, seed: int = 0,
+         output_dir=None, tracking_uri: str | None = None, experiment_name: str = "qwkboost",
+         n_jobs: int | None = None, max_members: int = 15, progress: bool | None = None) -> AutoResult:
+    """The best blend qwkboost finds within ``time_limit`` seconds (:mod:`qwkboost.autoblend`).
+
+    Candidates (engine x objective) are cross-validated in the order of expected gain per second, the most
+    promising one is tuned with the time left, and every candidate that finished is blended by ensemble selection
+    with cut points fitted on the out-of-fold scores; ``metrics["nested_oof_qwk"]`` estimates the blend's QWK
+    with weights and cut points fitted without each fold.
+
+    Parameters
+    ----------
+    X : DataFrame or array of shape (n, p)
+        Training rows; string and ``category`` columns are categorical.
+    y : array-like, Series or str
+        The labels (ordinal: whole numbers, or words with ``classes`` or an ordered ``Categorical``), or the name
+        of their column in ``X``.
+    X_test : DataFrame or array, optional
+        Rows to predict: ``submission.csv`` and ``predictions.parquet`` hold them; with a label column (``y``'s
+        name) they are scored too.
+    time_limit : float, default 600
+        Seconds for everything: the candidates, the tuning, the blend and its files (at most 10 % more).
+    engines, objectives : list of str, optional
+        Narrow the candidates (default: every engine; squared error, extended QWK, ordinal logit and multiclass).
+    tune : bool, default True
+    n_splits : int, default 5
+    id : str, optional
+        A column of ``X`` (and ``X_test``) carried to the predictions and never a feature.
+    groups : str, optional
+        A column of ``X`` naming each row's entity: an entity's rows stay in one fold.
+    classes : list, optional
+        The classes in order, lowest first, for labels that are words.
+    seed : int, default 0
+    output_dir : path, optional
+        Where candidates and outputs go; the same directory again resumes (default: a new temporary directory).
+    tracking_uri : str, optional
+        An MLflow store: one parent run, a child per candidate. Default: no tracking.
+    experiment_name : str, default "qwkboost"
+    n_jobs : int, optional
+        Engine threads (default: every core).
+    max_members : int, default 15
+    progress : bool, optional
+        The progress line (default: on a terminal).
+
+    Returns
+    -------
+    AutoResult
+        ``predict(X)``, ``leaderboard``, ``metrics``, ``blend`` and ``output_dir``.
+
+    Raises
+    ------
+    ValueError
+        For bad settings or data, before any training; if no candidate finished within the time limit.
+    """
+    from qwkboost import tracking as trk
+    from qwkboost.autoblend.candidates import plan
+    from qwkboost.data.files import from_file
+    from qwkboost.exceptions import ConfigError, config_errors
+
+    with config_errors():
+        settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,
+                                             "tune": tune, "max_members": max_members})
+    budget = Budget(settings.time_limit)
+    train, target, test = _frames(X, y, X_test)
+    work = Path(tempfile.mkdtemp(prefix="qwkboost-auto-data-"))
+    paths = {"X": work / "X.parquet", "X_test": work / "X_test.parquet"}
+    train.to_parquet(paths["X"])
+    if test is None:
+        test = train.drop(columns=[target]).iloc[:0]
+    test.to_parquet(paths["X_test"])
+    try:
+        ds = from_file(str(paths["X"]), target, test_path=str(paths["X_test"]), seed=seed, id=id, classes=classes,
+                       group=groups)
+    except ValueError as exc:
+        text = str(exc)
+        for name, p in paths.items():
+            text = text.replace(f"'{p}'", name).replace(str(p), name)
+        raise ConfigError(text) from None
+    data = {"name": "frame", "target": target, "id": id}
+    with config_errors():
+        configs = runnable_configs({c.pair: candidate_config(c.engine, c.objective, n_splits=n_splits, seed=seed,
+                                                             group=groups, n_jobs=n_jobs, data=data)
+                                    for c in plan(settings.engines, settings.objectives)}, ds)
+    out = Path(output_dir) if output_dir is not None else Path(tempfile.mkdtemp(prefix="qwkboost-auto-"))
+    experiment_id = None
+    if tracking_uri is not None:
+        experiment_id = trk.setup(tracking_uri, experiment_name)
+    return AutoRun(settings, configs, ds, out, experiment_id, "auto", budget=budget, progress=progress).run()

@@ -1,0 +1,94 @@
+"""The clock of a time budget, and the guard that stops a candidate that cannot finish within it.
+
+Two lessons from the tools practitioners use with a time limit shape it. A limit is only kept if the steps after
+the candidates (the blend, its files, the MLflow model) are counted in it, so a *reserve* for them is set aside
+and candidates get what is left. And a candidate stopped part-way is dropped, never kept with part of its folds:
+out-of-fold scores from some folds are not comparable with full ones, so after each fold the guard projects the
+remaining folds from the measured ones and stops the candidate early when they would end past the limit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from qwkboost.exceptions import RunStopped
+
+__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME"]
+
+#: The tag a candidate stopped by the budget ends its MLflow run with (it ends KILLED).
+OUT_OF_TIME = {"qwkboost.auto": "OUT_OF_TIME"}
+
+
+@dataclass
+class Budget:
+    """Seconds given to the whole command, counted from ``started`` on a monotonic clock.
+
+    Attributes
+    ----------
+    time_limit : float
+        ``auto.time_limit``.
+    reserve : float
+        Seconds kept back for the blend and the files written after the last candidate.
+    """
+
+    time_limit: float
+    started: float = field(default_factory=time.monotonic)
+    reserve: float = 0.0
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
+
+    @property
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    @property
+    def left(self) -> float:
+        """Seconds until the limit."""
+        return self.time_limit - self.elapsed
+
+    @property
+    def left_for_work(self) -> float:
+        """Seconds candidates may still use: until the limit, less the reserve."""
+        return self.left - self.reserve
+
+
+class TimeGuard:
+    """``on_fold`` and ``on_round`` hooks of one candidate's cross-validation that stop it when it cannot finish
+    within the budget (:class:`~qwkboost.exceptions.RunStopped`, tagged :data:`OUT_OF_TIME`).
+
+    After fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean time of the folds so
+    far each, :math:`(n - i)\\,\\bar t`; if that exceeds :attr:`Budget.left_for_work`, the candidate stops. During
+    a fold, the candidate stops as soon as nothing is left for work.
+
+    Parameters
+    ----------
+    budget : Budget
+    n_folds : int
+        Folds of the candidate's cross-validation (over all repeats).
+    report : callable, optional
+        Called as ``report(fold, round)`` after every round (the progress line).
+    """
+
+    def __init__(self, budget: Budget, n_folds: int, report: Callable[[int, int], None] | None = None):
+        self.budget, self.n_folds, self.report = budget, int(n_folds), report
+        self.started = budget.clock()
+
+    def on_round(self, i: int, rnd: int, evals: dict) -> None:
+        if self.report is not None:
+            self.report(i, rnd)
+        if self.budget.left_for_work <= 0:
+            raise RunStopped(f"stopped in fold {i + 1}/{self.n_folds} at the time limit "
+                             f"({self.budget.time_limit:g} s, {self.budget.reserve:.0f} s kept for the blend)",
+                             tags=OUT_OF_TIME)
+
+    def on_fold(self, i: int, valid_rows, scores) -> None:
+        done = i + 1
+        if done >= self.n_folds:
+            return
+        spent = self.budget.clock() - self.started
+        projected = spent / done * (self.n_folds - done)
+        if projected > self.budget.left_for_work:
+            raise RunStopped(f"stopped after fold {done}/{self.n_folds}: the other folds would take about "
+                             f"{projected:.0f} s and {max(self.budget.left_for_work, 0):.0f} s are left",
+                             tags=OUT_OF_TIME)

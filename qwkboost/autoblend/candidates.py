@@ -1,0 +1,124 @@
+r"""The candidates of a time budget: which (engine, objective) pairs, in which order, at what expected cost.
+
+The order is the expected gain per second, from the study at competition size (``docs/study.md``): squared error
+with exact cut points is the strongest single objective and LightGBM the fastest engine, so LightGBM's squared
+error runs first; then the other engines on squared error (their blends with it gain the most), then extended QWK
+and the ordinal logit (other errors, so they blend well), the class objectives, and the slowest pairs last.
+
+Costs are relative to LightGBM's squared error: a prior per engine (the study's median seconds per cell:
+LightGBM 1.8, XGBoost 3.1, native 7.6, CatBoost 14.1) times a prior per objective, replaced by measured times as
+candidates finish (:class:`CostModel`; FLAML orders its learners the same way, from a cost prior that measured
+times replace).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["Candidate", "ORDER", "ENGINE_COST", "OBJECTIVE_COST", "plan", "CostModel"]
+
+#: Seconds per cell of each engine relative to LightGBM (the large study's medians: 1.8, 3.1, 7.6, 14.1 s).
+ENGINE_COST = {"lightgbm": 1.0, "xgboost": 1.7, "native": 4.2, "catboost": 7.8}
+#: Cost of each objective relative to squared error on the same engine (one score and its cut points costs about
+#: two; K class scores about K / 2 on LightGBM, more where each class is a tree per round).
+OBJECTIVE_COST = {"squared_error": 1.0, "extended_qwk": 1.0, "ordinal_logit": 2.0, "multiclass": 3.0,
+                  "soft_qwk": 8.0}
+#: The default order of the candidates (expected gain per second, highest first).
+ORDER = (
+    ("lightgbm", "squared_error"),
+    ("xgboost", "squared_error"),
+    ("catboost", "squared_error"),
+    ("lightgbm", "extended_qwk"),
+    ("lightgbm", "ordinal_logit"),
+    ("xgboost", "extended_qwk"),
+    ("xgboost", "ordinal_logit"),
+    ("lightgbm", "multiclass"),
+    ("native", "squared_error"),
+    ("catboost", "extended_qwk"),
+    ("xgboost", "multiclass"),
+    ("catboost", "ordinal_logit"),
+    ("native", "extended_qwk"),
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One cross-validated run of a budget: an engine, an objective and, for a tuning trial, its parameters.
+
+    Attributes
+    ----------
+    engine, objective : str
+    params : tuple of (str, value)
+        Engine parameters drawn by a tuning trial (on top of the defaults); empty for a default candidate.
+    trial : int or None
+        The tuning trial's number.
+    """
+
+    engine: str
+    objective: str
+    params: tuple = field(default_factory=tuple)
+    trial: int | None = None
+
+    @property
+    def name(self) -> str:
+        """``<engine>-<objective>``, and ``-trial-<n>`` for a tuning trial: the candidate's directory and run."""
+        base = f"{self.engine}-{self.objective}"
+        return base if self.trial is None else f"{base}-trial-{self.trial}"
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.engine, self.objective
+
+    @property
+    def prior_cost(self) -> float:
+        return ENGINE_COST.get(self.engine, 4.0) * OBJECTIVE_COST.get(self.objective, 4.0)
+
+
+def plan(engines=None, objectives=None) -> list[Candidate]:
+    """The candidates: :data:`ORDER` when neither list is given; else every pair of ``engines`` (default: all)
+    and ``objectives`` (default: the objectives of :data:`ORDER`), those of :data:`ORDER` first in its order, the
+    others after them, cheapest first.
+
+    Raises
+    ------
+    ValueError
+        For an empty list; names are checked by :class:`~qwkboost.autoblend.settings.AutoSettings`.
+    """
+    if engines is None and objectives is None:
+        return [Candidate(e, o) for e, o in ORDER]
+    engines = list(ENGINE_COST) if engines is None else list(engines)
+    objectives = list(dict.fromkeys(o for _, o in ORDER)) if objectives is None else list(objectives)
+    if not engines or not objectives:
+        raise ValueError("auto.engines and auto.objectives must each name at least one")
+    ordered = [Candidate(e, o) for e, o in ORDER if e in engines and o in objectives]
+    rest = [Candidate(e, o) for e in engines for o in objectives if (e, o) not in ORDER]
+    return ordered + sorted(rest, key=lambda c: c.prior_cost)
+
+
+class CostModel:
+    """Expected seconds of a candidate's cross-validation, from the priors and the times measured so far.
+
+    A pair that has run is expected to take what it took. Otherwise the estimate scales measured times by the
+    priors' ratio, preferring what is known of the same engine (an objective's ratio), then of the same objective
+    (an engine's ratio), then anything measured; the geometric mean of the scaled times when several apply.
+    Before anything is measured it is ``None``: the first candidate runs whatever it costs.
+    """
+
+    def __init__(self):
+        self.measured: dict[tuple[str, str], float] = {}
+
+    def record(self, candidate: Candidate, seconds: float) -> None:
+        if candidate.trial is None or candidate.pair not in self.measured:
+            self.measured[candidate.pair] = float(seconds)
+
+    def estimate(self, candidate: Candidate) -> float | None:
+        if candidate.pair in self.measured:
+            return self.measured[candidate.pair]
+        if not self.measured:
+            return None
+        same_engine = [(p, t) for p, t in self.measured.items() if p[0] == candidate.engine]
+        same_objective = [(p, t) for p, t in self.measured.items() if p[1] == candidate.objective]
+        basis = same_engine or same_objective or list(self.measured.items())
+        logs = [math.log(t * candidate.prior_cost / Candidate(*p).prior_cost) for p, t in basis]
+        return math.exp(sum(logs) / len(logs))

@@ -1,0 +1,56 @@
+"""``python experiments/run.py experiment=auto``: a time budget from a composed Hydra config."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+
+from qwkboost import tracking
+from qwkboost.autoblend.budget import Budget
+from qwkboost.autoblend.candidates import plan
+from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
+from qwkboost.autoblend.settings import AutoSettings
+from qwkboost.config import check_config, is_ordinal
+from qwkboost.exceptions import ConfigError, config_errors
+from qwkboost.runs.command import compose_choices
+from qwkboost.runs.experiment import load_dataset
+
+__all__ = ["auto_command"]
+
+
+def auto_command(cfg: DictConfig) -> AutoResult:
+    """What ``experiments/run.py`` does with ``experiment=auto``: check every candidate's config and the data, then
+    run the budget in Hydra's output directory (the same ``hydra.run.dir`` again resumes it).
+
+    The clock starts here: composing the candidates' configs and reading the data count in ``auto.time_limit``.
+
+    Raises
+    ------
+    ConfigError
+        For bad settings or data, before any training; in a multirun (the budget is one command).
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hc = HydraConfig.get()
+    container = OmegaConf.to_container(cfg, resolve=True)
+    with config_errors():
+        settings = AutoSettings.from_config(container["auto"])
+        budget = Budget(settings.time_limit)
+        if hc.mode == RunMode.MULTIRUN:
+            raise ValueError("experiment=auto runs its candidates itself, within one time budget; run it without -m")
+        check_config(container)
+        if not is_ordinal(container["data"]):
+            raise ValueError(f"experiment=auto blends for QWK and needs ordinal labels; data={container['data']['name']} "
+                             "is a regression target (data.ordinal=false)")
+        pairs = plan(settings.engines, settings.objectives)
+        composed = compose_choices([[f"engine={c.engine}", f"objective={c.objective}"] for c in pairs])
+        for rc in composed:
+            check_config(rc)
+        # an unreachable tracking server stops the command before the data is read
+        tracking.check_reachable(tracking.resolve_tracking_uri(container["tracking"]["uri"]))
+        ds = load_dataset(container["data"], int(container.get("seed", 0)), container["cv"].get("group"))
+        configs = runnable_configs({c.pair: rc for c, rc in zip(pairs, composed)}, ds)
+    experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+    run = AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto", budget=budget,
+                  command=tracking.command_line())
+    return run.run()

@@ -1,0 +1,406 @@
+r"""A time budget: candidates cross-validated in the order of expected gain per second, the most promising one
+tuned while time remains, and the greedy blend of every candidate that finished, with its nested estimate.
+
+The candidates are ordinary runs (:func:`qwkboost.runs.experiment.run_experiment`): each writes its outputs
+into ``<output dir>/candidates/<engine>-<objective>[-trial-<n>]/`` and is a child of the budget's MLflow run, so
+``experiments/blend.py``, ``load_run`` and ``predict.py`` work on them as on any run. The budget's own directory
+holds what a run writes (``submission.csv``, ``predictions.parquet``, ``oof.parquet``, ``pipeline/``), from the
+blend, and ``leaderboard.csv``. Stopped with Ctrl-C or SIGTERM, it writes the blend of what finished; run again on
+the same directory, it reuses finished candidates (:mod:`qwkboost.autoblend.state`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import shutil
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from qwkboost import tracking
+from qwkboost.autoblend.budget import Budget, TimeGuard
+from qwkboost.autoblend.candidates import Candidate, CostModel
+from qwkboost.autoblend.progress import Progress
+from qwkboost.autoblend.settings import AutoSettings
+from qwkboost.autoblend.state import AutoState, config_hash, shared_part
+from qwkboost.blending import blend, read_members, write_blend
+from qwkboost.blending.fit import BlendResult, log_blend_contents
+from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
+from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.exceptions import ConfigError, RunStopped
+from qwkboost.runs.experiment import check_against_data, run_experiment
+
+__all__ = ["AutoRun", "AutoResult", "runnable_configs"]
+
+log = logging.getLogger("qwkboost.autoblend")
+
+#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted (measured: 2-5 s).
+WRITE_SECONDS = 3.0
+PYFUNC_SECONDS = 4.0
+
+
+def runnable_configs(configs: Mapping[tuple[str, str], dict], ds: Dataset) -> dict[tuple[str, str], dict]:
+    """The candidates' configs checked against the data before any training
+    (:func:`~qwkboost.runs.experiment.check_against_data`); a pair whose engine cannot run the objective (several
+    scores per row on CatBoost) is left out with a log line.
+
+    Raises
+    ------
+    ValueError
+        For a setting the data refuses, naming it; if no pair can run.
+    """
+    from qwkboost.config import objective_ref
+    from qwkboost.engines.registry import get_engine
+    from qwkboost.objectives import get as get_objective
+
+    out, left = {}, []
+    for (engine, objective), cfg in configs.items():
+        obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
+        obj.fit(ds.y_train)
+        try:
+            get_engine(engine).check_objective(obj)
+        except ValueError as exc:
+            left.append(f"{engine}-{objective} ({exc})")
+            continue
+        check_against_data(cfg, ds)
+        out[(engine, objective)] = cfg
+    for why in left:
+        log.info("auto: left out %s", why)
+    if not out:
+        raise ValueError(f"no candidate of auto.engines and auto.objectives can run: {'; '.join(left)}")
+    return out
+
+
+@dataclass
+class AutoResult:
+    """What a time budget returns.
+
+    Attributes
+    ----------
+    output_dir : Path
+        Its directory: the outputs of a run, ``leaderboard.csv``, ``auto.json`` and ``candidates/``.
+    leaderboard : DataFrame
+        Every candidate of the directory: status, seconds, out-of-fold QWK (in-sample and nested) and weight.
+    blend : BlendResult or None
+        The blend; ``None`` when a single candidate finished (its outputs are then the run's).
+    pipeline : FittedBlend or FittedPipeline
+        Scores and classes for new rows (:meth:`predict`).
+    metrics : dict
+        ``nested_oof_qwk`` (the estimate to trust), ``oof_qwk``, ``seconds``, ``time_limit``, ``overrun``
+        (seconds past the limit, 0 within it), ``n_finished``, and ``test_qwk`` when the test rows have labels.
+    run_id : str or None
+        The MLflow parent run.
+    stopped : bool
+        Whether it was stopped (Ctrl-C, SIGTERM) before its budget ran out.
+    """
+
+    output_dir: Path
+    leaderboard: Any
+    blend: BlendResult | None
+    pipeline: Any
+    metrics: dict
+    run_id: str | None = None
+    stopped: bool = False
+
+    def predict(self, X):
+        """Classes for the rows of ``X`` (the user's labels)."""
+        return self.pipeline.predict(X)
+
+    def predict_score(self, X):
+        """The blended score of the rows of ``X``."""
+        return self.pipeline.predict_score(X)
+
+
+class AutoRun:
+    """One invocation of a time budget over one data set (see the module docstring).
+
+    Parameters
+    ----------
+    settings : AutoSettings
+    configs : dict
+        ``(engine, objective) -> config`` of every planned candidate, in the order to run them (resolved configs,
+        as :func:`~qwkboost.runs.experiment.run_experiment` takes them).
+    dataset : Dataset
+        Loaded once, shared by every candidate.
+    output_dir : path
+    experiment_id : str or None
+        The MLflow experiment; ``None`` logs nothing.
+    run_name : str
+    budget : Budget, optional
+        Started by the caller when loading the data counts; default: from now.
+    progress : bool, optional
+        The progress line (default: on a terminal).
+    """
+
+    def __init__(self, settings: AutoSettings, configs: Mapping[tuple[str, str], dict], dataset: Dataset,
+                 output_dir, experiment_id: str | None = None, run_name: str = "auto", budget: Budget | None = None,
+                 progress: bool | None = None, command: str | None = None):
+        from qwkboost.evaluation.cv import progress_enabled
+
+        self.settings, self.configs, self.ds = settings, dict(configs), dataset
+        self.out = Path(output_dir)
+        self.experiment_id, self.run_name, self.command = experiment_id, run_name, command
+        self.budget = budget or Budget(settings.time_limit)
+        self.progress = Progress(self.budget, progress_enabled() if progress is None else progress)
+        self.cost = CostModel()
+        first = next(iter(self.configs.values()))
+        self.base = first
+        self.n_folds = int(first["cv"]["n_splits"]) * int(first["cv"].get("repeats", 1))
+        self.parent_id: str | None = None
+        self._eval_seconds = self._time_one_blend_score()
+
+    # ------------------------------------------------------------------ the budget's shape
+    def _time_one_blend_score(self) -> float:
+        """Seconds to score one blend on these rows (what the greedy search repeats), measured once."""
+        y = self.ds.y_train
+        classes = class_range(self.ds.classes)
+        y_idx = (y - classes[0]).astype(np.int64)
+        s = y_idx + np.random.default_rng(0).normal(size=y.size)
+        t = time.perf_counter()
+        _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
+        return time.perf_counter() - t
+
+    def _set_reserve(self, n_members: int) -> None:
+        """Seconds kept for the end: the greedy blend of ``n_members`` (its in-sample fit and one per fold for the
+        nested estimate), its files, and its MLflow model."""
+        m = min(n_members, self.settings.max_members)
+        blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
+        pyfunc = PYFUNC_SECONDS if self.experiment_id is not None else 0.0
+        self.budget.reserve = blend_s + WRITE_SECONDS + 0.2 * m + pyfunc
+
+    # ------------------------------------------------------------------ candidates
+    def _n_finished(self, state: AutoState) -> int:
+        return sum(1 for r in state.candidates.values() if r.get("status") == "finished")
+
+    def run_candidate(self, state: AutoState, cand: Candidate, cfg: dict, reporter=None) -> dict | None:
+        """Cross-validate one candidate within the budget (or reuse it); its record, or ``None`` if it was left out
+        (it would not fit in the time left) or stopped (out of time, or pruned by ``reporter``)."""
+        cfg_hash = config_hash(cfg)
+        rec = state.finished(cand.name, cfg_hash)
+        if rec is not None:
+            self.cost.record(cand, rec["seconds"])
+            self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
+            log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec["seconds"],
+                     rec.get("qwk_thresholds_oof_nested", float("nan")))
+            return rec
+        self._set_reserve(self._n_finished(state) + 1)
+        estimate = self.cost.estimate(cand)
+        if estimate is not None and estimate > self.budget.left_for_work:
+            log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
+                      max(self.budget.left_for_work, 0))
+            if state.candidates.get(cand.name, {}).get("status") != "finished":    # an earlier finish stays
+                state.candidates[cand.name] = {"status": "left out", "estimate": round(estimate, 1),
+                                               "engine": cand.engine, "objective": cand.objective}
+            return None
+        self.progress.step(cand.name)
+        guard = TimeGuard(self.budget, self.n_folds,
+                          report=lambda i, rnd: self.progress.tick(i, rnd, self.n_folds))
+
+        def on_fold(i, valid, scores):
+            if reporter is not None:
+                reporter(i, valid, scores)
+            guard.on_fold(i, valid, scores)
+
+        run_cfg = copy.deepcopy(cfg)
+        run_cfg["tracking"] = {**run_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
+        directory = f"candidates/{cand.name}"
+        t0 = time.monotonic()
+        try:
+            row = run_experiment(run_cfg, self.experiment_id, parent_run_id=self.parent_id, run_name=cand.name,
+                                 output_dir=self.out / directory, dataset=self.ds, on_fold=on_fold,
+                                 on_round=guard.on_round, progress=False)
+        except RunStopped as stop:
+            state.candidates[cand.name] = {"status": "stopped", "reason": str(stop), "engine": cand.engine,
+                                           "objective": cand.objective,
+                                           "seconds": round(time.monotonic() - t0, 2)}
+            state.save()
+            log.info("auto: %s %s", cand.name, stop)
+            return None
+        seconds = time.monotonic() - t0
+        self.cost.record(cand, seconds)
+        rec = {"status": "finished", "engine": cand.engine, "objective": cand.objective,
+               "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
+               "seconds": round(seconds, 2), "run_id": row.get("run_id"),
+               **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
+                                      "best_iteration_mean") if k in row}}
+        state.candidates[cand.name] = rec
+        state.save()
+        self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
+        return rec
+
+    def _default_candidates(self, state: AutoState) -> None:
+        for (engine, objective), cfg in self.configs.items():
+            if self.budget.left_for_work <= 0:
+                break
+            self.run_candidate(state, Candidate(engine, objective), cfg)
+
+    def _tune(self, state: AutoState) -> None:
+        from qwkboost.autoblend.tuning import tune_best
+
+        tune_best(self, state)
+
+    # ------------------------------------------------------------------ the end
+    def members(self, state: AutoState) -> list[tuple[str, dict]]:
+        """The finished candidates whose files are there, best nested out-of-fold QWK first, at most
+        ``auto.max_members``."""
+        done = [(n, r) for n, r in state.candidates.items() if r.get("status") == "finished"
+                and (self.out / r["dir"] / "oof.parquet").exists()]
+        done.sort(key=lambda nr: -nr[1].get("qwk_thresholds_oof_nested", -np.inf))
+        return done[: self.settings.max_members]
+
+    def finish(self, state: AutoState, stopped: bool = False) -> AutoResult:
+        """Blend the finished candidates, write the outputs, log them in the parent run; the result."""
+        from qwkboost.tracking.loading import load_pipeline
+
+        self.progress.step("blend")
+        members = self.members(state)
+        if not members:
+            tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items())
+            raise ConfigError(f"no candidate finished within auto.time_limit={self.settings.time_limit:g} s "
+                              f"({tried or 'none started'}); raise auto.time_limit")
+        t_blend = time.monotonic()
+        result = None
+        for f in ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json"):
+            (self.out / f).unlink(missing_ok=True)
+        if len(members) == 1:
+            name, rec = members[0]
+            src = self.out / rec["dir"]
+            for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
+                shutil.copy2(src / f, self.out / f)
+            if (self.out / "pipeline").exists():
+                shutil.rmtree(self.out / "pipeline")
+            shutil.copytree(src / "pipeline", self.out / "pipeline")
+            weights = {name: 1.0}
+            metrics = {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
+                       **({"test_qwk": rec["qwk_thresholds"]} if "qwk_thresholds" in rec else {})}
+        else:
+            read = read_members([self.out / r["dir"] for _, r in members])
+            read = [replace(m, name=n) for m, (n, _) in zip(read, members)]
+            result = blend(read, method=self.settings.blend_method,
+                           thresholds=self.base["thresholds"]["method"])
+            write_blend(result, self.out)
+            weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
+            metrics = dict(result.metrics)
+        blend_seconds = time.monotonic() - t_blend
+        board = self._leaderboard(state, weights)
+        board.to_csv(self.out / "leaderboard.csv", index=False)
+        left_out = board[board["status"] == "left out"]
+        shown = board[board["status"] != "left out"]
+        pipeline = load_pipeline(self.out / "pipeline")
+        elapsed = self.budget.elapsed
+        metrics.update({"seconds": elapsed, "time_limit": float(self.settings.time_limit),
+                        "overrun": max(elapsed - self.settings.time_limit, 0.0), "n_finished": float(len(members)),
+                        "blend_seconds": blend_seconds})
+        if self.parent_id is not None:
+            self._log(result, board, metrics)
+        metrics["seconds"] = self.budget.elapsed
+        metrics["overrun"] = max(metrics["seconds"] - self.settings.time_limit, 0.0)
+        state.sessions.append({"ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                               "time_limit": self.settings.time_limit, "seconds": round(metrics["seconds"], 2),
+                               "stopped": stopped, "members": len(members)})
+        state.save()
+        self.progress.close()
+        over = metrics["overrun"]
+        log.info("auto: %s in %.0f s of auto.time_limit=%g s%s; %d candidate(s) finished, %s; nested out-of-fold QWK "
+                 "%.4f%s\n%s\n  submission: %s", "stopped" if stopped else "done", metrics["seconds"],
+                 self.settings.time_limit, f" ({over:.1f} s over, {100 * over / self.settings.time_limit:.1f} %)"
+                 if over > 0 else "", len(members),
+                 "one run (nothing to blend)" if result is None else
+                 f"blended {sum(w > 0 for w in weights.values())} of them ({self.settings.blend_method})",
+                 metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
+                 shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+                 + (f"\n  left out for time: {', '.join(left_out['candidate'])}" if len(left_out) else ""),
+                 self.out / "submission.csv")
+        return AutoResult(self.out, board, result, pipeline, metrics, self.parent_id, stopped)
+
+    def _leaderboard(self, state: AutoState, weights: Mapping[str, float]):
+        import pandas as pd
+
+        rows = []
+        for name, r in state.candidates.items():
+            rows.append({"candidate": name, "engine": r.get("engine"), "objective": r.get("objective"),
+                         "status": r["status"], "seconds": r.get("seconds"),
+                         "oof_qwk": r.get("qwk_thresholds_oof"), "nested_oof_qwk": r.get("qwk_thresholds_oof_nested"),
+                         **({"test_qwk": r.get("qwk_thresholds")} if self.ds.has_test_labels else {}),
+                         "weight": weights.get(name, 0.0)})
+        board = pd.DataFrame(rows)
+        return board.sort_values(["weight", "nested_oof_qwk"], ascending=False, na_position="last",
+                                 ignore_index=True)
+
+    def _log(self, result: BlendResult | None, board, metrics: Mapping[str, float]) -> None:
+        """The blend (or the single run), the leaderboard and the time in the parent run."""
+        from qwkboost.tracking.serving import example_frame, log_pyfunc
+        from qwkboost.tracking.loading import load_pipeline
+
+        if result is not None:
+            log_blend_contents(result, self.out, log_pyfunc=True)
+        else:
+            for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
+                tracking.log_file(self.out / f, "predictions")
+            tracking.log_artifacts(self.out / "pipeline", "pipeline")
+            pipe = load_pipeline(self.out / "pipeline")
+            log_pyfunc(self.out / "pipeline", example_frame([pipe.schema]))
+        tracking.log_file(self.out / "leaderboard.csv")
+        tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished",
+                                                   "blend_seconds") else k: float(v)
+                              for k, v in metrics.items() if v is not None})
+
+    # ------------------------------------------------------------------ the whole
+    def run(self) -> AutoResult:
+        """Run the candidates, then tuning, then the blend, within the budget (module docstring).
+
+        Raises
+        ------
+        ConfigError
+            If the output directory belongs to another configuration, or no candidate finished in time.
+        KeyboardInterrupt
+            After writing the blend of what finished, when stopped with Ctrl-C or SIGTERM (the parent run then
+            ends KILLED).
+        """
+        state = AutoState.open(self.out, shared_part(self.base))
+        parent = contextlib.nullcontext() if self.experiment_id is None else \
+            tracking.run(self.experiment_id, self.run_name, run_id=self._resumable(state.parent_run_id),
+                         tags={"qwkboost.auto": "parent", "data": self.base["data"].get("name", "data"),
+                               **({"command": self.command} if self.command else {})})
+        try:
+            with parent as active:
+                if active is not None:
+                    resumed = state.parent_run_id == active.info.run_id
+                    self.parent_id = state.parent_run_id = active.info.run_id
+                    if not resumed:     # what every session shares (MLflow keeps a param's first value)
+                        tracking.log_params({"data": self.base["data"], "cv": self.base["cv"],
+                                             "thresholds": self.base["thresholds"], "seed": self.base.get("seed", 0)})
+                    # each session's own settings (a resumed directory may get another budget)
+                    tracking.log_dict(self.settings.as_dict(), f"sessions/{len(state.sessions) + 1}/auto.json")
+                    tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
+                state.save()
+                try:
+                    self._default_candidates(state)
+                    if self.settings.tune:
+                        self._tune(state)
+                except KeyboardInterrupt:
+                    log.warning("auto: stopped; writing the blend of the %d candidate(s) that finished",
+                                self._n_finished(state))
+                    self.finish(state, stopped=True)
+                    raise
+                return self.finish(state)
+        finally:
+            self.progress.close()
+
+    def _resumable(self, run_id: str | None) -> str | None:
+        """``run_id`` if the store still has it (a resumed directory continues its parent run)."""
+        if run_id is None:
+            return None
+        import mlflow
+
+        try:
+            mlflow.MlflowClient().get_run(run_id)
+            return run_id
+        except Exception:  # noqa: BLE001 - another store, or the run was deleted: a new parent
+            return None

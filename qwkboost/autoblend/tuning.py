@@ -1,0 +1,80 @@
+"""The tuning step of a time budget: the most promising candidate's engine parameters searched with Optuna while
+time remains, every trial a candidate of the blend.
+
+The target is the finished default candidate with the best nested out-of-fold QWK. Its engine's
+``search_space`` (``conf/engine/<engine>.yaml``) is searched by the seeded multivariate TPE sampler of
+``experiments/tune.py``, each trial a cross-validated run scored by its out-of-fold QWK after cut points and
+stopped after a fold by the pruner (``auto.pruner``) or by the budget's guard. Optuna's own ``timeout`` is
+checked only between trials, so the guard stops a running trial and a callback stops the study once the next
+trial would not fit. The study is kept in ``<output dir>/tuning.db`` (SQLite): a resumed budget goes on with new
+trials.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import statistics
+
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.data.dataset import class_range
+
+__all__ = ["tune_best"]
+
+log = logging.getLogger("qwkboost.autoblend")
+
+
+def tune_best(run, state) -> None:
+    """Tune the best finished default candidate of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`) until the
+    next trial would not fit in the time left."""
+    import optuna
+
+    from qwkboost.autoblend.state import config_hash
+    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner
+    from qwkboost.runs.tuning.samplers import make_sampler
+    from qwkboost.runs.tuning.space import suggest
+
+    defaults = [(r.get("qwk_thresholds_oof_nested", -1.0), (r["engine"], r["objective"]))
+                for r in state.candidates.values() if r.get("status") == "finished" and r.get("trial") is None
+                and (r["engine"], r["objective"]) in run.configs]
+    if not defaults:
+        return
+    _, pair = max(defaults)
+    cfg = run.configs[pair]
+    space = cfg["engine"].get("search_space") or {}
+    if not space:
+        log.info("auto: %s-%s has no search space to tune (conf/engine/%s.yaml)", *pair, pair[0])
+        return
+    seed = int(cfg.get("seed", 0))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=f"{pair[0]}-{pair[1]}-{config_hash(cfg)}",
+                                storage=f"sqlite:///{(run.out / 'tuning.db').resolve()}", direction="maximize",
+                                sampler=make_sampler("tpe", seed), pruner=make_pruner(run.settings.pruner),
+                                load_if_exists=True)
+    classes = class_range(run.ds.classes)
+    seconds = [state.candidates[f"{pair[0]}-{pair[1]}"]["seconds"]]
+
+    def expected() -> float:
+        return statistics.median(seconds)
+
+    def objective(trial) -> float:
+        drawn = suggest(trial, space)
+        cand = Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number)
+        trial_cfg = copy.deepcopy(cfg)
+        trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
+        reporter = FoldReporter(trial, run.settings.pruner, "qwk_thresholds_oof", cfg["thresholds"]["method"],
+                                run.ds.y_train, classes, run.ds.w_train)
+        rec = run.run_candidate(state, cand, trial_cfg, reporter=reporter)
+        if rec is None:
+            raise optuna.TrialPruned(state.candidates.get(cand.name, {}).get("reason", "out of time"))
+        seconds.append(rec["seconds"])
+        return rec["qwk_thresholds_oof"]
+
+    def stop_when_out_of_time(study, trial) -> None:
+        if expected() > run.budget.left_for_work:
+            study.stop()
+
+    if expected() > run.budget.left_for_work:
+        return
+    log.info("auto: tuning %s-%s (%d trial(s) in its study so far)", *pair, len(study.trials))
+    study.optimize(objective, callbacks=[stop_when_out_of_time], gc_after_trial=False)

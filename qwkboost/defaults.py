@@ -1,0 +1,75 @@
+"""The project's defaults, defined once in ``conf/`` and read alike by the Hydra commands and the Python API.
+
+* The default engine and objective: the ``engine`` and ``objective`` entries of ``conf/config.yaml``'s defaults
+  list (what ``python experiments/run.py`` uses when neither is given).
+* Each engine's parameters, rounds and early stopping: ``conf/engine/<engine>.yaml``.
+* An objective's own adjustment of an engine's parameters, where the shared ones are unfair to it:
+  ``conf/objective_engine/<objective>_<engine>.yaml``, applied on top of the engine's parameters and below
+  anything the user sets (``conf/config.yaml`` composes it as the optional group ``objective_engine``).
+
+``conf/`` is installed as the package ``qwkboost.conf``, so a wheel reads the same files as a clone. Why each
+default is what it is: ``docs/guide/defaults.md`` (the leave-one-set-out evidence).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+__all__ = ["default_engine", "default_objective", "engine_config", "objective_config", "engine_params",
+           "objective_engine_params"]
+
+
+@functools.lru_cache(maxsize=None)
+def _read(*parts: str) -> dict:
+    import yaml
+
+    node = resources.files("qwkboost.conf").joinpath(*parts)
+    if not node.is_file():
+        return {}
+    return yaml.safe_load(node.read_text()) or {}
+
+
+def _default_choice(group: str) -> str:
+    for entry in _read("config.yaml").get("defaults", []):
+        if isinstance(entry, dict) and group in entry:
+            return str(entry[group])
+    raise RuntimeError(f"conf/config.yaml names no default {group}")
+
+
+def default_engine() -> str:
+    """The engine a run uses when none is named (``conf/config.yaml``)."""
+    return _default_choice("engine")
+
+
+def default_objective() -> str:
+    """The objective a run uses when none is named (``conf/config.yaml``)."""
+    return _default_choice("objective")
+
+
+def engine_config(engine: str) -> dict:
+    """``conf/engine/<engine>.yaml``: ``params``, ``num_boost_round``, ``early_stopping_rounds``,
+    ``search_space``, ...; an engine without a file (a user's) has none."""
+    return dict(_read("engine", f"{engine}.yaml"))
+
+
+def objective_config(objective: str) -> dict:
+    """``conf/objective/<objective>.yaml``: ``name`` and ``params``."""
+    return dict(_read("objective", f"{objective}.yaml"))
+
+
+def objective_engine_params(objective: str, engine: str) -> dict:
+    """What ``objective`` changes in ``engine``'s parameters (``conf/objective_engine/<objective>_<engine>.yaml``);
+    empty for most pairs and for objectives that are not registered names."""
+    return dict(_read("objective_engine", f"{objective}_{engine}.yaml").get("params") or {})
+
+
+def engine_params(engine: str, objective: Any = None) -> dict[str, Any]:
+    """The parameters ``engine`` trains with by default: the engine's (``conf/engine/<engine>.yaml``), then the
+    adjustments of ``objective`` (a registered name) for that engine. ``None`` values are left out (they mean
+    "the objective's own", e.g. XGBoost's ``base_score``)."""
+    params = dict(engine_config(engine).get("params") or {})
+    if isinstance(objective, str):
+        params.update(objective_engine_params(objective, engine))
+    return {k: v for k, v in params.items() if v is not None}

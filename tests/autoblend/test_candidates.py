@@ -1,0 +1,80 @@
+"""The candidates' order and costs, and the settings' refusals (no training)."""
+
+import pytest
+
+from qwkboost.autoblend.budget import Budget, TimeGuard
+from qwkboost.autoblend.candidates import ORDER, Candidate, CostModel, plan
+from qwkboost.autoblend.settings import AutoSettings
+from qwkboost.exceptions import RunStopped
+
+
+def test_the_default_plan_is_the_order_and_starts_with_lightgbm_squared_error():
+    cands = plan()
+    assert [c.pair for c in cands] == list(ORDER)
+    assert cands[0].pair == ("lightgbm", "squared_error")
+
+
+def test_narrowed_plans_keep_the_order_then_add_the_other_pairs_cheapest_first():
+    cands = plan(["native", "lightgbm"], ["squared_error", "soft_qwk"])
+    pairs = [c.pair for c in cands]
+    assert pairs[:2] == [("lightgbm", "squared_error"), ("native", "squared_error")]
+    assert pairs[2:] == [("lightgbm", "soft_qwk"), ("native", "soft_qwk")]
+    assert [c.pair for c in plan(engines=["xgboost"])] == [p for p in ORDER if p[0] == "xgboost"]
+
+
+def test_cost_model_scales_what_it_measured_by_the_priors():
+    cost = CostModel()
+    assert cost.estimate(Candidate("lightgbm", "squared_error")) is None
+    cost.record(Candidate("lightgbm", "squared_error"), 10.0)
+    assert cost.estimate(Candidate("lightgbm", "squared_error")) == 10.0
+    assert cost.estimate(Candidate("lightgbm", "ordinal_logit")) == pytest.approx(20.0)      # same engine
+    assert cost.estimate(Candidate("xgboost", "squared_error")) == pytest.approx(17.0)       # same objective
+    cost.record(Candidate("xgboost", "squared_error"), 34.0)      # xgboost twice as slow as its prior says
+    assert cost.estimate(Candidate("xgboost", "extended_qwk")) == pytest.approx(34.0)
+    cost.record(Candidate("xgboost", "squared_error", (("max_depth", 8),), trial=3), 90.0)   # a trial: kept out
+    assert cost.estimate(Candidate("xgboost", "squared_error")) == 34.0
+
+
+@pytest.mark.parametrize("auto, match", [
+    ({"time_limit": 0}, r"auto.time_limit must be a number of seconds > 0"),
+    ({"time_limit": "600"}, r"auto.time_limit"),
+    ({"time_limit": float("inf")}, r"auto.time_limit"),
+    ({"time_limit": 60, "engines": ["lightgbm", "lightgm"]}, r"auto.engines has unknown name\(s\) \['lightgm'\]"),
+    ({"time_limit": 60, "engines": []}, r"auto.engines must be a non-empty list"),
+    ({"time_limit": 60, "engines": "lightgbm"}, r"auto.engines must be a non-empty list"),
+    ({"time_limit": 60, "objectives": ["kappa"]}, r"auto.objectives has unknown name\(s\) \['kappa'\]"),
+    ({"time_limit": 60, "objectives": ["squared_error", "squared_error"]}, r"names 'squared_error' twice"),
+    ({"time_limit": 60, "tune": "yes"}, r"auto.tune"),
+    ({"time_limit": 60, "max_members": 0}, r"auto.max_members"),
+    ({"time_limit": 60, "blend_method": "stack"}, r"auto.blend_method='stack' is unknown"),
+    ({"time_limit": 60, "pruner": "hyperband"}, r"auto.pruner='hyperband' is unknown"),
+    ({"time_limit": 60, "time_limt": 5}, r"auto has no setting\(s\) \['time_limt'\]"),
+])
+def test_settings_are_refused_naming_the_setting(auto, match):
+    with pytest.raises(ValueError, match=match):
+        AutoSettings.from_config(auto)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_guard_stops_a_candidate_whose_other_folds_would_end_past_the_limit():
+    clock = Clock()
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    guard = TimeGuard(budget, n_folds=5)
+    clock.now = 20.0                         # fold 1 took 20 s: 4 more need 80 s, 70 s are left for work
+    with pytest.raises(RunStopped, match="other folds would take about 80 s and 70 s are left") as info:
+        guard.on_fold(0, None, None)
+    assert info.value.tags == {"qwkboost.auto": "OUT_OF_TIME"}
+    ok = TimeGuard(budget, n_folds=5)
+    clock.now = 30.0                         # 10 s for fold 1: 40 s more fit in 60
+    ok.on_fold(0, None, None)
+    ok.on_round(1, 5, {})
+    clock.now = 95.0                         # inside the reserve: stopped in the middle of a fold
+    with pytest.raises(RunStopped, match="stopped in fold 2/5 at the time limit"):
+        ok.on_round(1, 6, {})
