@@ -23,7 +23,7 @@ from qwkboost.validation import (
     check_real,
 )
 
-__all__ = ["check_config", "check_tune", "ConfigError", "config_errors", "THRESHOLD_METHODS",
+__all__ = ["check_config", "check_tune", "apply_protocol", "ConfigError", "config_errors", "THRESHOLD_METHODS",
            "TUNE_METRICS"]
 
 
@@ -53,12 +53,13 @@ GROUP_KEYS = {
                "search_space"),
     "objective": ("name", "params", "_target_"),
     "table": ("engines", "objectives"),
+    "protocol": ("engine", "objective"),
     "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit"),
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
              "max_retry", "pruner", "sampler", "rerun_repeats"),
 }
 TOP_KEYS = ("data", "engine", "objective", "cv", "thresholds", "tracking", "seed", "n_jobs", "run_name", "table", "study",
-            "tune", "optimized_metric", "cluster", "auto", "hydra")
+            "tune", "optimized_metric", "cluster", "auto", "protocol", "hydra")
 
 
 def _positive_int(value: Any, key: str, minimum: int = 1) -> None:
@@ -236,6 +237,25 @@ def check_config(cfg: Mapping) -> None:
             for v in items:
                 if v not in known:
                     raise ValueError(f"table.{key} has unknown {key[:-1]} {v!r}; choose from: {', '.join(known)}")
+
+
+def apply_protocol(cfg: dict, overrides=()) -> dict:
+    """``cfg`` with its engine's and objective's parameters those of ``cfg["protocol"]`` (``conf/protocol/``, a
+    fixed protocol such as the DSB2019 article's, whatever the defaults say), then each parameter that
+    ``overrides`` (the command line's, a study method's) sets put back as set. Without a protocol, or for an engine or
+    objective it does not name, ``cfg`` as it is."""
+    proto = cfg.get("protocol")
+    if not proto:
+        return cfg
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    for group in ("engine", "objective"):
+        fixed = (proto.get(group) or {}).get(cfg[group].get("name"))
+        if fixed is None:
+            continue
+        mine = {k.split(".", 2)[2].split(".")[0] for k in keys if k.startswith(f"{group}.params.")}
+        given = cfg[group].get("params") or {}
+        cfg[group]["params"] = {**fixed, **{k: given[k] for k in mine if k in given}}
+    return cfg
 
 
 def optimized_metric(cfg: Mapping) -> str:

@@ -29,6 +29,7 @@ from qwkboost.autoblend.candidates import Candidate, CostModel
 from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.autoblend.state import AutoState, config_hash, shared_part
+from qwkboost.autoblend.tuning import tune_best
 from qwkboost.blending import blend, read_members, write_blend
 from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
@@ -240,11 +241,6 @@ class AutoRun:
                 break
             self.run_candidate(state, Candidate(engine, objective), cfg)
 
-    def _tune(self, state: AutoState) -> None:
-        from qwkboost.autoblend.tuning import tune_best
-
-        tune_best(self, state)
-
     # ------------------------------------------------------------------ the end
     def members(self, state: AutoState) -> list[tuple[str, dict]]:
         """The finished candidates whose files are there, best nested out-of-fold QWK first, at most
@@ -266,15 +262,14 @@ class AutoRun:
                               f"({tried or 'none started'}); raise auto.time_limit")
         t_blend = time.monotonic()
         result = None
-        for f in ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json"):
+        for f in ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json"):    # an earlier session's
             (self.out / f).unlink(missing_ok=True)
+        shutil.rmtree(self.out / "pipeline", ignore_errors=True)
         if len(members) == 1:
             name, rec = members[0]
             src = self.out / rec["dir"]
             for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
                 shutil.copy2(src / f, self.out / f)
-            if (self.out / "pipeline").exists():
-                shutil.rmtree(self.out / "pipeline")
             shutil.copytree(src / "pipeline", self.out / "pipeline")
             weights = {name: 1.0}
             metrics = {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
@@ -368,8 +363,13 @@ class AutoRun:
             tracking.run(self.experiment_id, self.run_name, run_id=self._resumable(state.parent_run_id),
                          tags={"qwkboost.auto": "parent", "data": self.base["data"].get("name", "data"),
                                **({"command": self.command} if self.command else {})})
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        # with the progress line on a terminal, log lines print above it
+        redirect = logging_redirect_tqdm(loggers=[logging.getLogger()]) if self.progress.enabled else \
+            contextlib.nullcontext()
         try:
-            with parent as active:
+            with redirect, parent as active:
                 if active is not None:
                     resumed = state.parent_run_id == active.info.run_id
                     self.parent_id = state.parent_run_id = active.info.run_id
@@ -383,7 +383,7 @@ class AutoRun:
                 try:
                     self._default_candidates(state)
                     if self.settings.tune:
-                        self._tune(state)
+                        tune_best(self, state)
                 except KeyboardInterrupt:
                     log.warning("auto: stopped; writing the blend of the %d candidate(s) that finished",
                                 self._n_finished(state))

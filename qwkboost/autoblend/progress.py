@@ -15,7 +15,7 @@ log = logging.getLogger("qwkboost.autoblend")
 class Progress:
     """A bar over the budget's seconds (on a terminal; elsewhere one log line per step).
 
-    ``auto  41%|████      | 246/600 s [xgboost-squared_error fold 3/5 round 340 · 3 done, best 0.6412 · 354 s left]``
+    ``auto  41%|████      | 246/600 s, xgboost-squared_error fold 3/5 round 340 · 3 done, best 0.6412 · 354 s left``
     """
 
     def __init__(self, budget: Budget, enabled: bool):
@@ -26,7 +26,7 @@ class Progress:
         self._shown = 0.0
         self.bar = tqdm(total=max(int(round(budget.time_limit)), 1), unit="s", desc="auto", disable=not enabled,
                         dynamic_ncols=True, leave=True,
-                        bar_format="{desc} {percentage:3.0f}%|{bar}| {n}/{total} s [{postfix}]")
+                        bar_format="{desc} {percentage:3.0f}%|{bar}| {n}/{total} s{postfix}")
 
     def _line(self) -> str:
         best = "" if self.best is None else f", best {self.best:.4f}"

@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
-from qwkboost.config import check_config, optimized_metric
+from qwkboost.config import apply_protocol, check_config, optimized_metric
 from qwkboost.distributed.parallel import threads_per_job
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.experiment import run_experiment
@@ -62,7 +62,7 @@ def compose_choices(choices, label=lambda choice: " ".join(choice)) -> list[dict
                 else:
                     log.info("%s: %s does not apply (no such key), skipped", label(choice), o)
         rc = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *fits, *choice])
-        out.append(OmegaConf.to_container(rc, resolve=True))
+        out.append(apply_protocol(OmegaConf.to_container(rc, resolve=True), [*common, *fits]))
     return out
 
 
@@ -85,7 +85,7 @@ def study_cells(cfg: DictConfig):
 
     def compose(overrides):
         rc = hydra.compose(config_name=hc.job.config_name, overrides=[*keep, *overrides])
-        return OmegaConf.to_container(rc, resolve=True)
+        return apply_protocol(OmegaConf.to_container(rc, resolve=True), [*keep, *overrides])
 
     return spec, build_cells(spec, compose)
 
@@ -110,7 +110,7 @@ def run_command(cfg: DictConfig) -> float | None:
     """
     hc = HydraConfig.get()
     out_dir = hc.runtime.output_dir
-    container = OmegaConf.to_container(cfg, resolve=True)
+    container = apply_protocol(OmegaConf.to_container(cfg, resolve=True), hc.overrides.task)
     if cfg.study:
         from qwkboost.study import check_cells, run_study
 
@@ -166,7 +166,7 @@ def tune_command(cfg: DictConfig):
     """
     from qwkboost.runs.tuning import best_overrides, tune
 
-    container = OmegaConf.to_container(cfg, resolve=True)
+    container = apply_protocol(OmegaConf.to_container(cfg, resolve=True), HydraConfig.get().overrides.task)
     with config_errors():
         check_config(container)
         # an unreachable tracking server stops the command before the Optuna study is opened or created
