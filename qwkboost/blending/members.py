@@ -45,6 +45,7 @@ from qwkboost.tracking.outputs import (
     legacy_clash,
     read_predictions,
 )
+from qwkboost.validation import read_json
 
 __all__ = ["Member", "read_members", "align", "BlendInputError"]
 
@@ -278,6 +279,22 @@ def _read_table(path: Path):
             from None
 
 
+def _json(path: Path, kind: str) -> dict:
+    """A member's JSON file as a mapping; a malformed one (not JSON, nested too deeply, too large, not a
+    mapping) is refused in one line naming it."""
+    try:
+        value = read_json(path, str(path), kind)
+    except ValueError as exc:
+        raise BlendInputError(str(exc)) from None
+    if not isinstance(value, dict):
+        raise BlendInputError(f"{path} is not {kind} (its JSON is not a mapping)")
+    return value
+
+
+def _name(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _first(d: Path, names: Sequence[str]) -> Path | None:
     return next((d / n for n in names if (d / n).is_file()), None)
 
@@ -294,13 +311,13 @@ def _from_dir(d: Path, id_name: str | None, target: str | None, source: str | No
     info: dict[str, Any] = {}
     pipeline_dir = d / "pipeline" if (d / "pipeline" / "pipeline.json").is_file() else None
     if pipeline_dir is not None:
-        meta = json.loads((pipeline_dir / "pipeline.json").read_text())
-        info = dict(meta.get("info") or {})
-        id_name = id_name or meta.get("id_name") or "row"
-        target = target or meta.get("target") or "label"
+        meta = _json(pipeline_dir / "pipeline.json", "a qwkboost pipeline file")
+        info = dict(meta.get("info") or {}) if isinstance(meta.get("info"), dict) else {}
+        id_name = id_name or _name(meta.get("id_name")) or "row"
+        target = target or _name(meta.get("target")) or "label"
     result = d / "result.json"
     if result.is_file():
-        info = {**json.loads(result.read_text()), **info}
+        info = {**_json(result, "a run's result file"), **info}
     (oof, columns), (test, test_columns) = _read_table(oof_path), _read_table(test_path)
     if columns is None and pipeline_dir is not None:
         # qwkboost 0.1 wrote its columns by their plain names, over any of the user's that had one

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from qwkboost.data.labels import ClassLabels
-from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
+from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline, check_fields
+from qwkboost.validation import read_json, shown
 
 __all__ = ["FittedBlend", "BLEND_FORMAT"]
 
@@ -66,10 +67,11 @@ class FittedBlend:
     is_ordinal = True
 
     @classmethod
-    def from_result(cls, result) -> "FittedBlend":
-        """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines."""
+    def from_result(cls, result, trusted_modules=None) -> "FittedBlend":
+        """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines
+        (``trusted_modules`` as :func:`qwkboost.load_model` takes it)."""
         fit = result.fit_info
-        members = [FittedPipeline.load(m.pipeline_dir) for m in result.members]
+        members = [FittedPipeline.load(m.pipeline_dir, trusted_modules) for m in result.members]
         ref = result.members[0]
         return cls(members, result.method, np.asarray(fit.weights), np.asarray(result.classes, dtype=float),
                    fit.cuts, fit.member_cuts, fit.quantiles, ref.id_name, ref.target,
@@ -164,25 +166,37 @@ class FittedBlend:
         return d
 
     @classmethod
-    def load(cls, path) -> "FittedBlend":
-        """Read a blend directory written by :meth:`save`."""
+    def load(cls, path, trusted_modules=None) -> "FittedBlend":
+        """Read a blend directory written by :meth:`save` (a malformed file is refused in one line naming it);
+        ``trusted_modules`` as :func:`qwkboost.load_model` takes it."""
         d = Path(path)
         where = f"blend pipeline {str(d)!r}"
+        payload = read_json(d / PIPELINE_FILE, f"{where}: {PIPELINE_FILE}", "a qwkboost blend file")
         try:
-            payload = json.loads((d / PIPELINE_FILE).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{where}: {PIPELINE_FILE} cannot be read ({exc})") from None
-        if payload.get("format") != BLEND_FORMAT or payload.get("format_version") != FORMAT_VERSION:
+            return cls._of(payload, d, where, trusted_modules)
+        except ValueError as exc:
+            if str(d) in str(exc):
+                raise
+            raise ValueError(f"{where}: {exc}") from None
+        except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+            raise ValueError(f"{where}: {PIPELINE_FILE} is not a valid qwkboost blend file "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+
+    @classmethod
+    def _of(cls, payload, d: Path, where: str, trusted_modules) -> "FittedBlend":
+        if not isinstance(payload, dict) or payload.get("format") != BLEND_FORMAT \
+                or payload.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{where} is not a qwkboost blend of format version {FORMAT_VERSION}")
         from qwkboost.blending.methods import BLEND_METHODS
 
         if payload.get("method") not in BLEND_METHODS:
-            raise ValueError(f"{where}: unknown blend method {payload.get('method')!r}")
+            raise ValueError(f"{where}: unknown blend method {shown(payload.get('method'))}")
         names = payload.get("members")
         if not isinstance(names, list) or len(names) < 2 or not all(
                 isinstance(x, str) and "/" not in x for x in names):
             raise ValueError(f"{where}: 'members' must list two or more member directories")
-        members = [FittedPipeline.load(d / x) for x in names]
+        check_fields(payload, where)
+        members = [FittedPipeline.load(d / x, trusted_modules) for x in names]
 
         def arr(key):
             v = payload.get(key)

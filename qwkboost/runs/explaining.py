@@ -58,9 +58,11 @@ def run_config(run: str, pipe, uri: str | None) -> dict | None:
 
 
 def explain_run(run: str, out, data_path: str | None = None, id_column: str | None = None, rows: int | None = 2000,
-                seed: int = 0, tracking_uri: str | None = None, log_to_run: bool = True) -> dict[str, Any]:
+                seed: int = 0, tracking_uri: str | None = None, log_to_run: bool = True,
+                trusted_modules=None) -> dict[str, Any]:
     """Explain run (or blend) ``run`` on ``data_path``'s rows or its own training rows; write the report to
-    ``out`` and log it to the run's MLflow run.
+    ``out`` and log it to the run's MLflow run. ``trusted_modules``: the modules whose objectives the run's model
+    files may import (:func:`qwkboost.load_model`).
 
     Returns
     -------
@@ -78,7 +80,7 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
     from qwkboost.explanations.report import write_report
     from qwkboost.tracking.loading import load_run
 
-    pipe = load_run(run, tracking_uri)
+    pipe = load_run(run, tracking_uri, trusted_modules)
     if data_path:
         frame = read_table(data_path, "data.path")
         id_name = id_column or pipe.id_name

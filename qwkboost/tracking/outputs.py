@@ -196,8 +196,8 @@ def read_predictions(path: str | Path):
         return frame, None
     try:
         record = json.loads(raw)
-    except ValueError:
-        raise ValueError(f"{path}: its '{META_KEY}' metadata is not valid JSON") from None
+    except (ValueError, RecursionError):
+        raise ValueError(f"{path}: its '{META_KEY}' metadata is not valid JSON (or nested too deeply)") from None
     columns = OutputColumns.from_dict(record, str(path))
     missing = [c for c in columns.names if c not in frame.columns]
     if missing:
