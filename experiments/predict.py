@@ -43,7 +43,7 @@ def predict_file(run: str, path: str, out: str | Path, id_column: str | None = N
         raise ValueError(f"data.id={id_column!r} is not a column of data.path={path!r}")
     has_id = bool(id_name) and id_name in df.columns
     ids = df[id_name].to_numpy() if has_id else np.arange(len(df))
-    res = frame(pipe, df)
+    res = frame(pipe, df, f"data.path={path!r}")
     # the run's own columns keep their names here too (its label, entity and weight), as in its own files
     run_columns = [v for v in [pipe.target, *(pipe.info.get("columns") or {}).values()] if v]
     columns = OutputColumns.resolve({"id": id_name if has_id else None}, list(res.columns),

@@ -140,6 +140,12 @@ def check_1d(values, name: str, *, allow_nan: bool = False) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
+        flat = np.asarray(values, dtype=object).ravel()
+        for i, v in enumerate(flat):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} must be numeric; {name}[{i}] is {shown(v)}, which is not a number") from None
         raise ValueError(f"{name} must be numeric; got values that cannot be read as numbers ({exc})") from None
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]

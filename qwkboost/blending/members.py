@@ -45,7 +45,7 @@ from qwkboost.tracking.outputs import (
     legacy_clash,
     read_predictions,
 )
-from qwkboost.validation import read_json
+from qwkboost.validation import read_json, shown
 
 __all__ = ["Member", "read_members", "align", "BlendInputError"]
 
@@ -232,7 +232,7 @@ def _labels(col, order, what: str) -> np.ndarray:
 
         text = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
         if len(text):
-            raise BlendInputError(f"{what} holds words ({text.iloc[0]!r}, ...); give their order, lowest first, "
+            raise BlendInputError(f"{what} holds words ({shown(text.iloc[0])}, ...); give their order, lowest first, "
                                   "with classes=[...]") from None
         raise
 

@@ -89,13 +89,14 @@ class FittedBlend:
         """The first member's feature schema (members may use different columns; each encodes its own)."""
         return self.members[0].schema
 
-    def _scores(self, X) -> np.ndarray:
+    def _scores(self, X, name: str = "X") -> np.ndarray:
         lo = float(self.classes[0])
-        return np.column_stack([m.predict_score(X) for m in self.members]) - lo
+        return np.column_stack([m.predict_score(X, name) for m in self.members]) - lo
 
-    def predict_score(self, X) -> np.ndarray:
-        """The blended score: on the labels' scale (``[0, 1]`` for ``rank_mean``; the vote for ``vote``)."""
-        s = self._fit.score(self._scores(X))
+    def predict_score(self, X, name: str = "X") -> np.ndarray:
+        """The blended score: on the labels' scale (``[0, 1]`` for ``rank_mean``; the vote for ``vote``);
+        ``name``: what messages call ``X``."""
+        s = self._fit.score(self._scores(X, name))
         return s if self.method == "rank_mean" else s + float(self.classes[0])
 
     def _decode(self, idx) -> np.ndarray:

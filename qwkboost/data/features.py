@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qwkboost.validation import check_features, feature_names
+from qwkboost.validation import check_features, feature_names, shown
 
 __all__ = ["FeatureSchema", "EncodedFeatures", "MAX_CATEGORIES"]
 
@@ -218,7 +218,7 @@ class FeatureSchema:
             if bad.any():
                 i = int(np.flatnonzero(bad.to_numpy())[0])
                 raise ValueError(f"feature {self.column_name(j)!r} was numeric in training, but row {i} of {name} "
-                                 f"holds {s.iloc[i]!r}")
+                                 f"holds {shown(s.iloc[i])}")
             s = num
         v = s.to_numpy(dtype=np.float64, na_value=np.nan)
         if np.isinf(v).any():

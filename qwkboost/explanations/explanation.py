@@ -142,9 +142,10 @@ class Explanation:
         return pd.DataFrame(cols)
 
 
-def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info=None) -> Explanation:
+def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info=None, name: str = "X") -> Explanation:
     """The explanation of :math:`\\sum_m w_m F_m` on rows ``X`` (a DataFrame, matched to each model's columns by
-    name, or an array in the first model's columns): see the module's notes.
+    name, or an array in the first model's columns): see the module's notes. ``name`` is what messages call
+    ``X`` (``"data.path='new.csv'"``).
 
     Raises
     ------
@@ -172,7 +173,7 @@ def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info
         if isinstance(X, EncodedFeatures):
             Xe = X.X
         else:
-            Xe = m.schema.encode(X, "X") if m.schema is not None else np.asarray(X, dtype=np.float64)
+            Xe = m.schema.encode(X, name) if m.schema is not None else np.asarray(X, dtype=np.float64)
         v, b = model_contributions(m, Xe)
         idx = [col[f] for f in _names(m)]
         values[:, idx] += w * v
@@ -182,10 +183,10 @@ def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info
     return Explanation(values, bias, names, data, gain, outputs, info=info or {})
 
 
-def explain_model(model: Model, X) -> Explanation:
-    """The explanation of one model on rows ``X``."""
+def explain_model(model: Model, X, name: str = "X") -> Explanation:
+    """The explanation of one model on rows ``X`` (``name``: what messages call them)."""
     return explain_parts([(model, 1.0)], X, outputs=output_names(model),
-                         info={"engine": model.engine, "objective": model.objective.name})
+                         info={"engine": model.engine, "objective": model.objective.name}, name=name)
 
 
 def output_names(model: Model) -> list | None:
@@ -230,7 +231,7 @@ def sample_rows(X, max_rows: int | None, seed: int = 0):
     return (X.iloc[pos] if hasattr(X, "iloc") else np.asarray(X)[pos]), pos
 
 
-def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanation:
+def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0, name: str = "X") -> Explanation:
     r"""SHAP values and importances of a model, a run or a blend on rows ``X``, in the objective's score space.
 
     Parameters
@@ -244,6 +245,8 @@ def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanatio
     max_rows : int or None, default 2000
         Explain at most this many rows, drawn with ``seed`` (``None``: every row).
     seed : int, default 0
+    name : str, default "X"
+        What messages call the rows (``experiments/explain.py`` names the user's file).
 
     Returns
     -------
@@ -261,7 +264,7 @@ def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanatio
     """
     X, _ = sample_rows(X, max_rows, seed)
     if isinstance(obj, Model):
-        return explain_model(obj, X)
+        return explain_model(obj, X, name)
     if hasattr(obj, "pipeline_"):
         obj = obj.pipeline_
     ensemble = getattr(obj, "explain_parts", None)
@@ -269,6 +272,6 @@ def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanatio
         raise TypeError(f"cannot explain a {type(obj).__name__}; give a Model, a run's pipeline (qb.load_run), a "
                         "blend's pipeline or a fitted QWKClassifier")
     ens = ensemble()
-    exp = explain_parts(ens.parts, X, outputs=output_names(ens.parts[0][0]), info=ens.info)
+    exp = explain_parts(ens.parts, X, outputs=output_names(ens.parts[0][0]), info=ens.info, name=name)
     exp.cuts, exp.classes, exp.labels = ens.cuts, ens.classes, ens.labels
     return exp

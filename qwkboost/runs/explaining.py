@@ -101,7 +101,7 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
         frame = ds.schema.decode(ds.X_train[pos])
         ids = ds.ids_train[pos] if ds.ids_train is not None else pos
         id_name = ds.id_name or "row"
-    exp = explain(pipe, frame, max_rows=None)
+    exp = explain(pipe, frame, max_rows=None, name=f"data.path={data_path!r}" if data_path else "the run's rows")
     files = write_report(exp, out, ids, id_name)
     run_id = pipe.info.get("run_id") or (str(run) if not Path(str(run)).exists() else None)
     logged = None

@@ -112,15 +112,16 @@ class FittedPipeline:
     def is_ordinal(self) -> bool:
         return self.classes is not None
 
-    def encode(self, X) -> EncodedFeatures:
-        """``X`` encoded once for every fold model (columns by name, categories to codes)."""
+    def encode(self, X, name: str = "X") -> EncodedFeatures:
+        """``X`` encoded once for every fold model (columns by name, categories to codes); messages call it
+        ``name``."""
         if isinstance(X, EncodedFeatures):
             return X
-        return EncodedFeatures(self.schema.encode(X, "X"), self.schema)
+        return EncodedFeatures(self.schema.encode(X, name), self.schema)
 
-    def predict_score(self, X) -> np.ndarray:
-        """The mean of the fold models' scores, on the labels' scale."""
-        enc = self.encode(X)
+    def predict_score(self, X, name: str = "X") -> np.ndarray:
+        """The mean of the fold models' scores, on the labels' scale (``name``: what messages call ``X``)."""
+        enc = self.encode(X, name)
         return np.mean([m.predict(enc) for m in self.models], axis=0)
 
     def predict(self, X) -> np.ndarray:

@@ -55,12 +55,12 @@ class PipelineModel(PythonModel):
         return frame(self.pipeline, model_input)
 
 
-def frame(pipeline, X):
+def frame(pipeline, X, name: str = "X"):
     """``class`` and ``score`` of every row of ``X``, as a DataFrame: the class as the user's label (a word
-    given in ``data.classes``, or a whole number on the labels' own scale)."""
+    given in ``data.classes``, or a whole number on the labels' own scale). ``name``: what messages call ``X``."""
     import pandas as pd
 
-    score = pipeline.predict_score(X)
+    score = pipeline.predict_score(X, name)
     out = {}
     if pipeline.is_ordinal:
         cls = np.asarray(pipeline.classify(score))

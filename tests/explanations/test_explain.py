@@ -167,3 +167,13 @@ def test_explain_command_on_a_run_and_a_blend(runs, tmp_path):
     got = explain_run(str(tmp_path / "b"), tmp_path / "blend", data_path=str(train), rows=300, log_to_run=False)
     np.testing.assert_allclose(got["explanation"].score,
                                qb.load_run(tmp_path / "b").predict_score(got["explanation"].data), atol=1e-6)
+
+
+def test_explain_names_the_users_file_when_it_lacks_a_column(runs, tmp_path):
+    from qwkboost.runs.explaining import explain_run
+
+    X, dirs = runs
+    short = tmp_path / "short.csv"
+    pd.read_csv(dirs[0].parent / "train.csv").drop(columns=[X.columns[0]]).to_csv(short, index=False)
+    with pytest.raises(ValueError, match=rf"^data.path='{short}' lacks the feature column\(s\) \['{X.columns[0]}'\]"):
+        explain_run(str(dirs[0]), tmp_path / "out", data_path=str(short), rows=50, log_to_run=False)

@@ -3,7 +3,8 @@ naming it, at every entry point: qb.load_model, qb.load_run (a directory, an MLf
 model, experiments/predict.py, explain.py and blend.py.
 
 A crafted model file names its objective's class ``<module>:Loss``, where ``<module>.py`` sits on the path and
-writes a file when imported: that file must not appear unless the module is allowed (``trusted_modules``)."""
+writes a file when imported: that file must not appear unless the module is allowed (``trusted_modules``). And
+the commands that read a file of rows name it, not "X", when it lacks a column."""
 
 import json
 import shutil
@@ -250,3 +251,13 @@ def test_a_malformed_blend_pipeline_is_refused_naming_it(runs, tmp_path):
         _refused(lambda: qb.load_run(tmp_path / "blend"), "blend pipeline", reason)
     (tmp_path / "blend" / "pipeline" / "pipeline.json").write_text(BOMB)
     _refused(lambda: qb.load_run(tmp_path / "blend"), "pipeline.json", "nested too deeply")
+
+
+@pytest.mark.parametrize("script", ["predict.py", "explain.py"])
+def test_a_file_without_a_feature_column_is_named_as_the_users_file(runs, tmp_path, capsys, script):
+    short = tmp_path / "short.csv"
+    pd.read_csv(runs["new"]).drop(columns="b").to_csv(short, index=False)
+    args = [f"run={runs['dirs'][0]}", f"data.path={short}", *(["log=false"] if script == "explain.py" else [])]
+    err = _command_refused(capsys, script, args, tmp_path / "out", f"data.path='{short}' lacks the feature column(s) "
+                                                                   "['b']")
+    assert " X " not in err
