@@ -45,9 +45,8 @@ def predict_file(run: str, path: str, out: str | Path, id_column: str | None = N
     ids = df[id_name].to_numpy() if has_id else np.arange(len(df))
     res = frame(pipe, df, f"data.path={path!r}")
     # the run's own columns keep their names here too (its label, entity and weight), as in its own files
-    run_columns = [v for v in [pipe.target, *(pipe.info.get("columns") or {}).values()] if v]
     columns = OutputColumns.resolve({"id": id_name if has_id else None}, list(res.columns),
-                                    getattr(pipe, "labels", None), reserved=run_columns)
+                                    getattr(pipe, "labels", None), reserved=pipe.user_columns)
     table = res.rename(columns=columns.own)
     table.insert(0, columns["id"], ids)
     out = Path(out)

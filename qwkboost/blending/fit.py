@@ -230,10 +230,13 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
 
     n_folds = 0 if ref.folds is None else len(ref.folds)
     members = [member_role(i) for i in range(len(result.members))]
-    user = {"id": ref.id_name, "label": ref.target, **({"weight": ref.weight_name} if ref.weight is not None else {})}
+    user = {"id": ref.id_name, "label": ref.target, **({"group": ref.group_name} if ref.groups is not None else {}),
+            **({"weight": ref.weight_name} if ref.weight is not None else {})}
     oc = OutputColumns.resolve(user, [SCORE, CLASS, NESTED_CLASS, *(fold_role(r) for r in range(n_folds)),
                                       *members], ref.labels)
     cols = {oc["id"]: ref.ids, oc["label"]: cls(ref.y)}
+    if ref.groups is not None:
+        cols.setdefault(oc["group"], ref.groups)        # the entity may also be the id
     if ref.weight is not None:
         cols[oc["weight"]] = ref.weight
     cols.update({oc[SCORE]: result.oof_score, oc[CLASS]: cls(result.oof_class),

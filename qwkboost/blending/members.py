@@ -93,6 +93,8 @@ class Member:
         The class labels in order when they are words: ``y`` and ``y_test`` then hold class indices.
     weight_name : str or None
         The column ``weight`` came from.
+    groups, group_name : ndarray or None, str or None
+        The entity of every training row (``cv.group``) and its column, when the run had one.
     """
 
     name: str
@@ -112,6 +114,8 @@ class Member:
     target: str = "label"
     labels: list | None = None
     weight_name: str | None = None
+    groups: np.ndarray | None = None
+    group_name: str | None = None
 
     @classmethod
     def from_cv(cls, name: str, cv, y, ids=None, test_ids=None, y_test=None, sample_weight=None) -> "Member":
@@ -202,9 +206,12 @@ class Member:
             y_test = _labels(test[test_label], order, f"member {where}: test label column {test_label!r}")
         wcol = columns.get("weight")
         weight = oof[wcol].to_numpy(dtype=float) if wcol is not None and wcol in oof.columns else None
+        gcol = columns.user.get("group")
+        groups = oof[gcol].to_numpy() if gcol is not None and gcol in oof.columns else None
         return cls(name, source or name, oof[columns["id"]].to_numpy(), y, oof_score,
                    test[test_columns["id"]].to_numpy(), test_score, folds, weight, y_test, id_name=columns["id"],
-                   target=label, labels=order, weight_name=wcol if weight is not None else None, **extra)
+                   target=label, labels=order, weight_name=wcol if weight is not None else None, groups=groups,
+                   group_name=gcol if groups is not None else None, **extra)
 
 
 def _by_rule(frame, id: str, target: str) -> OutputColumns:
@@ -575,5 +582,5 @@ def align(members: Sequence[Member], check_folds: bool = True) -> list[Member]:
                     "knowingly")
         y_test = None if m.y_test is None else m.y_test[tpos]
         out.append(replace(m, ids=ref.ids, y=ref.y, oof=m.oof[pos], test_ids=ref.test_ids, test=m.test[tpos],
-                           folds=folds, weight=w, y_test=y_test))
+                           folds=folds, weight=w, y_test=y_test, groups=None if m.groups is None else m.groups[pos]))
     return out

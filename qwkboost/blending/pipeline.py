@@ -85,6 +85,11 @@ class FittedBlend:
         return BlendFit(self.method, self.weights, self.cuts, self.member_cuts, self.quantiles)
 
     @property
+    def user_columns(self) -> list[str]:
+        """The user's columns of the runs blended (:attr:`FittedPipeline.user_columns`)."""
+        return list(dict.fromkeys(c for m in self.members for c in m.user_columns))
+
+    @property
     def schema(self):
         """The first member's feature schema (members may use different columns; each encodes its own)."""
         return self.members[0].schema

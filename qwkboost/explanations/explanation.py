@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from qwkboost.data.columns import give_way
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import get_engine
 
@@ -124,21 +125,45 @@ class Explanation:
         return table.sort_values(["output", "mean_abs_shap"], ascending=[True, False], kind="stable") \
             .reset_index(drop=True)
 
-    def frame(self, ids=None, id_name: str = "row"):
-        """The values as a DataFrame: the row's id, one column per feature (``<feature>@<output>`` with several
-        outputs), ``bias`` and ``score``."""
+    def frame(self, ids=None, id_name: str | None = None, reserved=()):
+        """The values as a DataFrame: the rows' ids, one column per feature (``<feature>@<output>`` with several
+        outputs), ``bias`` and ``score``.
+
+        Your columns keep their names: the id column ``id_name`` and the features. qwkboost's own columns
+        (``bias``, ``score``, and ``row``, the rows' positions, when no ``id_name`` is given) take the suffix
+        ``_qwkboost`` where one of yours has that name (:mod:`qwkboost.data.columns`): a feature called ``score``
+        keeps its SHAP values under ``score``, beside the model's ``score_qwkboost``. ``reserved``: further
+        names of yours to keep clear of (a run's label, entity and weight columns), so that qwkboost's columns are
+        named as in the run's other files.
+
+        Raises
+        ------
+        ValueError
+            If ``id_name`` is also a feature's name (one column cannot hold both).
+        """
         import pandas as pd
 
         n = self.values.shape[0]
-        cols: dict = {id_name: np.arange(n) if ids is None else np.asarray(ids)}
-        if self.n_outputs == 1:
+        outputs = None if self.n_outputs == 1 else \
+            (self.outputs if self.outputs is not None else list(range(self.n_outputs)))
+
+        def forms(name: str) -> list[str]:
+            return [name] if outputs is None else [f"{name}@{o}" for o in outputs]
+
+        features = [c for f in self.feature_names for c in forms(f)]
+        if id_name is not None and id_name in features:
+            raise ValueError(f"the id column {id_name!r} is also a feature's column; name the rows by another column")
+        taken = set(features) | ({id_name} if id_name is not None else set()) | {str(r) for r in reserved if r}
+        id_col = id_name if id_name is not None else give_way("row", taken)
+        bias, score = give_way("bias", taken, forms), give_way("score", taken, forms)
+        cols: dict = {id_col: np.arange(n) if ids is None else np.asarray(ids)}
+        if outputs is None:
             cols.update({f: self.values[:, j] for j, f in enumerate(self.feature_names)})
-            cols["bias"], cols["score"] = self.bias, self.score
+            cols[bias], cols[score] = self.bias, self.score
         else:
-            outputs = self.outputs if self.outputs is not None else list(range(self.n_outputs))
             for k, o in enumerate(outputs):
                 cols.update({f"{f}@{o}": self.values[:, j, k] for j, f in enumerate(self.feature_names)})
-                cols[f"bias@{o}"], cols[f"score@{o}"] = self.bias[:, k], self.score[:, k]
+                cols[f"{bias}@{o}"], cols[f"{score}@{o}"] = self.bias[:, k], self.score[:, k]
         return pd.DataFrame(cols)
 
 

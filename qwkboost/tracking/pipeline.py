@@ -112,6 +112,13 @@ class FittedPipeline:
     def is_ordinal(self) -> bool:
         return self.classes is not None
 
+    @property
+    def user_columns(self) -> list[str]:
+        """The run's columns of the user's: its label, and its id, entity and weight columns when it had them
+        (files written from it keep clear of their names: :mod:`qwkboost.data.columns`)."""
+        return list(dict.fromkeys(v for v in [self.target, *(self.info.get("columns") or {}).values()]
+                                  if isinstance(v, str) and v))
+
     def encode(self, X, name: str = "X") -> EncodedFeatures:
         """``X`` encoded once for every fold model (columns by name, categories to codes); messages call it
         ``name``."""
