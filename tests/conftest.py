@@ -33,6 +33,8 @@ SLOW_FIRST = (
     "tests/objectives/test_outputs_and_hessians.py::test_every_objective_in_the_table_on_the_command_line",
     "tests/tracking/test_predictions.py",
     "tests/blending/test_blend_runs.py",
+    "tests/tracking/test_loading_safety.py",
+    "tests/tracking/test_column_rule.py",
     "tests/test_docs.py",
     "tests/study/test_study.py",
     "tests/test_estimator.py::test_scikit_learn_estimator_checks",
@@ -49,6 +51,7 @@ ONE_WORKER_FILES = (
     "tests/runs/test_tuning_postgres.py",           # one PostgreSQL server
     "tests/tracking/test_predictions.py",           # one finished run
     "tests/blending/test_blend_runs.py",            # three finished runs to blend
+    "tests/tracking/test_loading_safety.py",        # two finished runs, one logged to MLflow with its model
 )
 
 

@@ -249,8 +249,12 @@ def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, ob
     (["engine=catboost", "+engine.params.save_snapshot=true"],
      r"^engine.params \(catboost\): engine parameter save_snapshot=True cannot be set for catboost: it makes CatBoost "
      r"write training files"),
-    # a GPU setting of the fixed parameters is theirs, not the first search-space entry's
+    # a GPU setting of the fixed parameters is theirs, not the first search-space entry's (it blamed
+    # engine.search_space.learning_rate)
     (["engine=lightgbm", "+engine.params.device_type=gpu"], r"^engine.params \(lightgbm\): lightgbm rejected"),
+    (["engine=catboost", "+engine.params.task_type=GPU"],
+     r"^engine.params \(catboost\): engine parameter 'task_type' cannot be set for catboost: CatBoost trains Python "
+     r"losses on the CPU only$"),
 ])
 def test_refusals_come_before_the_study_as_in_run(tmp_path, mlflow_store, extra, match):
     """What run.py refuses at once, tune.py refuses with the same line before the study exists: no trial (no
