@@ -19,6 +19,7 @@ Register your own objective in a few lines; it then runs on every engine::
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Callable
 
 from qwkboost.objectives.base import Objective
@@ -27,6 +28,7 @@ from qwkboost.objectives.multiclass import Multiclass
 from qwkboost.objectives.ordinal_logit import OrdinalLogit
 from qwkboost.objectives.soft_qwk import SoftQWK
 from qwkboost.objectives.squared_error import SquaredError
+from qwkboost.validation import shown
 
 __all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "saved_objective",
            "check_trusted_modules", "ExtendedQWK", "SquaredError", "Multiclass", "OrdinalLogit", "SoftQWK"]
@@ -140,13 +142,14 @@ def saved_objective(name: str, path, trusted_modules=(), where: str = "the file"
         raise ValueError(f"{where}: its objective {name!r} is not registered in this process, and the file names "
                          "no class for it; register it (qwkboost.objectives.register) before loading")
     module = (path.partition(":")[0] if ":" in path else path.rpartition(".")[0]).strip()
-    import sys
-
     trusted = any(module == m or module.startswith(m + ".") for m in trusted_modules)
     if module not in sys.modules and not trusted:
-        raise ValueError(f"{where}: its objective {name!r} (class {path}) is not registered in this process, and "
-                         "qwkboost imports no module a model file names: import the module that defines it (or "
-                         f"register it) before loading, or allow it with trusted_modules=[{module}]")
+        def cut(text: str) -> str:         # the file's own text, shown whole up to a point
+            return text if len(text) <= 120 else text[:117] + "..."
+
+        raise ValueError(f"{where}: its objective {shown(name)} (class {cut(path)}) is not registered in this "
+                         "process, and qwkboost imports no module a model file names: import the module that defines "
+                         f"it (or register it) before loading, or allow it with trusted_modules=[{cut(module)}]")
     try:
         cls = import_objective(path)
     except ValueError as exc:
