@@ -20,11 +20,13 @@ from omegaconf import DictConfig, OmegaConf
 from qwkboost.blending import BLEND_METHODS, blend, log_blend, write_blend
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
+from qwkboost.objectives import check_trusted_modules
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
 
 log = logging.getLogger("qwkboost")
 
-KEYS = ("runs", "method", "thresholds", "check_folds", "id", "target", "classes", "run_name", "tracking", "hydra")
+KEYS = ("runs", "method", "thresholds", "check_folds", "id", "target", "classes", "run_name", "tracking",
+        "trusted_modules", "hydra")
 
 
 def check(c: dict) -> None:
@@ -50,6 +52,7 @@ def check(c: dict) -> None:
         from qwkboost.data.labels import ClassLabels
 
         ClassLabels.of(c["classes"], "classes")
+    check_trusted_modules(c.get("trusted_modules"))
 
 
 def _remember_run(out: str, run_id: str) -> None:
@@ -79,10 +82,10 @@ def main(cfg: DictConfig) -> None:
             uri = tracking.resolve_tracking_uri(c["tracking"].get("uri"))
             result = blend([str(r) for r in runs], method=c["method"], thresholds=c["thresholds"],
                            check_folds=c["check_folds"], id=c.get("id"), target=c.get("target"), tracking_uri=uri,
-                           classes=c.get("classes"))
+                           classes=c.get("classes"), trusted_modules=c.get("trusted_modules"))
             experiment_id = tracking.setup(uri, c["tracking"]["experiment_name"])
-        out = HydraConfig.get().runtime.output_dir
-        write_blend(result, out)
+            out = HydraConfig.get().runtime.output_dir
+            write_blend(result, out)        # reads the members' pipelines: a refused model file is one line
         print(result.member_table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         m = result.metrics
         print(f"blend ({result.method}): OOF QWK {m['oof_qwk']:.4f} in-sample, {m['nested_oof_qwk']:.4f} nested "

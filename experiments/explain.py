@@ -22,11 +22,12 @@ from qwkboost.tracking.interrupt import main_guard, report_config_errors
 
 log = logging.getLogger("qwkboost")
 
-KEYS = ("run", "data", "rows", "seed", "log", "tracking", "hydra")
+KEYS = ("run", "data", "rows", "seed", "log", "tracking", "trusted_modules", "hydra")
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="explain")
 def main(cfg: DictConfig) -> None:
+    from qwkboost.objectives import check_trusted_modules
     from qwkboost.runs.explaining import explain_run
 
     with report_config_errors():
@@ -35,7 +36,7 @@ def main(cfg: DictConfig) -> None:
             unknown = sorted(set(c) - set(KEYS)) + sorted(f"data.{k}" for k in set(c.get("data") or {}) - {"path", "id"})
             if unknown:
                 raise ConfigError(f"unknown setting(s) {unknown}; explain takes run, data.path, data.id, rows, seed, "
-                                  "log and tracking.uri")
+                                  "log, tracking.uri and trusted_modules")
             if OmegaConf.is_missing(cfg, "run") or cfg.run in (None, ""):
                 raise ConfigError("run is not set; give run=<a run's or a blend's output directory, or its MLflow run "
                                   "id>")
@@ -44,7 +45,7 @@ def main(cfg: DictConfig) -> None:
                 raise ConfigError(f"rows must be a whole number >= 1 or null; got {rows!r}")
             out = HydraConfig.get().runtime.output_dir
             got = explain_run(str(cfg.run), out, cfg.data.path, cfg.data.id, rows, int(cfg.seed), cfg.tracking.uri,
-                              bool(cfg.log))
+                              bool(cfg.log), check_trusted_modules(c.get("trusted_modules")))
     imp = got["explanation"].importance()
     print(imp.head(15).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     log.info("explained %d rows of %s: %s", got["rows"], cfg.run, out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from qwkboost.engines import ENGINES
+from qwkboost.engines import ENGINES, check_engine_params
 from qwkboost.engines.callback import check_min_delta
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
@@ -125,6 +125,10 @@ def check_config(cfg: Mapping) -> None:
     base_score = params.get("base_score")
     if base_score is not None and (isinstance(base_score, bool) or not isinstance(base_score, (int, float))):
         raise ValueError(f"engine.params.base_score must be a number or null; got {base_score!r}")
+    try:        # what needs no data (names qwkboost sets, settings that write files), before the data is read
+        check_engine_params(engine["name"], params, None)
+    except ValueError as exc:
+        raise ValueError(f"engine.params ({engine['name']}): {exc}") from None
     _check_cluster(cfg)
     n_splits = check_int(cfg["cv"].get("n_splits"), "cv.n_splits", 2)
     repeats = check_int(cfg["cv"].get("repeats", 1), "cv.repeats", 1)

@@ -18,14 +18,14 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from qwkboost import defaults
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.data.labels import ClassLabels
+from qwkboost.data.labels import ClassLabels, warn_given_order
 from qwkboost.data.dataset import class_range
 from qwkboost.engines.registry import ENGINES
 from qwkboost.evaluation.cv import cross_validate
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS, apply_thresholds, fit_thresholds
 from qwkboost.tracking.pipeline import FittedPipeline
-from qwkboost.validation import check_int, check_mapping, check_seed, check_weight
+from qwkboost.validation import check_int, check_mapping, check_seed, check_weight, shown
 
 __all__ = ["QWKClassifier"]
 
@@ -134,7 +134,9 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         import pandas as pd
 
         if self.classes is not None:
-            return ClassLabels.of(self.classes, "classes")
+            given = ClassLabels.of(self.classes, "classes")
+            warn_given_order(given, y_raw, "classes", "y")
+            return given
         dtype = getattr(y_raw, "dtype", None)
         if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
             return ClassLabels(tuple(dtype.categories))
@@ -167,7 +169,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         w0 = None if sample_weight is None else check_weight(sample_weight, len(y))
         labels, counts = np.unique(y if w0 is None else y[w0 > 0], return_counts=True)
         if labels.size < 2:
-            raise ValueError(f"y has only one class ({labels[0]!r}"
+            raise ValueError(f"y has only one class ({shown(labels[0])}"
                              + ("" if w0 is None else " among the rows of positive weight")
                              + "); an ordinal classifier needs at least 2 classes")
         order = self._order(y_raw, labels)

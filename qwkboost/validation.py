@@ -21,6 +21,11 @@ __all__ = [
     "check_features",
     "feature_names",
     "align_columns",
+    "shown",
+    "read_json",
+    "json_depth",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
 ]
 
 
@@ -28,6 +33,18 @@ __all__ = [
 SEED_MAX = 2**31 - 1
 #: Integers beyond this lose their distinctness as float64.
 EXACT_INT_MAX = 2**53
+
+
+def shown(value, width: int = 80) -> str:
+    """``value`` as a message shows it: NumPy scalars as the plain numbers they hold (``3``, not
+    ``np.int64(3)``), strings quoted, as ``repr`` shows Python's own values; cut at ``width`` characters."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    try:
+        text = repr(value)
+    except RecursionError:          # a value nested too deeply to show (read from a file)
+        text = f"<a {type(value).__name__} nested too deeply to show>"
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def check_int(value, name: str, lo: int | None = None, hi: int | None = None) -> int:
@@ -43,7 +60,7 @@ def check_int(value, name: str, lo: int | None = None, hi: int | None = None) ->
         return int(value)
     bounds = (f" >= {lo}" if hi is None else f" in [{lo}, {hi}]") if lo is not None else \
         (f" <= {hi}" if hi is not None else "")
-    raise ValueError(f"{name} must be an integer{bounds}; got {value!r}")
+    raise ValueError(f"{name} must be an integer{bounds}; got {shown(value)}")
 
 
 def check_real(value, name: str, lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
@@ -71,7 +88,7 @@ def check_real(value, name: str, lo: float | None = None, hi: float | None = Non
         where = f" {'<' if hi_open else '<='} {hi:g}"
     else:
         where = ""
-    raise ValueError(f"{name} must be a finite number{where}{' or None' if allow_none else ''}; got {value!r}")
+    raise ValueError(f"{name} must be a finite number{where}{' or None' if allow_none else ''}; got {shown(value)}")
 
 
 def check_bool(value, name: str) -> bool:
@@ -123,6 +140,12 @@ def check_1d(values, name: str, *, allow_nan: bool = False) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
+        flat = np.asarray(values, dtype=object).ravel()
+        for i, v in enumerate(flat):
+            try:
+                float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} must be numeric; {name}[{i}] is {shown(v)}, which is not a number") from None
         raise ValueError(f"{name} must be numeric; got values that cannot be read as numbers ({exc})") from None
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -285,3 +308,52 @@ def align_columns(X, names: list[str] | None, n_features: int | None, name: str 
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(f"{name} has {arr.shape[1]} features but {reference} {n_features}")
     return arr
+
+
+#: The largest JSON file qwkboost reads (model, pipeline): a model of thousands of deep trees is a few hundred
+#: megabytes.
+MAX_JSON_BYTES = 1 << 30
+#: How deeply JSON text may nest before an engine's own parser reads it: XGBoost's models nest fewer than 10
+#: levels, and its recursive parser ends the process (a stack overflow) on text nested many thousand times.
+MAX_JSON_DEPTH = 64
+
+
+def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
+    """The JSON value in the file ``path``, or a :class:`ValueError` of one line: ``"<where> is not <kind>
+    (<reason>)"``, for a file that is larger than ``max_bytes``, not UTF-8 text, not JSON, or nested too deeply
+    for Python's parser (a ``RecursionError`` there)."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{where} is not {kind} (it holds {size:,} bytes; qwkboost reads at most "
+                             f"{max_bytes:,})")
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        reason = "not UTF-8 text"
+    except RecursionError:
+        reason = "its JSON is nested too deeply"
+    except MemoryError:
+        reason = "too large to read"
+    except OSError as exc:
+        reason = f"it cannot be read: {exc.strerror or exc}"
+    except ValueError as exc:
+        if str(exc).startswith(where):
+            raise
+        reason = f"invalid JSON: {str(exc).splitlines()[0][:200]}"
+    raise ValueError(f"{where} is not {kind} ({reason})")
+
+
+def json_depth(text: str) -> int:
+    """How deeply JSON text nests (its brackets ``[`` and ``{`` outside strings), counted without parsing it."""
+    import re
+
+    # escapes first (each backslash with the character it escapes), then strings: neither holds structure, and
+    # each pass is one linear scan
+    bare = re.sub(r'"[^"]*"', "", re.sub(r"\\.", "", text, flags=re.S))
+    code = np.frombuffer(bare.encode("utf-8"), dtype=np.uint8)
+    step = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(code, (ord("]"), ord("}")))
+    return int(np.cumsum(step).max(initial=0))

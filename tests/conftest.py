@@ -33,6 +33,8 @@ SLOW_FIRST = (
     "tests/objectives/test_outputs_and_hessians.py::test_every_objective_in_the_table_on_the_command_line",
     "tests/tracking/test_predictions.py",
     "tests/blending/test_blend_runs.py",
+    "tests/tracking/test_loading_safety.py",
+    "tests/tracking/test_column_rule.py",
     "tests/test_docs.py",
     "tests/study/test_study.py",
     "tests/test_estimator.py::test_scikit_learn_estimator_checks",
@@ -49,6 +51,7 @@ ONE_WORKER_FILES = (
     "tests/runs/test_tuning_postgres.py",           # one PostgreSQL server
     "tests/tracking/test_predictions.py",           # one finished run
     "tests/blending/test_blend_runs.py",            # three finished runs to blend
+    "tests/tracking/test_loading_safety.py",        # two finished runs, one logged to MLflow with its model
 )
 
 
@@ -210,5 +213,36 @@ def run_in_process(overrides, output_dir, config_name: str = "config"):
             if config_name == "tune":
                 return tune_command(cfg)
             return auto_command(cfg) if cfg.get("auto") else run_command(cfg)     # as experiments/run.py does
+        finally:
+            HydraConfig.instance().cfg = None
+
+
+def command_in_process(script: str, overrides, output_dir):
+    """``experiments/<script> <overrides>`` (``predict.py``, ``explain.py``, ``blend.py``) in this process: its
+    config composed as Hydra composes it, Hydra's state set, and the script's ``main`` called with it (Hydra's
+    decorated ``main`` runs the task on a config passed to it). A refusal ends it as in the command:
+    ``SystemExit(2)``, the line on stderr."""
+    import importlib.util
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(f"cmd_{Path(script).stem}", root / "experiments" / script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name=Path(script).stem, overrides=list(overrides), return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(output_dir)
+            cfg.hydra.job.config_name = Path(script).stem
+        HydraConfig.instance().set_config(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        try:
+            return module.main(cfg)
         finally:
             HydraConfig.instance().cfg = None

@@ -202,8 +202,82 @@ def test_chisq_arguments(kw, match):
     (dict(objective="extended_qwk"), {"y": Y + 0.5}, "needs whole-numbered ordinal labels"),
     (dict(), {"early_stopping_rounds": 0, "eval_set": (X, Y)}, "early_stopping_rounds must be an integer >= 1"),
     (dict(), {"early_stopping_rounds": "3", "eval_set": (X, Y)}, "early_stopping_rounds must be an integer >= 1"),
+    (dict(), {"y": np.array(["low", "high", "mid"] * 100)}, r"^y must be numeric; y\[0\] is 'low', which is not a "
+                                                             r"number$"),
 ])
 def test_native_estimator_checks(est, fit, match):
     y = fit.pop("y", Y)
     with pytest.raises(ValueError, match=match):
         NativeGBDTRegressor(n_estimators=est.pop("n_estimators", 5), **est).fit(X, y, **fit)
+
+
+# -- issue 39: what gave a wrong result with no word -------------------------------------------------------------
+
+def _ordinal_file(tmp_path, n=300, seed=0, name="t.csv"):
+    rs = np.random.RandomState(seed)
+    x = rs.randn(n)
+    df = pd.DataFrame({"id": np.arange(n) * 3 + 11, "x": x, "z": rs.randn(n),
+                       "y": np.digitize(x + 0.3 * rs.randn(n), [-0.6, 0.6])})
+    df.to_csv(tmp_path / name, index=False)
+    return df
+
+
+def test_a_repeated_id_stops_the_command_before_the_test_share_is_held_out(tmp_path):
+    """The check ran after the split: a repeated id drawn to both sides landed in oof.parquet and
+    predictions.parquet. Here it is drawn to both sides, and named with its two data rows."""
+    df = _ordinal_file(tmp_path)
+    df.loc[9, "id"] = df.loc[4, "id"]
+    df.to_csv(tmp_path / "t.csv", index=False)
+    n_test = int(round(len(df) * 0.2))
+    seed = next(s for s in range(100) if (np.flatnonzero(np.isin(np.random.RandomState(s).permutation(len(df)),
+                                                                  [4, 9]))[:2] < n_test).sum() == 1)
+    with pytest.raises(ValueError, match=r"^data.id='id' repeats the value 23 in data.path \(data rows 4 and 9\); "
+                                         r"ids must be unique$"):
+        from_file(str(tmp_path / "t.csv"), "y", id="id", test_size=0.2, seed=seed)
+
+
+def test_numeric_classes_in_another_order_than_their_values_are_used_with_a_warning(tmp_path):
+    _ordinal_file(tmp_path)
+    with pytest.warns(UserWarning, match=r"data.classes=\[2, 0, 1\] ranks numeric labels otherwise than by their "
+                                         r"value: 2 is taken as the lowest class and 1 as the highest.* list them "
+                                         r"ascending \(data.classes=\[0, 1, 2\]\)"):
+        ds = from_file(str(tmp_path / "t.csv"), "y", classes=[2, 0, 1])
+    assert ds.labels.values == (2, 0, 1)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_file(str(tmp_path / "t.csv"), "y", classes=[0, 1, 2])        # ascending: no word
+    with pytest.warns(UserWarning, match=r"classes=\[1, 0, 2\] ranks numeric labels otherwise"):
+        from qwkboost import QWKClassifier
+
+        d = pd.read_csv(tmp_path / "t.csv")
+        QWKClassifier(classes=[1, 0, 2], engine="lightgbm", num_boost_round=5, n_splits=2).fit(d[["x", "z"]], d["y"])
+
+
+def test_an_ordered_categorical_target_and_other_data_classes_are_used_with_a_warning(tmp_path):
+    df = _ordinal_file(tmp_path)
+    words = ["low", "mid", "high"]
+    df["grade"] = pd.Categorical(np.asarray(words, dtype=object)[df["y"]], categories=words, ordered=True)
+    df.drop(columns="y").to_parquet(tmp_path / "t.parquet", index=False)
+    with pytest.warns(UserWarning, match=r"data.classes=\['mid', 'low', 'high'\] orders the labels of "
+                                         r"data.target='grade' in data.path otherwise than its ordered categories "
+                                         r"\['low', 'mid', 'high'\]; data.classes is used"):
+        ds = from_file(str(tmp_path / "t.parquet"), "grade", classes=["mid", "low", "high"])
+    assert ds.labels.values == ("mid", "low", "high")
+
+
+@pytest.mark.parametrize("edit, column, message", [
+    (lambda d: d.assign(w=np.r_[-1, np.ones(len(d) - 1)].astype(np.int64)), {"weight": "w"},
+     "data row 0 of data.path is -1$"),
+    (lambda d: d.assign(g=7), {"group": "g"}, r"holds a single value \(7\)"),
+    (lambda d: d.assign(y=np.where(d.index < 250, 2, 2)), {}, r"has a single class \(2\)"),
+])
+def test_messages_print_plain_numbers(tmp_path, edit, column, message):
+    d = edit(_ordinal_file(tmp_path))
+    d.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match=message) as err:
+        from_file(str(tmp_path / "t.csv"), "y", **column)
+    assert "np." not in str(err.value)
+    with pytest.raises(ValueError, match=r"num_iteration must be an integer in \[0, 3\]; got 9$"):
+        qb.train(X, Y, "xgboost", num_boost_round=3).predict(X, num_iteration=np.int64(9))

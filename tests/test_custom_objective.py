@@ -1,5 +1,6 @@
 """A user's objective in the user's own module, named from Hydra: single runs, multiruns, tuning and the table;
-and a saved model that names the module to import when it is missing."""
+and a saved model that loads once the objective is registered, its module imported or allowed (a file alone
+imports nothing)."""
 
 import os
 import subprocess
@@ -97,14 +98,25 @@ def test_missing_module_is_named_before_training_and_when_loading(user_module, t
     proc = _run(tmp_path, "run.py", *TINY_OVERRIDES, *CUSTOM, ok=False)       # no PYTHONPATH: not importable
     assert proc.returncode == 2
     assert "module 'mypkg.losses' cannot be imported" in proc.stderr
-    # a model saved with the user's objective: another process names the module to import
+    # a model saved with the user's objective: another process loads it only with the objective registered, its
+    # module imported by the user, or the module allowed; the file alone imports nothing
     code = ("import numpy as np, qwkboost as qb, mypkg.losses as L; X = np.random.rand(200, 3); "
             "y = X[:, 0] * 3; qb.train(X, y, 'native', L.PseudoHuber(delta=2.0), num_boost_round=5)"
             f".save(r'{tmp}/m.json')")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(tmp)})
-    load = "import qwkboost as qb; m = qb.load_model(r'%s/m.json'); print(m.objective.delta)" % tmp
-    bad = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, cwd=tmp_path)
-    assert bad.returncode != 0 and "module 'mypkg.losses' cannot be imported" in bad.stderr
-    good = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(tmp)})
-    assert good.returncode == 0 and good.stdout.strip() == "2.0", good.stderr
+    env = {**os.environ, "PYTHONPATH": str(tmp)}
+    load = "import sys, qwkboost as qb; m = qb.load_model(r'%s/m.json'%s); print(m.objective.delta, 'mypkg' in sys.modules)"
+    bad = subprocess.run([sys.executable, "-c", load % (tmp, "")], capture_output=True, text=True, env=env)
+    assert bad.returncode != 0 and ("objective 'custom' (class mypkg.losses:PseudoHuber) is not registered in this "
+                                    "process, and qwkboost imports no module a model file names") in bad.stderr
+    assert "allow it with trusted_modules=[mypkg.losses]" in bad.stderr
+    for how in (", trusted_modules=['mypkg']", ", trusted_modules=['mypkg.losses']"):
+        good = subprocess.run([sys.executable, "-c", load % (tmp, how)], capture_output=True, text=True, env=env)
+        assert good.returncode == 0 and good.stdout.split() == ["2.0", "True"], good.stderr
+    imported = subprocess.run([sys.executable, "-c", "import mypkg.losses; " + load % (tmp, "")],
+                              capture_output=True, text=True, env=env)
+    assert imported.returncode == 0 and imported.stdout.split() == ["2.0", "True"], imported.stderr
+    # allowed but not importable here: the module is named
+    missing = subprocess.run([sys.executable, "-c", load % (tmp, ", trusted_modules=['mypkg']")],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert missing.returncode != 0 and "module 'mypkg.losses' cannot be imported" in missing.stderr

@@ -21,6 +21,7 @@ from qwkboost.data.dataset import class_range
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS as THRESHOLD_METHODS
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+from qwkboost.objectives import check_trusted_modules
 from qwkboost.tracking.outputs import CLASS, NESTED_CLASS, SCORE, OutputColumns, fold_role, member_role, write_predictions
 
 __all__ = ["BlendResult", "blend", "write_blend", "log_blend", "log_blend_contents"]
@@ -52,6 +53,8 @@ class BlendResult:
     metrics: dict[str, float]
     member_table: Any                     # DataFrame: one row per member
     fit_info: BlendFit = field(repr=False)
+    #: modules whose objectives the members' model files may import (:func:`qwkboost.load_model`)
+    trusted_modules: tuple = field(default=(), repr=False)
 
     @property
     def oof_qwk(self) -> float:
@@ -83,7 +86,7 @@ class BlendResult:
 
 def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", check_folds: bool = True,
           id: str | None = None, target: str | None = None, tracking_uri: str | None = None,
-          classes=None) -> BlendResult:
+          classes=None, trusted_modules=None) -> BlendResult:
     r"""Blend the out-of-fold and test predictions of several runs; fit and score it in-sample and nested.
 
     Parameters
@@ -104,6 +107,9 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         The MLflow store of run ids.
     classes : sequence, optional
         The order of labels that are words in other tools' files (default: the order the qwkboost members record).
+    trusted_modules : list of str, optional
+        Modules whose objectives the members' model files may import when the blend's pipeline is written
+        (:func:`write_blend`) and served; default none (see :func:`qwkboost.load_model`).
 
     Returns
     -------
@@ -127,6 +133,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         raise BlendInputError(f"blend method={method!r} is unknown; choose one of: {', '.join(BLEND_METHODS)}")
     if thresholds not in THRESHOLD_METHODS:
         raise BlendInputError(f"thresholds={thresholds!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
+    trusted = check_trusted_modules(trusted_modules)
     runs = list(runs)
     members = distinct_names(runs) if all(isinstance(r, Member) for r in runs) else \
         read_members(runs, tracking_uri, id, target, classes=classes)
@@ -189,7 +196,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     cuts = None if fit.cuts is None else fit.cuts + shift
     result = BlendResult(method, thresholds, members, fit.weights, cuts, classes, fit.score(S) + shift,
                          classes[oof_class], classes[nested], fit.score(T) + shift, classes[test_class], metrics,
-                         table, fit)
+                         table, fit, trusted)
     log.info("blend (%s) of %d members: OOF QWK %.4f in-sample, %.4f nested (best member %.4f nested)%s",
              method, len(members), metrics["oof_qwk"], metrics["nested_oof_qwk"],
              metrics["best_member_nested_oof_qwk"],
@@ -223,10 +230,13 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
 
     n_folds = 0 if ref.folds is None else len(ref.folds)
     members = [member_role(i) for i in range(len(result.members))]
-    user = {"id": ref.id_name, "label": ref.target, **({"weight": ref.weight_name} if ref.weight is not None else {})}
+    user = {"id": ref.id_name, "label": ref.target, **({"group": ref.group_name} if ref.groups is not None else {}),
+            **({"weight": ref.weight_name} if ref.weight is not None else {})}
     oc = OutputColumns.resolve(user, [SCORE, CLASS, NESTED_CLASS, *(fold_role(r) for r in range(n_folds)),
                                       *members], ref.labels)
     cols = {oc["id"]: ref.ids, oc["label"]: cls(ref.y)}
+    if ref.groups is not None:
+        cols.setdefault(oc["group"], ref.groups)        # the entity may also be the id
     if ref.weight is not None:
         cols[oc["weight"]] = ref.weight
     cols.update({oc[SCORE]: result.oof_score, oc[CLASS]: cls(result.oof_class),
@@ -258,7 +268,7 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     if all(m.pipeline_dir is not None for m in result.members):
         from qwkboost.blending.pipeline import FittedBlend
 
-        FittedBlend.from_result(result).save(out / "pipeline")
+        FittedBlend.from_result(result, result.trusted_modules).save(out / "pipeline")
     return files
 
 
@@ -305,5 +315,5 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
             from qwkboost.tracking.serving import example_frame
             from qwkboost.tracking.serving import log_pyfunc as log_model
 
-            pipe = load_pipeline(out / "pipeline")
-            log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]))
+            pipe = load_pipeline(out / "pipeline", result.trusted_modules)
+            log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]), result.trusted_modules)

@@ -45,6 +45,7 @@ from qwkboost.tracking.outputs import (
     legacy_clash,
     read_predictions,
 )
+from qwkboost.validation import read_json, shown
 
 __all__ = ["Member", "read_members", "align", "BlendInputError"]
 
@@ -92,6 +93,8 @@ class Member:
         The class labels in order when they are words: ``y`` and ``y_test`` then hold class indices.
     weight_name : str or None
         The column ``weight`` came from.
+    groups, group_name : ndarray or None, str or None
+        The entity of every training row (``cv.group``) and its column, when the run had one.
     """
 
     name: str
@@ -111,6 +114,8 @@ class Member:
     target: str = "label"
     labels: list | None = None
     weight_name: str | None = None
+    groups: np.ndarray | None = None
+    group_name: str | None = None
 
     @classmethod
     def from_cv(cls, name: str, cv, y, ids=None, test_ids=None, y_test=None, sample_weight=None) -> "Member":
@@ -201,9 +206,12 @@ class Member:
             y_test = _labels(test[test_label], order, f"member {where}: test label column {test_label!r}")
         wcol = columns.get("weight")
         weight = oof[wcol].to_numpy(dtype=float) if wcol is not None and wcol in oof.columns else None
+        gcol = columns.user.get("group")
+        groups = oof[gcol].to_numpy() if gcol is not None and gcol in oof.columns else None
         return cls(name, source or name, oof[columns["id"]].to_numpy(), y, oof_score,
                    test[test_columns["id"]].to_numpy(), test_score, folds, weight, y_test, id_name=columns["id"],
-                   target=label, labels=order, weight_name=wcol if weight is not None else None, **extra)
+                   target=label, labels=order, weight_name=wcol if weight is not None else None, groups=groups,
+                   group_name=gcol if groups is not None else None, **extra)
 
 
 def _by_rule(frame, id: str, target: str) -> OutputColumns:
@@ -231,7 +239,7 @@ def _labels(col, order, what: str) -> np.ndarray:
 
         text = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
         if len(text):
-            raise BlendInputError(f"{what} holds words ({text.iloc[0]!r}, ...); give their order, lowest first, "
+            raise BlendInputError(f"{what} holds words ({shown(text.iloc[0])}, ...); give their order, lowest first, "
                                   "with classes=[...]") from None
         raise
 
@@ -278,6 +286,22 @@ def _read_table(path: Path):
             from None
 
 
+def _json(path: Path, kind: str) -> dict:
+    """A member's JSON file as a mapping; a malformed one (not JSON, nested too deeply, too large, not a
+    mapping) is refused in one line naming it."""
+    try:
+        value = read_json(path, str(path), kind)
+    except ValueError as exc:
+        raise BlendInputError(str(exc)) from None
+    if not isinstance(value, dict):
+        raise BlendInputError(f"{path} is not {kind} (its JSON is not a mapping)")
+    return value
+
+
+def _name(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def _first(d: Path, names: Sequence[str]) -> Path | None:
     return next((d / n for n in names if (d / n).is_file()), None)
 
@@ -294,13 +318,13 @@ def _from_dir(d: Path, id_name: str | None, target: str | None, source: str | No
     info: dict[str, Any] = {}
     pipeline_dir = d / "pipeline" if (d / "pipeline" / "pipeline.json").is_file() else None
     if pipeline_dir is not None:
-        meta = json.loads((pipeline_dir / "pipeline.json").read_text())
-        info = dict(meta.get("info") or {})
-        id_name = id_name or meta.get("id_name") or "row"
-        target = target or meta.get("target") or "label"
+        meta = _json(pipeline_dir / "pipeline.json", "a qwkboost pipeline file")
+        info = dict(meta.get("info") or {}) if isinstance(meta.get("info"), dict) else {}
+        id_name = id_name or _name(meta.get("id_name")) or "row"
+        target = target or _name(meta.get("target")) or "label"
     result = d / "result.json"
     if result.is_file():
-        info = {**json.loads(result.read_text()), **info}
+        info = {**_json(result, "a run's result file"), **info}
     (oof, columns), (test, test_columns) = _read_table(oof_path), _read_table(test_path)
     if columns is None and pipeline_dir is not None:
         # qwkboost 0.1 wrote its columns by their plain names, over any of the user's that had one
@@ -558,5 +582,5 @@ def align(members: Sequence[Member], check_folds: bool = True) -> list[Member]:
                     "knowingly")
         y_test = None if m.y_test is None else m.y_test[tpos]
         out.append(replace(m, ids=ref.ids, y=ref.y, oof=m.oof[pos], test_ids=ref.test_ids, test=m.test[tpos],
-                           folds=folds, weight=w, y_test=y_test))
+                           folds=folds, weight=w, y_test=y_test, groups=None if m.groups is None else m.groups[pos]))
     return out

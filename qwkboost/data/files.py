@@ -14,8 +14,8 @@ import numpy as np
 
 from qwkboost.data.dataset import MAX_CLASSES, Dataset, class_range, warn_empty_classes
 from qwkboost.data.features import FeatureSchema
-from qwkboost.data.labels import ClassLabels
-from qwkboost.validation import check_bool, check_real, check_seed
+from qwkboost.data.labels import ClassLabels, warn_given_order
+from qwkboost.validation import check_bool, check_real, check_seed, shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,6 +100,8 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     order = _class_labels(df[target], target, classes, ordinal)
     if order is None:
         _check_target_column(df, target, "data.path")
+    if id:      # the whole file, before a test share is held out of it: a repeated id would land on both sides
+        _check_unique_ids(df, id, "data.path")
     if test_path:
         dft = read_table(test_path, "data.test_path")
         labelled = target in dft.columns
@@ -143,11 +145,8 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
             dft, df = df.iloc[idx[:n_test]], df.iloc[idx[n_test:]]
         src_train = src_test = "data.path"
         labelled = True
-    if id:
-        for frame, src in ((df, src_train), (dft, src_test)):
-            dup = frame[id][frame[id].duplicated()]
-            if len(dup):
-                raise ValueError(f"data.id={id!r} repeats the value {dup.iloc[0]!r} in {src}; ids must be unique")
+    if id and test_path:
+        _check_unique_ids(dft, id, "data.test_path")
     missing = [c for c in features if c not in dft.columns]
     if missing:
         raise ValueError(f"data.test_path lacks feature columns {missing}")
@@ -168,7 +167,7 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
     classes = None
     if order is not None:
         if np.unique(y).size < 2:
-            raise ValueError(f"data.target={target!r} has a single class ({order.values[int(y[0])]!r}) in the "
+            raise ValueError(f"data.target={target!r} has a single class ({shown(order.values[int(y[0])])}) in the "
                              "training rows; QWK needs labels that vary")
         classes = np.arange(order.n_classes, dtype=np.float64)
         unseen = [v for k, v in enumerate(order.values) if k not in set(y.astype(int).tolist())]
@@ -223,7 +222,9 @@ def _class_labels(column, target: str, classes, ordinal: bool) -> ClassLabels | 
     if classes is not None:
         if not ordinal:
             raise ValueError("data.classes orders ordinal labels; it cannot be set with data.ordinal=false")
-        return ClassLabels.of(classes, "data.classes")
+        given = ClassLabels.of(classes, "data.classes")
+        warn_given_order(given, column, "data.classes", f"data.target={target!r} in data.path")
+        return given
     dtype = column.dtype
     if isinstance(dtype, pd.CategoricalDtype):
         if dtype.ordered and ordinal:
@@ -252,6 +253,17 @@ def _check_same_order(column, target: str, labels: ClassLabels, classes) -> None
                          f"{list(dtype.categories)} in data.test_path; give the order with data.classes=[...]")
 
 
+def _check_unique_ids(frame, id: str, src: str) -> None:
+    """Every id once in ``frame``; the first repeated one is named with its two data rows."""
+    repeated = frame[id].duplicated(keep=False).to_numpy()
+    if repeated.any():
+        first = int(np.flatnonzero(repeated)[0])
+        value = frame[id].iloc[first]
+        rows = frame.index[repeated & (frame[id] == value).to_numpy()][:2].tolist()
+        raise ValueError(f"data.id={id!r} repeats the value {shown(value)} in {src} (data rows {rows[0]} and "
+                         f"{rows[1]}); ids must be unique")
+
+
 def _group_codes(column, name: str, src: str) -> np.ndarray:
     """The entity column as integer codes; a missing entity is refused, naming its data row."""
     import pandas as pd
@@ -263,7 +275,7 @@ def _group_codes(column, name: str, src: str) -> np.ndarray:
                          f"{column.index[i]}); every row needs its entity")
     codes, uniques = pd.factorize(column, sort=True)
     if len(uniques) < 2:
-        raise ValueError(f"cv.group={name!r} holds a single value ({uniques[0]!r}) in {src}; one entity leaves "
+        raise ValueError(f"cv.group={name!r} holds a single value ({shown(uniques[0])}) in {src}; one entity leaves "
                          "nothing to split into folds")
     return codes
 
@@ -277,7 +289,7 @@ def _weights(frame, column: str, src: str) -> np.ndarray:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"data.weight={column!r} must hold finite numbers >= 0; data row {frame.index[i]} of {src} "
-                         f"is {frame[column].iloc[i]!r}")
+                         f"is {shown(frame[column].iloc[i])}")
     if not v.sum() > 0:
         raise ValueError(f"data.weight={column!r} is 0 in every row of {src}")
     return v
@@ -356,7 +368,7 @@ def _check_target_column(df, target: str, src: str) -> None:
     col = df[target]
     if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):
         bad = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
-        example = f"; e.g. data row {bad.index[0]} is {bad.iloc[0]!r}" if len(bad) else ""
+        example = f"; e.g. data row {bad.index[0]} is {shown(bad.iloc[0])}" if len(bad) else ""
         raise ValueError(f"data.target={target!r} must hold numbers (ordinal labels or a numeric target), "
                          f"but its column in {src} is of type {col.dtype}{example}")
     vals = col.to_numpy(dtype=float, na_value=np.nan)

@@ -11,11 +11,12 @@ the outputs give the user's labels back (:meth:`ClassLabels.decode`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["ClassLabels", "plain"]
+__all__ = ["ClassLabels", "plain", "warn_given_order"]
 
 
 def plain(value: Any) -> Any:
@@ -110,3 +111,36 @@ class ClassLabels:
 
     def to_list(self) -> list:
         return list(self.values)
+
+
+def warn_given_order(given: ClassLabels, column, key: str, where: str) -> None:
+    """Warn, saying what is used, where an order the user gave (``key``) disagrees with what the labels say of
+    themselves: numbers listed other than ascending (their own scale ranks them by value), or an ordered pandas
+    ``Categorical`` whose own order differs. Either may be meant (codes whose numbers are not their rank, a file
+    whose order is wrong), so the order given is used, never silently.
+
+    Parameters
+    ----------
+    given : ClassLabels
+        The order given (``data.classes``, ``classes=``).
+    column : array-like
+        The labels as the file or the caller holds them.
+    key, where : str
+        The setting that gave the order (``"data.classes"``) and what holds the labels
+        (``"data.target='grade' in data.path"``), for the message.
+    """
+    import pandas as pd
+
+    values = list(given.values)
+    dtype = getattr(column, "dtype", None)
+    if isinstance(dtype, pd.CategoricalDtype) and dtype.ordered:
+        own = [plain(v) for v in dtype.categories]
+        if own != values:
+            warnings.warn(f"{key}={values} orders the labels of {where} otherwise than its ordered categories "
+                          f"{own}; {key} is used (leave {key} unset to use the file's order)", UserWarning,
+                          stacklevel=3)
+    elif given.numeric and values != sorted(values):
+        warnings.warn(f"{key}={values} ranks numeric labels otherwise than by their value: {values[0]!r} is taken as "
+                      f"the lowest class and {values[-1]!r} as the highest, one step apart; if the numbers are the "
+                      f"scale itself, list them ascending ({key}={sorted(values)}) or leave {key} unset",
+                      UserWarning, stacklevel=3)

@@ -63,8 +63,9 @@ class Engine(Protocol):
     #: the engine's names for its thread count, e.g. ``("nthread", "n_jobs")``
     thread_params: ClassVar[tuple[str, ...]]
 
-    def check_params(self, params: dict, *, n_features: int) -> None:
-        """Refuse unknown names and bad values before training (``ValueError`` naming them)."""
+    def check_params(self, params: dict, *, n_features: int | None) -> None:
+        """Refuse unknown names and bad values before training (``ValueError`` naming them); with
+        ``n_features=None`` (a config checked before its data is read), the checks that need no data."""
 
     def check_objective(self, objective) -> None:
         """Refuse, before training, a fitted objective the engine cannot run (``ValueError`` naming the engines

@@ -40,7 +40,7 @@ import numpy as np
 from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
 from qwkboost.engines.callback import EarlyStopException
 
-__all__ = ["CatBoostEngine", "check_params", "DEFAULTS", "RESERVED", "FIXED"]
+__all__ = ["CatBoostEngine", "check_params", "DEFAULTS", "RESERVED", "FIXED", "FILE_PARAMS"]
 
 DEFAULTS = {"logging_level": "Silent", "allow_writing_files": False, "boost_from_average": False,
             "metric_period": 1, "use_best_model": False}
@@ -67,8 +67,13 @@ RESERVED = {
     "metric_period": "qwkboost scores every round (its early stopping and learning curves need them)",
     "class_weights": "weights are rows' (data.weight, sample_weight)",
     "auto_class_weights": "weights are rows' (data.weight, sample_weight)",
-    "train_dir": "qwkboost writes no CatBoost training files",
 }
+#: CatBoost's settings that write files (its training logs in ``catboost_info/`` of the working directory, snapshots
+#: to resume training): refused, whatever their value but ``allow_writing_files=false``. qwkboost keeps the learning
+#: curves itself (``Model.evals_result``, MLflow) and saves models as JSON (``Model.save``).
+FILE_PARAMS = ("allow_writing_files", "train_dir", "save_snapshot", "snapshot_file", "snapshot_interval",
+               "json_log", "profile_log", "learn_error_log", "test_error_log", "time_left_log", "roc_file",
+               "training_options_file", "output_borders")
 THREAD_PARAMS = ("thread_count", "n_jobs")
 _DUMP_PREFIX = "catboost-cbm-base64:"
 
@@ -86,8 +91,9 @@ def _synonyms(params: dict) -> dict:
     return out
 
 
-def check_params(params: dict, n_features: int) -> None:
-    """Refuse names CatBoost does not know, values it rejects, and settings qwkboost makes itself.
+def check_params(params: dict, n_features: int | None) -> None:
+    """Refuse names CatBoost does not know, values it rejects, settings qwkboost makes itself, and settings that
+    write files (:data:`FILE_PARAMS`). ``n_features=None``: before the data is read (the checks that need no data).
 
     Raises
     ------
@@ -102,6 +108,11 @@ def check_params(params: dict, n_features: int) -> None:
         canon = next(iter(_synonyms({name: given[name]})), name)
         if canon in RESERVED:
             raise ValueError(f"engine parameter {name!r} cannot be set for catboost: {RESERVED[canon]}")
+        if canon in FILE_PARAMS and not (canon == "allow_writing_files" and given[name] is False):
+            raise ValueError(f"engine parameter {name}={given[name]!r} cannot be set for catboost: it makes CatBoost "
+                             "write training files (into catboost_info/ of the working directory), and qwkboost writes "
+                             "none; the learning curves are in the model's evals_result (and a run's MLflow run), and "
+                             "models are saved with Model.save")
     canon = _synonyms(given)
     if len(canon) < len(given):
         raise ValueError(f"catboost parameters {sorted(given)} name one parameter twice (CatBoost's synonyms); "
@@ -115,9 +126,10 @@ def check_params(params: dict, n_features: int) -> None:
         raise ValueError("engine parameter leaf_estimation_method='Exact' needs one of CatBoost's own losses; use "
                          "'Newton' (the default) or 'Gradient'")
     mono = canon.get("monotone_constraints")
-    if isinstance(mono, (list, tuple)) and len(mono) != n_features:
+    if n_features is not None and isinstance(mono, (list, tuple)) and len(mono) != n_features:
         raise ValueError(f"monotone_constraints must have one entry per feature ({n_features}); got {len(mono)}")
-    probe = {**{k: v for k, v in canon.items() if k != "thread_count"}, "loss_function": "RMSE"}
+    # checked as fit() gets them: with qwkboost's own settings (allow_writing_files=False among them)
+    probe = {**DEFAULTS, **{k: v for k, v in canon.items() if k != "thread_count"}, "loss_function": "RMSE"}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -350,7 +362,7 @@ class CatBoostEngine:
     name = "catboost"
     thread_params = THREAD_PARAMS
 
-    def check_params(self, params: dict, *, n_features: int) -> None:
+    def check_params(self, params: dict, *, n_features: int | None) -> None:
         check_params(params, n_features)
 
     def check_objective(self, objective) -> None:

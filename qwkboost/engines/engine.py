@@ -82,12 +82,14 @@ def check_early_stopping(rounds, min_delta, has_eval_set: bool) -> tuple[int | N
     return rounds, min_delta
 
 
-def check_engine_params(engine: str, params: dict | None, n_features: int) -> dict:
+def check_engine_params(engine: str, params: dict | None, n_features: int | None) -> dict:
     """Check ``params`` for ``engine`` before any training; return them without ``base_score``.
 
     Unknown names (misspellings that XGBoost and LightGBM would silently
     ignore) and values the engine would reject are refused, naming the
-    parameter. Learning rates must be > 0 on every engine.
+    parameter. Learning rates must be > 0 on every engine. ``n_features=None``
+    checks a config before its data is read: what needs no data (the names
+    qwkboost sets itself, CatBoost's file settings, ...).
 
     Raises
     ------

@@ -41,8 +41,9 @@ def _thread_names() -> tuple[str, ...]:
     return tuple(a for a, c in aliases().items() if c == "num_threads")
 
 
-def check_params(params: dict, n_features: int) -> None:
-    """Refuse names LightGBM does not know (it would only warn) and values it rejects.
+def check_params(params: dict, n_features: int | None) -> None:
+    """Refuse names LightGBM does not know (it would only warn) and values it rejects; ``n_features=None``
+    (before the data is read): the names only.
 
     Raises
     ------
@@ -65,6 +66,8 @@ def check_params(params: dict, n_features: int) -> None:
         if c in seen:
             raise ValueError(f"lightgbm parameters {seen[c]!r} and {k!r} are the same parameter ({c!r}); give one")
         seen[c] = k
+    if n_features is None:
+        return
     cat = _param(params, "categorical_feature", None)
     if cat is not None:
         idx = cat if isinstance(cat, (list, tuple)) else str(cat).split(",")
@@ -164,7 +167,7 @@ class LightGBMEngine:
     def check_objective(self, objective) -> None:
         """Every objective runs here (one score per row or several)."""
 
-    def check_params(self, params: dict, *, n_features: int) -> None:
+    def check_params(self, params: dict, *, n_features: int | None) -> None:
         check_params(params, n_features)
 
     def with_threads(self, params: dict, n_threads: int) -> dict:

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.objectives import Objective, available as available_objectives, get as get_objective, import_objective
+from qwkboost.objectives import Objective, check_trusted_modules, get as get_objective, saved_objective
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.validation import check_features, check_int
+from qwkboost.validation import MAX_JSON_DEPTH, check_features, check_int, json_depth, read_json, shown
 
 __all__ = ["Model", "load_model", "FORMAT_VERSION"]
 
@@ -172,43 +172,68 @@ def _field(payload: dict, key: str, kind, where: str, optional: bool = False):
           "number": isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v),
           "str": isinstance(v, str), "dict": isinstance(v, dict)}[kind]
     if not ok:
-        raise ValueError(f"{where} is not a valid qwkboost model file: {key!r} must be a finite {kind}; got {v!r}")
+        raise ValueError(f"{where} is not a valid qwkboost model file: {key!r} must be a finite {kind}; got {shown(v)}")
     return v
 
 
-def load_model(path) -> Model:
+def load_model(path, trusted_modules=None) -> Model:
     """Load a model written by :meth:`Model.save`.
 
     Every field is checked before the engine parses its booster: a truncated,
-    edited or foreign file gives a :class:`ValueError`, never a crash or a
-    model that predicts NaN.
+    edited, foreign or malformed file (not JSON, nested too deeply, too large, a
+    field of the wrong type) gives a :class:`ValueError` of one line naming it,
+    never a crash or a model that predicts NaN.
+
+    Loading runs no code the file names: the objective must be registered in this
+    process (qwkboost's own are; import or register yours first), or its module
+    allowed in ``trusted_modules``.
+
+    Parameters
+    ----------
+    path : str or Path
+    trusted_modules : list of str, optional
+        Modules whose objectives may be imported by the path the file names (``"mypkg"`` allows ``mypkg`` and
+        every module under it). Default: none.
 
     Raises
     ------
     ValueError
-        If the file is not a valid qwkboost model, or its objective is not
-        registered in this process (register custom objectives before loading).
+        If the file is not a valid qwkboost model, or its objective is neither registered in this process nor
+        in a module allowed by ``trusted_modules``.
     """
     if not isinstance(path, (str, Path)):
         raise ValueError(f"path must be a file path (str or pathlib.Path); got {path!r}")
+    trusted = check_trusted_modules(trusted_modules)
     path = Path(path)
     where = f"path {str(path)!r}"
     if not path.exists():
         raise ValueError(f"{where} does not exist")
     if not path.is_file():
         raise ValueError(f"{where} is not a file")
+    payload = read_json(path, where, "a qwkboost model file")
     try:
-        payload = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{where} is not a qwkboost model file (invalid JSON: {exc})") from None
+        return _model_of(payload, where, trusted)
+    except ValueError as exc:
+        if where in str(exc):
+            raise
+        raise ValueError(f"{where}: {exc}") from None
+    except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise ValueError(f"{where} is not a valid qwkboost model file ({type(exc).__name__}"
+                         f"{': ' + reason if reason else ''})") from None
+
+
+def _model_of(payload, where: str, trusted: tuple[str, ...]) -> Model:
+    """The model of a model file's parsed JSON (see :func:`load_model`)."""
     if not isinstance(payload, dict) or payload.get("format") != "qwkboost-model":
         raise ValueError(f"{where} is not a qwkboost model file")
     version = payload.get("format_version")
     if version not in (1, 2, FORMAT_VERSION):
-        raise ValueError(f"{where} has model format version {version!r}; this qwkboost reads 1 to {FORMAT_VERSION}")
+        raise ValueError(f"{where} has model format version {shown(version)}; this qwkboost reads 1 to "
+                         f"{FORMAT_VERSION}")
     engine = _field(payload, "engine", "str", where)
     if engine not in ENGINES:
-        raise ValueError(f"{where} names an unknown engine {engine!r}")
+        raise ValueError(f"{where} names an unknown engine {shown(engine)}")
     raw_init = payload.get("init_score")
     if isinstance(raw_init, list):          # an objective with several outputs: one initial score each
         if not raw_init or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
@@ -233,15 +258,7 @@ def load_model(path) -> Model:
     if not isinstance(spec.get("name"), str) or not isinstance(spec.get("params", {}), dict) \
             or not isinstance(spec.get("state", {}), dict):
         raise ValueError(f"{where}: 'objective' must hold a name, params and state")
-    ref = spec["name"]
-    if ref not in available_objectives() and isinstance(spec.get("class"), str):
-        try:
-            import_objective(spec["class"])           # the user's module, imported by its path
-        except ValueError as exc:
-            raise ValueError(f"{where}: its objective {spec['name']!r} is not registered in this process; {exc}, "
-                             "or import the module that registers it before loading") from None
-        if ref not in available_objectives():
-            ref = spec["class"]                       # a class that was never registered: by its path
+    ref = saved_objective(spec["name"], spec.get("class"), trusted, where)
     objective = get_objective(ref, **spec.get("params", {})).set_state(spec.get("state", {}))
     lacking = [k for k in objective.state if not hasattr(objective, k)]
     if lacking:
@@ -253,7 +270,14 @@ def load_model(path) -> Model:
     if text is not None and digest is not None and hashlib.sha256(text.encode()).hexdigest() != digest:
         raise ValueError(f"{where}: the booster text does not match its checksum (the file was truncated or edited)")
     adapter = get_engine(engine)
-    booster = None if text is None else adapter.load(text)
+    if text is not None and text.lstrip()[:1] in ("{", "[") and json_depth(text) > MAX_JSON_DEPTH:
+        # an engine's own JSON parser may recurse without limit (XGBoost's ends the process)
+        raise ValueError(f"{where}: the booster's JSON nests deeper than {MAX_JSON_DEPTH} levels; it is not a model "
+                         "an engine wrote")
+    try:
+        booster = None if text is None else adapter.load(text)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
     if booster is None and num_rounds > 0:
         raise ValueError(f"{where}: {num_rounds} rounds but no booster")
     if booster is not None:

@@ -27,7 +27,7 @@ class NativeEngine:
     def check_objective(self, objective) -> None:
         """Every objective runs here (one score per row or several)."""
 
-    def check_params(self, params: dict, *, n_features: int) -> None:
+    def check_params(self, params: dict, *, n_features: int | None) -> None:
         """Refuse unknown names and bad values (:func:`qwkboost.native.params.resolve_params`)."""
         resolve_params(params, n_features)
 

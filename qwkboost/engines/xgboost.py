@@ -115,11 +115,12 @@ def valid_params() -> tuple[str, ...]:
     return tuple(sorted(out - set(RESERVED)))
 
 
-def check_params(params: dict, n_features: int) -> None:
+def check_params(params: dict, n_features: int | None) -> None:
     """Refuse names XGBoost would ignore and values it would reject, before any training.
 
     XGBoost itself is asked: one round on three rows, whose "Parameters: { ... }
-    are not used" warning names every unknown parameter.
+    are not used" warning names every unknown parameter. ``n_features=None`` (before the data is read): only
+    the names qwkboost sets itself.
 
     Raises
     ------
@@ -129,6 +130,8 @@ def check_params(params: dict, n_features: int) -> None:
     for k in params:
         if k in RESERVED:
             raise ValueError(f"engine parameter {k!r} cannot be set for xgboost: {RESERVED[k]}")
+    if n_features is None:
+        return
     mono = params.get("monotone_constraints")
     if mono is not None:     # XGBoost takes a shorter list silently, leaving the other features free
         n_mono = len(mono) if isinstance(mono, (list, tuple, dict)) else \
@@ -179,7 +182,7 @@ class XGBoostEngine:
     def check_objective(self, objective) -> None:
         """Every objective runs here (one score per row or several)."""
 
-    def check_params(self, params: dict, *, n_features: int) -> None:
+    def check_params(self, params: dict, *, n_features: int | None) -> None:
         check_params(params, n_features)
 
     def with_threads(self, params: dict, n_threads: int) -> dict:

@@ -34,6 +34,7 @@ from qwkboost.validation import (
     check_int,
     check_same_length,
     check_weight,
+    shown,
 )
 
 __all__ = ["CVResult", "cross_validate", "make_folds", "make_repeated_folds", "check_fold_labels", "fold_assignment",
@@ -139,7 +140,7 @@ def check_groups(groups, n: int, name: str = "groups") -> np.ndarray:
                          "could share a fold with their copies")
     codes, uniques = pd.factorize(g, sort=True)
     if len(uniques) < 2:
-        raise ValueError(f"{name} has a single value ({uniques[0]!r}) in every training row: one entity leaves "
+        raise ValueError(f"{name} has a single value ({shown(uniques[0])}) in every training row: one entity leaves "
                          "nothing to split into folds")
     return codes.astype(np.int64)
 

@@ -39,7 +39,7 @@ import numpy as np
 from scipy import optimize
 
 from qwkboost.evaluation.metrics import extended_qwk_ratio, weighted_mean_var
-from qwkboost.validation import check_1d, check_labels, check_same_length, check_weight
+from qwkboost.validation import check_1d, check_labels, check_same_length, check_weight, shown
 
 __all__ = [
     "METHODS",
@@ -108,8 +108,8 @@ def _check_cuts(cuts, name: str = "cuts", n: int | None = None) -> np.ndarray:
         raise ValueError(f"{name} must have n_classes - 1 = {n} values; got {c.size}")
     if c.size > 1 and np.any(np.diff(c) < 0):
         first = int(np.flatnonzero(np.diff(c) < 0)[0])
-        raise ValueError(f"{name} must be non-decreasing; {name}[{first}]={c[first]!r} > "
-                         f"{name}[{first + 1}]={c[first + 1]!r}")
+        raise ValueError(f"{name} must be non-decreasing; {name}[{first}]={shown(c[first])} > "
+                         f"{name}[{first + 1}]={shown(c[first + 1])}")
     return c
 
 

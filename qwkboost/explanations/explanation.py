@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from qwkboost.data.columns import give_way
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import get_engine
 
@@ -124,27 +125,52 @@ class Explanation:
         return table.sort_values(["output", "mean_abs_shap"], ascending=[True, False], kind="stable") \
             .reset_index(drop=True)
 
-    def frame(self, ids=None, id_name: str = "row"):
-        """The values as a DataFrame: the row's id, one column per feature (``<feature>@<output>`` with several
-        outputs), ``bias`` and ``score``."""
+    def frame(self, ids=None, id_name: str | None = None, reserved=()):
+        """The values as a DataFrame: the rows' ids, one column per feature (``<feature>@<output>`` with several
+        outputs), ``bias`` and ``score``.
+
+        Your columns keep their names: the id column ``id_name`` and the features. qwkboost's own columns
+        (``bias``, ``score``, and ``row``, the rows' positions, when no ``id_name`` is given) take the suffix
+        ``_qwkboost`` where one of yours has that name (:mod:`qwkboost.data.columns`): a feature called ``score``
+        keeps its SHAP values under ``score``, beside the model's ``score_qwkboost``. ``reserved``: further
+        names of yours to keep clear of (a run's label, entity and weight columns), so that qwkboost's columns are
+        named as in the run's other files.
+
+        Raises
+        ------
+        ValueError
+            If ``id_name`` is also a feature's name (one column cannot hold both).
+        """
         import pandas as pd
 
         n = self.values.shape[0]
-        cols: dict = {id_name: np.arange(n) if ids is None else np.asarray(ids)}
-        if self.n_outputs == 1:
+        outputs = None if self.n_outputs == 1 else \
+            (self.outputs if self.outputs is not None else list(range(self.n_outputs)))
+
+        def forms(name: str) -> list[str]:
+            return [name] if outputs is None else [f"{name}@{o}" for o in outputs]
+
+        features = [c for f in self.feature_names for c in forms(f)]
+        if id_name is not None and id_name in features:
+            raise ValueError(f"the id column {id_name!r} is also a feature's column; name the rows by another column")
+        taken = set(features) | ({id_name} if id_name is not None else set()) | {str(r) for r in reserved if r}
+        id_col = id_name if id_name is not None else give_way("row", taken)
+        bias, score = give_way("bias", taken, forms), give_way("score", taken, forms)
+        cols: dict = {id_col: np.arange(n) if ids is None else np.asarray(ids)}
+        if outputs is None:
             cols.update({f: self.values[:, j] for j, f in enumerate(self.feature_names)})
-            cols["bias"], cols["score"] = self.bias, self.score
+            cols[bias], cols[score] = self.bias, self.score
         else:
-            outputs = self.outputs if self.outputs is not None else list(range(self.n_outputs))
             for k, o in enumerate(outputs):
                 cols.update({f"{f}@{o}": self.values[:, j, k] for j, f in enumerate(self.feature_names)})
-                cols[f"bias@{o}"], cols[f"score@{o}"] = self.bias[:, k], self.score[:, k]
+                cols[f"{bias}@{o}"], cols[f"{score}@{o}"] = self.bias[:, k], self.score[:, k]
         return pd.DataFrame(cols)
 
 
-def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info=None) -> Explanation:
+def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info=None, name: str = "X") -> Explanation:
     """The explanation of :math:`\\sum_m w_m F_m` on rows ``X`` (a DataFrame, matched to each model's columns by
-    name, or an array in the first model's columns): see the module's notes.
+    name, or an array in the first model's columns): see the module's notes. ``name`` is what messages call
+    ``X`` (``"data.path='new.csv'"``).
 
     Raises
     ------
@@ -172,7 +198,7 @@ def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info
         if isinstance(X, EncodedFeatures):
             Xe = X.X
         else:
-            Xe = m.schema.encode(X, "X") if m.schema is not None else np.asarray(X, dtype=np.float64)
+            Xe = m.schema.encode(X, name) if m.schema is not None else np.asarray(X, dtype=np.float64)
         v, b = model_contributions(m, Xe)
         idx = [col[f] for f in _names(m)]
         values[:, idx] += w * v
@@ -182,10 +208,10 @@ def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info
     return Explanation(values, bias, names, data, gain, outputs, info=info or {})
 
 
-def explain_model(model: Model, X) -> Explanation:
-    """The explanation of one model on rows ``X``."""
+def explain_model(model: Model, X, name: str = "X") -> Explanation:
+    """The explanation of one model on rows ``X`` (``name``: what messages call them)."""
     return explain_parts([(model, 1.0)], X, outputs=output_names(model),
-                         info={"engine": model.engine, "objective": model.objective.name})
+                         info={"engine": model.engine, "objective": model.objective.name}, name=name)
 
 
 def output_names(model: Model) -> list | None:
@@ -230,7 +256,7 @@ def sample_rows(X, max_rows: int | None, seed: int = 0):
     return (X.iloc[pos] if hasattr(X, "iloc") else np.asarray(X)[pos]), pos
 
 
-def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanation:
+def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0, name: str = "X") -> Explanation:
     r"""SHAP values and importances of a model, a run or a blend on rows ``X``, in the objective's score space.
 
     Parameters
@@ -244,6 +270,8 @@ def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanatio
     max_rows : int or None, default 2000
         Explain at most this many rows, drawn with ``seed`` (``None``: every row).
     seed : int, default 0
+    name : str, default "X"
+        What messages call the rows (``experiments/explain.py`` names the user's file).
 
     Returns
     -------
@@ -261,7 +289,7 @@ def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanatio
     """
     X, _ = sample_rows(X, max_rows, seed)
     if isinstance(obj, Model):
-        return explain_model(obj, X)
+        return explain_model(obj, X, name)
     if hasattr(obj, "pipeline_"):
         obj = obj.pipeline_
     ensemble = getattr(obj, "explain_parts", None)
@@ -269,6 +297,6 @@ def explain(obj, X, *, max_rows: int | None = 2000, seed: int = 0) -> Explanatio
         raise TypeError(f"cannot explain a {type(obj).__name__}; give a Model, a run's pipeline (qb.load_run), a "
                         "blend's pipeline or a fitted QWKClassifier")
     ens = ensemble()
-    exp = explain_parts(ens.parts, X, outputs=output_names(ens.parts[0][0]), info=ens.info)
+    exp = explain_parts(ens.parts, X, outputs=output_names(ens.parts[0][0]), info=ens.info, name=name)
     exp.cuts, exp.classes, exp.labels = ens.cuts, ens.classes, ens.labels
     return exp

@@ -34,17 +34,24 @@ def pick_rows(exp, n: int = 3, seed: int = 0) -> list[int]:
     return [int(i) for i in np.argsort(-(moved + noise))[:n]]
 
 
-def write_report(exp, out, ids=None, id_name: str = "row") -> list[Path]:
-    """Write the explanation's files (the module's table) into ``out``; return their paths."""
+def write_report(exp, out, ids=None, id_name: str | None = None, pictures: bool = True, reserved=()) -> list[Path]:
+    """Write the explanation's files (the module's table) into ``out``; return their paths. ``id_name``: the
+    user's id column (``None``: the rows' positions, in qwkboost's ``row`` column); the values' table follows the
+    column rule (:meth:`~qwkboost.explanations.explanation.Explanation.frame`; ``reserved``: the run's other
+    columns of yours, its label, entity and weight). ``pictures=False``: the two tables only (drawing the pictures
+    takes about a second)."""
     from qwkboost.explanations import ordinal, plots
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    files = [out / "importance.csv", out / "importance.png", out / "summary.png", out / "shap_values.parquet"]
+    files = [out / "importance.csv", out / "shap_values.parquet"]
     exp.importance().to_csv(files[0], index=False)
-    for f, fig in ((files[1], plots.importance_bars(exp)), (files[2], plots.beeswarm(exp))):
+    exp.frame(ids, id_name, reserved).to_parquet(files[1], index=False)
+    if not pictures:
+        return files
+    for f, fig in ((out / "importance.png", plots.importance_bars(exp)), (out / "summary.png", plots.beeswarm(exp))):
         fig.savefig(f, dpi=DPI)
-    exp.frame(ids, id_name).to_parquet(files[3], index=False)
+        files.append(f)
     if exp.cuts is not None and exp.n_outputs == 1:
         rows = pick_rows(exp)
         fig, axes = plots.figure((8, 4.2 * len(rows)), len(rows), 1, squeeze=False)

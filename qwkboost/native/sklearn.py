@@ -130,6 +130,8 @@ class NativeGBDTRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, eval_set=None, early_stopping_rounds=None):
         """Fit on ``X`` (n_samples, n_features) and ``y``; return ``self``."""
+        if y is not None and np.asarray(y).dtype.kind in "USO":
+            check_1d(y, "y")        # labels that are words: named (a regressor needs numbers), not numpy's TypeError
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
         categorical = self._categorical(X.shape[1])
         n_estimators = check_int(self.n_estimators, "n_estimators", 0)

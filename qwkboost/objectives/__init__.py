@@ -19,6 +19,7 @@ Register your own objective in a few lines; it then runs on every engine::
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Callable
 
 from qwkboost.objectives.base import Objective
@@ -27,9 +28,10 @@ from qwkboost.objectives.multiclass import Multiclass
 from qwkboost.objectives.ordinal_logit import OrdinalLogit
 from qwkboost.objectives.soft_qwk import SoftQWK
 from qwkboost.objectives.squared_error import SquaredError
+from qwkboost.validation import shown
 
-__all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "ExtendedQWK", "SquaredError",
-           "Multiclass", "OrdinalLogit", "SoftQWK"]
+__all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "saved_objective",
+           "check_trusted_modules", "ExtendedQWK", "SquaredError", "Multiclass", "OrdinalLogit", "SoftQWK"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
@@ -100,6 +102,59 @@ def import_objective(path: str) -> type[Objective]:
         own = "name" in cls.__dict__ and cls.name not in _REGISTRY
         register(cls.name if own else path, cls)
     return cls
+
+
+def check_trusted_modules(trusted_modules, key: str = "trusted_modules") -> tuple[str, ...]:
+    """``trusted_modules`` checked: ``None``, a module name, or a list of them (``"mypkg"`` trusts ``mypkg`` and
+    every module under it).
+
+    Raises
+    ------
+    ValueError
+        Naming ``key``.
+    """
+    if trusted_modules is None:
+        return ()
+    names = [trusted_modules] if isinstance(trusted_modules, str) else trusted_modules
+    if not isinstance(names, (list, tuple)) or not all(isinstance(m, str) and m.strip() for m in names):
+        raise ValueError(f"{key} must list module names, e.g. {key}=[mypkg.losses]; got {trusted_modules!r}")
+    return tuple(m.strip() for m in names)
+
+
+def saved_objective(name: str, path, trusted_modules=(), where: str = "the file") -> str:
+    """The registry entry of an objective a model file names: its ``name``, or its class's import ``path``.
+
+    A file names its objective's class by import path, but loading it imports no module the file names (a file
+    from elsewhere could name any module on the path, one in the working directory included): the objective must
+    be registered in this process, or its module already imported (which runs no code again), or the module
+    allowed in ``trusted_modules`` (a module, or a package and everything under it).
+
+    Raises
+    ------
+    ValueError
+        Naming the objective, the module and how to register or allow it.
+    """
+    if name in _REGISTRY:
+        return name
+    if isinstance(path, str) and path in _REGISTRY:
+        return path
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"{where}: its objective {name!r} is not registered in this process, and the file names "
+                         "no class for it; register it (qwkboost.objectives.register) before loading")
+    module = (path.partition(":")[0] if ":" in path else path.rpartition(".")[0]).strip()
+    trusted = any(module == m or module.startswith(m + ".") for m in trusted_modules)
+    if module not in sys.modules and not trusted:
+        def cut(text: str) -> str:         # the file's own text, shown whole up to a point
+            return text if len(text) <= 120 else text[:117] + "..."
+
+        raise ValueError(f"{where}: its objective {shown(name)} (class {cut(path)}) is not registered in this "
+                         "process, and qwkboost imports no module a model file names: import the module that defines "
+                         f"it (or register it) before loading, or allow it with trusted_modules=[{cut(module)}]")
+    try:
+        cls = import_objective(path)
+    except ValueError as exc:
+        raise ValueError(f"{where}: its objective {name!r} is not registered in this process; {exc}") from None
+    return name if _REGISTRY.get(name) is cls else next(k for k, c in _REGISTRY.items() if c is cls)
 
 
 def get(name: str, **params) -> Objective:

@@ -29,6 +29,7 @@ import numpy as np
 
 from qwkboost.objectives.base import Objective
 from qwkboost.objectives.rows import Memo, class_rows, sum_log
+from qwkboost.validation import shown
 
 __all__ = ["Multiclass", "MAX_CLASSES", "by_column", "class_indices", "class_scale", "memory_order", "outputs", "softmax"]
 
@@ -174,7 +175,7 @@ def class_scale(y: np.ndarray, name: str) -> tuple[float, int]:
     """
     if np.any(y != np.round(y)):
         i = int(np.flatnonzero(y != np.round(y))[0])
-        raise ValueError(f"objective {name!r} needs whole-numbered class labels; y[{i}] is {y[i]!r}")
+        raise ValueError(f"objective {name!r} needs whole-numbered class labels; y[{i}] is {shown(y[i])}")
     lo, hi = float(y.min()), float(y.max())
     if lo == hi:
         raise ValueError(f"y contains a single class ({lo:g}); a class objective needs at least 2")

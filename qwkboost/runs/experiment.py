@@ -473,7 +473,8 @@ def _start_explaining(cfg, ds: Dataset, pipe: FittedPipeline):
     out = tempfile.mkdtemp(prefix="qwkboost-explain-")
 
     def work():
-        return write_report(explain(pipe, X, max_rows=None), out, ids, ds.id_name or "row")
+        return write_report(explain(pipe, X, max_rows=None), out, ids, ds.id_name,
+                            reserved=list(output_names(ds).values()))
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="qwkboost-explain")
     future = pool.submit(work)

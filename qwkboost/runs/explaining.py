@@ -58,9 +58,11 @@ def run_config(run: str, pipe, uri: str | None) -> dict | None:
 
 
 def explain_run(run: str, out, data_path: str | None = None, id_column: str | None = None, rows: int | None = 2000,
-                seed: int = 0, tracking_uri: str | None = None, log_to_run: bool = True) -> dict[str, Any]:
+                seed: int = 0, tracking_uri: str | None = None, log_to_run: bool = True,
+                trusted_modules=None, pictures: bool = True) -> dict[str, Any]:
     """Explain run (or blend) ``run`` on ``data_path``'s rows or its own training rows; write the report to
-    ``out`` and log it to the run's MLflow run.
+    ``out`` and log it to the run's MLflow run. ``trusted_modules``: the modules whose objectives the run's model
+    files may import (:func:`qwkboost.load_model`); ``pictures=False``: the tables only.
 
     Returns
     -------
@@ -78,7 +80,7 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
     from qwkboost.explanations.report import write_report
     from qwkboost.tracking.loading import load_run
 
-    pipe = load_run(run, tracking_uri)
+    pipe = load_run(run, tracking_uri, trusted_modules)
     if data_path:
         frame = read_table(data_path, "data.path")
         id_name = id_column or pipe.id_name
@@ -86,7 +88,7 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
             raise ValueError(f"data.id={id_column!r} is not a column of data.path={data_path!r}")
         frame, pos = sample_rows(frame, rows, seed)
         ids = frame[id_name].to_numpy() if id_name and id_name in frame.columns else pos
-        id_name = id_name if id_name and id_name in frame.columns else "row"
+        id_name = id_name if id_name and id_name in frame.columns else None        # the rows' positions
     else:
         cfg = run_config(run, pipe, tracking_uri)
         if cfg is None:
@@ -98,9 +100,10 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
         _, pos = sample_rows(np.empty((len(ds.y_train), 0)), rows, seed)
         frame = ds.schema.decode(ds.X_train[pos])
         ids = ds.ids_train[pos] if ds.ids_train is not None else pos
-        id_name = ds.id_name or "row"
-    exp = explain(pipe, frame, max_rows=None)
-    files = write_report(exp, out, ids, id_name)
+        id_name = ds.id_name
+    exp = explain(pipe, frame, max_rows=None, name=f"data.path={data_path!r}" if data_path else "the run's rows")
+    # the run's label, entity and weight keep their names here too, as in its prediction files
+    files = write_report(exp, out, ids, id_name, pictures, pipe.user_columns)
     run_id = pipe.info.get("run_id") or (str(run) if not Path(str(run)).exists() else None)
     logged = None
     if log_to_run and run_id:

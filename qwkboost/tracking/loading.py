@@ -7,29 +7,30 @@ members are run pipelines.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from qwkboost.blending.pipeline import BLEND_FORMAT, FittedBlend
 from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
+from qwkboost.validation import read_json
 
 __all__ = ["load_pipeline", "load_run"]
 
 
-def load_pipeline(path) -> FittedPipeline | FittedBlend:
+def load_pipeline(path, trusted_modules=None) -> FittedPipeline | FittedBlend:
     """A pipeline directory: a run's :class:`FittedPipeline`, or a blend's
-    :class:`~qwkboost.blending.FittedBlend` (by the format its ``pipeline.json`` names)."""
+    :class:`~qwkboost.blending.FittedBlend` (by the format its ``pipeline.json`` names).
+    ``trusted_modules``: as :func:`qwkboost.load_model` takes it."""
     d = Path(path)
-    try:
-        fmt = json.loads((d / PIPELINE_FILE).read_text()).get("format")
-    except (OSError, ValueError, AttributeError):
-        fmt = None
+    fmt = None
+    if (d / PIPELINE_FILE).is_file():
+        payload = read_json(d / PIPELINE_FILE, f"pipeline {str(d)!r}: {PIPELINE_FILE}", "a qwkboost pipeline file")
+        fmt = payload.get("format") if isinstance(payload, dict) else None
     if fmt == BLEND_FORMAT:
-        return FittedBlend.load(d)
-    return FittedPipeline.load(d)
+        return FittedBlend.load(d, trusted_modules)
+    return FittedPipeline.load(d, trusted_modules)
 
 
-def load_run(run, tracking_uri: str | None = None) -> FittedPipeline | FittedBlend:
+def load_run(run, tracking_uri: str | None = None, trusted_modules=None) -> FittedPipeline | FittedBlend:
     """The fitted pipeline of a run: from its output directory, or from MLflow by run id.
 
     Parameters
@@ -41,16 +42,19 @@ def load_run(run, tracking_uri: str | None = None) -> FittedPipeline | FittedBle
     tracking_uri : str, optional
         The MLflow store of a run id; default as in the experiments
         (``$MLFLOW_TRACKING_URI``, else the project's ``mlflow.db``).
+    trusted_modules : list of str, optional
+        Modules whose objectives may be imported by the import path a model file names; default none: a custom
+        objective must be registered (or its module imported) first. See :func:`qwkboost.load_model`.
 
     Raises
     ------
     ValueError
         If ``run`` is neither a directory with a pipeline nor a run id the store knows,
-        or the run logged no pipeline.
+        the run logged no pipeline, a file of it is malformed (named), or its objective is not registered.
     """
     p = Path(str(run))
     if p.is_dir():
-        return load_pipeline(p / "pipeline" if (p / "pipeline" / PIPELINE_FILE).is_file() else p)
+        return load_pipeline(p / "pipeline" if (p / "pipeline" / PIPELINE_FILE).is_file() else p, trusted_modules)
     if p.exists():
         raise ValueError(f"run={str(run)!r} is a file; give a run's output directory or an MLflow run id")
     import tempfile
@@ -59,6 +63,6 @@ def load_run(run, tracking_uri: str | None = None) -> FittedPipeline | FittedBle
 
     uri = tracking.resolve_tracking_uri(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="qwkboost-run-") as tmp:
-        pipe = load_pipeline(tracking.download_run_artifacts(str(run), "pipeline", uri, tmp))
+        pipe = load_pipeline(tracking.download_run_artifacts(str(run), "pipeline", uri, tmp), trusted_modules)
     pipe.info.setdefault("run_id", str(run))
     return pipe

@@ -6,7 +6,7 @@ entity (``cv.group``) and weight (``data.weight``) columns, under the names they
 columns are named ``score``, ``class``, ``nested_class``, ``fold`` (``fold_1``, ``fold_2``, ... for further CV
 repeats) and ``member_<i>`` (a blend's members), unless your id, label, entity or weight column has that name:
 then qwkboost's column takes the suffix ``_qwkboost`` (added again while the name is still taken), in every file
-of the run alike. A target called ``score`` gives ``Id, score, score_qwkboost, class, fold`` in
+of the run alike (the rule of :mod:`qwkboost.data.columns`, which an explanation's table follows too). A target called ``score`` gives ``Id, score, score_qwkboost, class, fold`` in
 ``oof.parquet``: ``score`` holds your labels, ``score_qwkboost`` the out-of-fold scores; and the test scores are
 ``score_qwkboost`` in ``predictions.parquet`` too.
 
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from qwkboost.data.columns import SUFFIX, give_way
+
 __all__ = ["OutputColumns", "SUFFIX", "META_KEY", "SCORE", "CLASS", "NESTED_CLASS", "PROBA_PREFIX", "fold_role",
            "member_role", "write_predictions", "read_predictions", "legacy_clash", "DEFAULT_NAMES"]
 
-#: What qwkboost adds to the name of one of its columns that one of your columns already has.
-SUFFIX = "_qwkboost"
 #: The key of a Parquet file's schema metadata that records its columns' parts.
 META_KEY = "qwkboost"
 FORMAT = "qwkboost-predictions"
@@ -98,16 +98,9 @@ class OutputColumns:
             raise ValueError(f"unknown part(s) {unknown} of your columns; they are {', '.join(USER_ROLES)}")
         taken = {str(v) for v in [*user.values(), *reserved] if v is not None}
 
-        def free(base: str) -> str:
-            name = base
-            while name in taken:
-                name += SUFFIX
-            taken.add(name)
-            return name
-
         names = {role: str(v) for role, v in user.items() if v is not None}
-        names.update({role: free(DEFAULT_NAMES[role]) for role, v in user.items() if v is None})
-        return cls({r: names[r] for r in user}, {role: free(role) for role in own},
+        names.update({role: give_way(DEFAULT_NAMES[role], taken) for role, v in user.items() if v is None})
+        return cls({r: names[r] for r in user}, {role: give_way(role, taken) for role in own},
                    None if labels is None else list(labels))
 
     def __getitem__(self, role: str) -> str:
@@ -196,8 +189,8 @@ def read_predictions(path: str | Path):
         return frame, None
     try:
         record = json.loads(raw)
-    except ValueError:
-        raise ValueError(f"{path}: its '{META_KEY}' metadata is not valid JSON") from None
+    except (ValueError, RecursionError):
+        raise ValueError(f"{path}: its '{META_KEY}' metadata is not valid JSON (or nested too deeply)") from None
     columns = OutputColumns.from_dict(record, str(path))
     missing = [c for c in columns.names if c not in frame.columns]
     if missing:

@@ -30,12 +30,31 @@ from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.data.labels import ClassLabels
 from qwkboost.engines.model import Model, load_model
 from qwkboost.evaluation.thresholds import apply_thresholds
+from qwkboost.validation import read_json, shown
 
-__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT"]
+__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields"]
 
 PIPELINE_FILE = "pipeline.json"
 FORMAT = "qwkboost-pipeline"
 FORMAT_VERSION = 1
+
+
+def check_fields(payload: dict, where: str) -> None:
+    """The fields a run's and a blend's ``pipeline.json`` share, of the types they must have.
+
+    Raises
+    ------
+    ValueError
+        Naming the field.
+    """
+    for key, ok, kind in (("id_name", lambda v: v is None or isinstance(v, str), "a column name or null"),
+                          ("target", lambda v: v is None or isinstance(v, str), "a column name or null"),
+                          ("info", lambda v: v is None or isinstance(v, dict), "a mapping"),
+                          ("labels", lambda v: v is None or (isinstance(v, list) and all(
+                              isinstance(x, (str, int, float)) and not isinstance(x, bool) for x in v)),
+                           "a list of labels or null")):
+        if not ok(payload.get(key)):
+            raise ValueError(f"{where}: {key!r} must be {kind}; got {shown(payload.get(key))}")
 
 
 @dataclass
@@ -93,15 +112,23 @@ class FittedPipeline:
     def is_ordinal(self) -> bool:
         return self.classes is not None
 
-    def encode(self, X) -> EncodedFeatures:
-        """``X`` encoded once for every fold model (columns by name, categories to codes)."""
+    @property
+    def user_columns(self) -> list[str]:
+        """The run's columns of the user's: its label, and its id, entity and weight columns when it had them
+        (files written from it keep clear of their names: :mod:`qwkboost.data.columns`)."""
+        return list(dict.fromkeys(v for v in [self.target, *(self.info.get("columns") or {}).values()]
+                                  if isinstance(v, str) and v))
+
+    def encode(self, X, name: str = "X") -> EncodedFeatures:
+        """``X`` encoded once for every fold model (columns by name, categories to codes); messages call it
+        ``name``."""
         if isinstance(X, EncodedFeatures):
             return X
-        return EncodedFeatures(self.schema.encode(X, "X"), self.schema)
+        return EncodedFeatures(self.schema.encode(X, name), self.schema)
 
-    def predict_score(self, X) -> np.ndarray:
-        """The mean of the fold models' scores, on the labels' scale."""
-        enc = self.encode(X)
+    def predict_score(self, X, name: str = "X") -> np.ndarray:
+        """The mean of the fold models' scores, on the labels' scale (``name``: what messages call ``X``)."""
+        enc = self.encode(X, name)
         return np.mean([m.predict(enc) for m in self.models], axis=0)
 
     def predict(self, X) -> np.ndarray:
@@ -151,38 +178,47 @@ class FittedPipeline:
         return d
 
     @classmethod
-    def load(cls, path) -> "FittedPipeline":
-        """Read a pipeline directory written by :meth:`save` (every field checked)."""
+    def load(cls, path, trusted_modules=None) -> "FittedPipeline":
+        """Read a pipeline directory written by :meth:`save` (every field checked; a malformed file is refused in
+        one line naming it). ``trusted_modules``: as :func:`qwkboost.load_model` takes it (no module a file names
+        is imported unless allowed there)."""
         d = Path(path)
         f = d / PIPELINE_FILE
         where = f"pipeline {str(d)!r}"
         if not f.is_file():
             raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' "
                              "folder?")
+        payload = read_json(f, f"{where}: {PIPELINE_FILE}", "a qwkboost pipeline file")
         try:
-            payload = json.loads(f.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{where}: {PIPELINE_FILE} is not valid JSON ({exc})") from None
+            return cls._of(payload, d, where, trusted_modules)
+        except ValueError as exc:
+            if str(d) in str(exc):
+                raise
+            raise ValueError(f"{where}: {exc}") from None
+        except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+            raise ValueError(f"{where}: {PIPELINE_FILE} is not a valid qwkboost pipeline file "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+
+    @classmethod
+    def _of(cls, payload, d: Path, where: str, trusted_modules) -> "FittedPipeline":
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise ValueError(f"{where}: {PIPELINE_FILE} is not a qwkboost pipeline")
         if payload.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{where} has pipeline format {payload.get('format_version')!r}; this qwkboost reads "
-                             f"{FORMAT_VERSION}")
+            raise ValueError(f"{where} has pipeline format {shown(payload.get('format_version'))}; this qwkboost "
+                             f"reads {FORMAT_VERSION}")
         if payload.get("averaging") != cls.averaging:
-            raise ValueError(f"{where}: unknown averaging {payload.get('averaging')!r}")
+            raise ValueError(f"{where}: unknown averaging {shown(payload.get('averaging'))}")
         files = payload.get("models")
         if not isinstance(files, list) or not files or not all(isinstance(x, str) and "/" not in x for x in files):
             raise ValueError(f"{where}: 'models' must list the fold model files")
-        models = [load_model(d / x) for x in files]
+        models = [load_model(d / x, trusted_modules) for x in files]
         schema = FeatureSchema.from_dict(payload.get("features"), f"{where}: 'features'")
         for x, m in zip(files, models):
             if m.n_features != schema.n_features:
                 raise ValueError(f"{where}: {x} has {m.n_features} features, the pipeline {schema.n_features}")
-        try:
-            return cls(models, schema, payload.get("cuts"), payload.get("classes"), payload.get("id_name"),
-                       payload.get("target"), payload.get("info") or {}, payload.get("labels"))
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: {exc}") from None
+        check_fields(payload, where)
+        return cls(models, schema, payload.get("cuts"), payload.get("classes"), payload.get("id_name"),
+                   payload.get("target"), payload.get("info") or {}, payload.get("labels"))
 
     def __repr__(self) -> str:
         i = self.info

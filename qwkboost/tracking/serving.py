@@ -37,12 +37,17 @@ MODEL_NAME = "model"
 
 
 class PipelineModel(PythonModel):
-    """MLflow's view of a :class:`~qwkboost.tracking.pipeline.FittedPipeline` (artifact ``pipeline``)."""
+    """MLflow's view of a :class:`~qwkboost.tracking.pipeline.FittedPipeline` (artifact ``pipeline``).
+
+    Loading imports no module a model file names: a custom objective must be registered in the serving process,
+    or its module allowed with ``mlflow.pyfunc.load_model(uri, model_config={"trusted_modules": ["mypkg"]})``.
+    """
 
     def load_context(self, context):
         from qwkboost.tracking.loading import load_pipeline
 
-        self.pipeline = load_pipeline(context.artifacts["pipeline"])
+        config = getattr(context, "model_config", None) or {}
+        self.pipeline = load_pipeline(context.artifacts["pipeline"], config.get("trusted_modules"))
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         if not isinstance(model_input, pd.DataFrame):
@@ -50,12 +55,12 @@ class PipelineModel(PythonModel):
         return frame(self.pipeline, model_input)
 
 
-def frame(pipeline, X):
+def frame(pipeline, X, name: str = "X"):
     """``class`` and ``score`` of every row of ``X``, as a DataFrame: the class as the user's label (a word
-    given in ``data.classes``, or a whole number on the labels' own scale)."""
+    given in ``data.classes``, or a whole number on the labels' own scale). ``name``: what messages call ``X``."""
     import pandas as pd
 
-    score = pipeline.predict_score(X)
+    score = pipeline.predict_score(X, name)
     out = {}
     if pipeline.is_ordinal:
         cls = np.asarray(pipeline.classify(score))
@@ -78,19 +83,19 @@ def _requirements() -> list[str]:
     return reqs
 
 
-def log_pyfunc(pipeline_dir: str | Path, input_example) -> None:
+def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None) -> None:
     """Log the pipeline in ``pipeline_dir`` as the active run's pyfunc model :data:`MODEL_NAME`.
 
     The qwkboost package travels with it (``code_paths``), and the requirements
     are the installed versions (named here: inferring them would load the model
-    in a subprocess).
+    in a subprocess). ``trusted_modules``: as :func:`qwkboost.load_model` takes it, to read the pipeline here.
     """
     import mlflow
     from mlflow.models import infer_signature
 
     from qwkboost.tracking.loading import load_pipeline
 
-    pipe = load_pipeline(pipeline_dir)
+    pipe = load_pipeline(pipeline_dir, trusted_modules)
     example = input_example.copy()
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), \
             _env(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
@@ -104,7 +109,9 @@ def log_pyfunc(pipeline_dir: str | Path, input_example) -> None:
         signature = infer_signature(example, frame(pipe, example))
         mlflow.pyfunc.log_model(name=MODEL_NAME, python_model=str(package / "tracking" / "pyfunc_model.py"),
                                 artifacts={"pipeline": str(pipeline_dir)}, signature=signature,
-                                input_example=example, code_paths=[str(package)], pip_requirements=_requirements())
+                                input_example=example, code_paths=[str(package)], pip_requirements=_requirements(),
+                                # a key MLflow lets load_model(model_config=...) set (none trusted by default)
+                                model_config={"trusted_modules": []})
 
 
 @contextlib.contextmanager

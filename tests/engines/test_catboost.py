@@ -209,3 +209,61 @@ def test_a_sums_objective_with_categoricals_and_weights(tmp_path):
     again = qb.train(X, y, "catboost", "extended_qwk", {"learning_rate": 0.2}, num_boost_round=12, sample_weight=w,
                      seed=5)
     np.testing.assert_array_equal(again.predict(X), m.predict(X))      # the same seed, the same model
+
+
+FILE_SETTINGS = [{"save_snapshot": True}, {"allow_writing_files": True}, {"train_dir": "logs"},
+                 {"snapshot_file": "snap"}, {"json_log": "log.json"}]
+
+
+@pytest.mark.parametrize("params", FILE_SETTINGS, ids=lambda p: next(iter(p)))
+def test_settings_that_write_files_are_refused_in_one_line(data, params, tmp_path, monkeypatch):
+    """CatBoost's training files would land in the working directory: refused by name (CatBoost's own check of
+    save_snapshot came after the data, as its traceback), in Python before training and in a config before its
+    data is read (the CSV here is not a table at all)."""
+    from conftest import run_in_process
+    from qwkboost.exceptions import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    name, value = next(iter(params.items()))
+    line = rf"engine parameter {name}={value!r} cannot be set for catboost: it makes CatBoost write training files"
+    with pytest.raises(ValueError, match=line):
+        qb.train(data.X_train, data.y_train, "catboost", "squared_error", params, num_boost_round=5)
+    (tmp_path / "junk.csv").write_bytes(b"\x00\xff not a table")
+    shown = str(value).lower() if isinstance(value, bool) else value
+    for config in ("config", "tune"):
+        with pytest.raises(ConfigError, match=rf"^engine.params \(catboost\): {line}") as err:
+            run_in_process(["engine=catboost", "data=csv", f"data.path={tmp_path / 'junk.csv'}", "data.target=y",
+                            f"+engine.params.{name}={shown}", "tracking.uri=sqlite:///unused.db"], tmp_path / "out",
+                           config_name=config)
+        assert "\n" not in str(err.value)
+    assert not (tmp_path / "catboost_info").exists()
+    # the one value that writes nothing stays accepted
+    qb.train(data.X_train[:300], data.y_train[:300], "catboost", "squared_error", {"allow_writing_files": False},
+             num_boost_round=2)
+
+
+def test_catboost_leaves_nothing_in_a_clean_working_directory(tmp_path, monkeypatch):
+    """Training (categoricals, early stopping), prediction, SHAP values, gains, save and load, and a whole run
+    from a clean directory: nothing appears in it (no catboost_info/)."""
+    from qwkboost.data.sources import quartiles
+    from qwkboost.runs.experiment import run_experiment
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    rs = np.random.RandomState(0)
+    X = pd.DataFrame({"x": rs.rand(400), "city": rs.choice(["a", "b", "c"], 400)})
+    y = np.clip(np.rint(X["x"] * 3 + (X["city"] == "b")), 0, 3)
+    m = qb.train(X, y, "catboost", "extended_qwk", num_boost_round=20, eval_set=(X, y), early_stopping_rounds=3)
+    m.predict(X)
+    qb.explain(m, X, max_rows=50).importance()
+    qb.load_model(m.save(tmp_path / "m.json")).predict(X)
+    ds = quartiles(n_train=600, n_test=200)
+    cfg = {"data": {"name": "quartiles", "n_train": 600, "n_test": 200},
+           "engine": {"name": "catboost", "num_boost_round": 10, "early_stopping_rounds": 3,
+                      "params": {"learning_rate": 0.3, "depth": 3}},
+           "objective": {"name": "squared_error", "params": {}},
+           "cv": {"n_splits": 2, "stratified": True, "shuffle": True}, "thresholds": {"method": "exact"},
+           "tracking": {"explain": False}, "seed": 0}
+    run_experiment(cfg, None, output_dir=tmp_path / "run", dataset=ds)
+    assert sorted(p.name for p in cwd.iterdir()) == []

@@ -104,3 +104,37 @@ def test_native_max_bin_is_a_floor_for_categories():
     assert np.all(bins[levels >= 1000] == n - 1)             # codes of one row share the rare bin
     out = bm.transform(np.array([[7.0], [np.nan], [999.0], [1003.0]]))[0]
     assert out[0] < n - 1 and out[1] == n and out[2] == n and out[3] == n - 1   # unseen -> missing; rare -> shared
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_categorical_column_keeps_its_identity_at_predict_and_explain_time(engine, shuffled_effects, tmp_path):
+    """The same column as strings, as a pandas Categorical whose categories run in another order (with one more
+    than training had), or read back from a saved model, gives the same scores; as integer codes (its own
+    Categorical's codes, or qwkboost's) it is refused naming the column: the codes used to be taken as unseen
+    categories, and the scores moved with no word. Numeric categories given as text are read as numbers."""
+    X, y, Xt, _ = shuffled_effects
+    X, y, Xt = X.iloc[:1500], y[:1500], Xt.iloc[:300]
+    m = qb.train(X, y, engine, "squared_error", {"learning_rate": 0.3}, num_boost_round=15)
+    base = m.predict(Xt)
+    base_shap = qb.explain(m, Xt, max_rows=None).values
+    cats = sorted(set(Xt["city"])) + ["new"]
+    other = Xt.assign(city=pd.Categorical(Xt["city"], categories=cats[::-1]))
+    np.testing.assert_array_equal(m.predict(other), base)
+    np.testing.assert_allclose(qb.explain(m, other, max_rows=None).values, base_shap)
+    np.testing.assert_array_equal(qb.load_model(m.save(tmp_path / "m.json")).predict(other), base)
+    for codes in (other["city"].cat.codes.astype(np.int64), m.schema.encode(Xt)[:, 1].astype(np.int64),
+                  pd.Series(other["city"].cat.codes, dtype=float)):
+        as_codes = Xt.assign(city=np.asarray(codes))
+        for call in (lambda: m.predict(as_codes), lambda: qb.explain(m, as_codes, max_rows=None)):
+            with pytest.raises(ValueError, match=r"^feature 'city' has text categories \('c00', 'c01', .*\(40 in "
+                                                 r"all\)\), but row 0 of X holds the number [\d.]+, which is none of "
+                                                 r"them: integer codes are not read as categories"):
+                call()
+    # numeric categories (categorical=[...] on numbers) given as their text: the same categories
+    num = X.assign(city=X["city"].str[1:].astype(int))
+    mn = qb.train(num, y, engine, "squared_error", {"learning_rate": 0.3}, num_boost_round=5, categorical=["city"])
+    as_text = Xt.assign(city=Xt["city"].str[1:].astype(int).astype(str))
+    np.testing.assert_array_equal(mn.predict(as_text), mn.predict(Xt.assign(city=Xt["city"].str[1:].astype(int))))
+    with pytest.raises(ValueError, match=r"^feature 'city' has numeric categories \(0, 1, .*\), but row 0 of X holds "
+                                         r"'c\d\d', which is not a number"):
+        mn.predict(Xt)

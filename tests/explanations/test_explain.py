@@ -167,3 +167,34 @@ def test_explain_command_on_a_run_and_a_blend(runs, tmp_path):
     got = explain_run(str(tmp_path / "b"), tmp_path / "blend", data_path=str(train), rows=300, log_to_run=False)
     np.testing.assert_allclose(got["explanation"].score,
                                qb.load_run(tmp_path / "b").predict_score(got["explanation"].data), atol=1e-6)
+
+
+def test_explain_names_the_users_file_when_it_lacks_a_column(runs, tmp_path):
+    from qwkboost.runs.explaining import explain_run
+
+    X, dirs = runs
+    short = tmp_path / "short.csv"
+    pd.read_csv(dirs[0].parent / "train.csv").drop(columns=[X.columns[0]]).to_csv(short, index=False)
+    with pytest.raises(ValueError, match=rf"^data.path='{short}' lacks the feature column\(s\) \['{X.columns[0]}'\]"):
+        explain_run(str(dirs[0]), tmp_path / "out", data_path=str(short), rows=50, log_to_run=False)
+
+
+@pytest.mark.parametrize("objective", ["squared_error", "multiclass"])
+def test_features_called_score_bias_and_row_keep_their_shap_values(objective):
+    """A feature named score, bias or row (no id given) kept one column where two belong: the frame's own
+    columns give way (score_qwkboost, ...), and the values still add up."""
+    rs = np.random.RandomState(0)
+    X = pd.DataFrame({"score": rs.rand(300), "bias": rs.rand(300), "row": rs.rand(300)})
+    y = np.round(X["score"] * 2 + X["bias"])
+    e = qb.explain(qb.train(X, y, "lightgbm", objective, num_boost_round=5), X, max_rows=None)
+    frame = e.frame()
+    if objective == "squared_error":
+        assert list(frame.columns) == ["row_qwkboost", "score", "bias", "row", "bias_qwkboost", "score_qwkboost"]
+        np.testing.assert_allclose(frame[["score", "bias", "row", "bias_qwkboost"]].sum(axis=1),
+                                   frame["score_qwkboost"])
+        np.testing.assert_array_equal(frame["score"], e.values[:, 0])
+        with pytest.raises(ValueError, match="the id column 'bias' is also a feature's column"):
+            e.frame(id_name="bias")
+    else:
+        assert len(frame.columns) == len(set(frame.columns)) == 1 + 5 * e.n_outputs
+        assert {"score@0.0", "bias_qwkboost@0.0", "score_qwkboost@0.0"} <= set(frame.columns)

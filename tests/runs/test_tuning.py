@@ -241,3 +241,29 @@ def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, ob
         assert run.data.metrics["qwk_thresholds_oof"] == pytest.approx(t.value)
         assert 0.5 < t.value <= 1.0    # the quartile data is easy; a broken decode would land near 0
         assert "objective_state.json" in {f.path for f in client.list_artifacts(run.info.run_id)}
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["engine=catboost", "objective=multiclass"],
+     r"^objective=multiclass has 4 scores per row, which CatBoost computes one row per Python call"),
+    (["engine=catboost", "+engine.params.save_snapshot=true"],
+     r"^engine.params \(catboost\): engine parameter save_snapshot=True cannot be set for catboost: it makes CatBoost "
+     r"write training files"),
+    # a GPU setting of the fixed parameters is theirs, not the first search-space entry's (it blamed
+    # engine.search_space.learning_rate)
+    (["engine=lightgbm", "+engine.params.device_type=gpu"], r"^engine.params \(lightgbm\): lightgbm rejected"),
+    (["engine=catboost", "+engine.params.task_type=GPU"],
+     r"^engine.params \(catboost\): engine parameter 'task_type' cannot be set for catboost: CatBoost trains Python "
+     r"losses on the CPU only$"),
+])
+def test_refusals_come_before_the_study_as_in_run(tmp_path, mlflow_store, extra, match):
+    """What run.py refuses at once, tune.py refuses with the same line before the study exists: no trial (no
+    FAILED one), no traceback."""
+    db = tmp_path / "optuna.db"
+    with pytest.raises(ConfigError, match=match) as err:
+        tune_in(tmp_path, mlflow_store, db, "tune_refused", 2, extra)
+    assert "\n" not in str(err.value) and "search_space" not in str(err.value)
+    assert not db.exists() or optuna.get_all_study_names(f"sqlite:///{db}") == []
+    with pytest.raises(ConfigError) as ran:
+        run_in_process([*TINY_OVERRIDES, f"tracking.uri={mlflow_store}", *extra], tmp_path / "run")
+    assert str(ran.value) == str(err.value)

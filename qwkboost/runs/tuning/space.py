@@ -113,10 +113,15 @@ def check_space_against_engine(cfg: Mapping[str, Any], n_features: int) -> None:
     from qwkboost.engines import check_engine_params
 
     base = dict(cfg["engine"].get("params") or {})
+    engine = cfg["engine"]["name"]
+    try:        # the fixed parameters first: a refusal of theirs (a GPU setting, ...) is not a search-space entry's
+        check_engine_params(engine, base, n_features)
+    except ValueError as exc:
+        raise ValueError(f"engine.params ({engine}): {exc}") from None
     for name, spec in (cfg["engine"].get("search_space") or {}).items():
         values = spec["choices"] if spec["type"] == "categorical" else [spec["low"], spec["high"]]
         for v in values:
             try:
-                check_engine_params(cfg["engine"]["name"], {**base, name: v}, n_features)
+                check_engine_params(engine, {**base, name: v}, n_features)
             except ValueError as exc:
                 raise ValueError(f"engine.search_space.{name}={v!r}: {exc}") from None

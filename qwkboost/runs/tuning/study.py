@@ -28,7 +28,6 @@ parallel workers).
 
 from __future__ import annotations
 
-from __future__ import annotations
 
 import copy
 import hashlib
@@ -42,7 +41,7 @@ from qwkboost import tracking
 from qwkboost.config import check_tune
 from qwkboost.data.dataset import class_range
 from qwkboost.exceptions import ConfigError, RunStopped, config_errors
-from qwkboost.runs.experiment import load_dataset, run_experiment
+from qwkboost.runs.experiment import check_against_data, load_dataset, run_experiment
 from qwkboost.runs.tuning.plots import log_study
 from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, FoldReporter, make_pruner
 from qwkboost.runs.tuning.samplers import make_sampler
@@ -173,6 +172,11 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         url = t.get("storage") or default_storage()
         name = study_name(cfg)
         fingerprint, _ = config_fingerprint(cfg)
+        # the data, and what run.py checks against it (an objective the engine cannot run, ...), before the study
+        # is opened: a refusal is one line, not a failed trial
+        ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)), cfg["cv"].get("group"))
+        check_against_data(cfg, ds)
+        check_space_against_engine(cfg, ds.X_train.shape[1])
         storage = open_storage(url, t)
     experiment_id = tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"])
     study = optuna.create_study(study_name=name, storage=storage, direction=t["direction"], sampler=sampler,
@@ -197,9 +201,6 @@ def tune(cfg: Mapping[str, Any]) -> Any:
                  "for more", name, done, n_trials)
         _report_best(study, metric, name)
         return study
-    with config_errors():
-        ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)), cfg["cv"].get("group"))
-        check_space_against_engine(cfg, ds.X_train.shape[1])
 
     def objective(trial) -> float:
         params = suggest(trial, space)
