@@ -19,18 +19,20 @@ def test_article_figures_only_beside_the_articles_protocol():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from qwkboost.config import apply_protocol
     from qwkboost.runs.table import matches_article
 
-    def row(*overrides):
+    def row(*overrides):        # as the table composes a row: the article's protocol, then the overrides
         with initialize_config_dir(config_dir=str(__import__("pathlib").Path(__file__).parents[2] / "conf"),
                                    version_base="1.3"):
-            return OmegaConf.to_container(compose("config", ["experiment=qwk_table", *overrides]), resolve=True)
+            cfg = OmegaConf.to_container(compose("config", ["experiment=qwk_table", *overrides]), resolve=True)
+        return apply_protocol(cfg, overrides)
 
     assert matches_article(row("engine=xgboost", "objective=extended_qwk"))
     assert matches_article(row("engine=lightgbm", "objective=squared_error"))
     assert not matches_article(row("engine=native", "objective=squared_error"))     # the article had no native
     assert not matches_article(row("experiment=qwk_table_small"))                    # 20,000 rows, not 100,000
     assert not matches_article(row("engine=xgboost", "data.seed=3"))
-    assert not matches_article(row("engine=xgboost", "objective.params.clip=hold"))
+    assert not matches_article(row("engine=xgboost", "objective=extended_qwk", "objective.params.clip=hold"))
     assert not matches_article(row("engine=xgboost", "engine.params.learning_rate=0.3"))
     assert not matches_article(row("data=csv", "data.path=x.csv", "data.target=y"))
