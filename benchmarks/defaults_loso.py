@@ -10,9 +10,10 @@ Three steps, each a study run by the study's own machinery (its cells cached and
            'study.engines=[lightgbm,xgboost]' 'study.tuning.methods=[squared_error,extended_qwk,ordinal_logit]' \\
            study.cache_dir=outputs/defaults/cache
 
-2. ``candidates``: every engine's candidate defaults are its configured parameters and the 15 parameter sets its
-   tuning found (five sets times three objectives); each candidate runs every objective on every set at seed 1
-   (other rows and folds than the tuning's seed 0)::
+2. ``candidates``: every engine's candidate defaults are its configured parameters, the distinct parameter sets its
+   tunings found (five sets times three objectives), and a small grid fixed beforehand (:data:`GRID`); each
+   candidate runs every objective (and extended QWK's Gauss-Newton hessian) on every set at seed 1 (other rows and
+   folds than the tuning's seed 0)::
 
        python benchmarks/defaults_loso.py candidates --cache outputs/defaults/cache \\
            --out benchmarks/results/defaults_candidates.yaml
@@ -43,6 +44,17 @@ ROOT = os.path.dirname(HERE)
 SETS = ("diamonds", "chem97", "insteval", "gss_vocab", "happiness")
 ENGINES = ("lightgbm", "xgboost")
 OBJECTIVES = ("squared_error", "extended_qwk", "ordinal_logit")
+#: Candidates fixed before any result was seen: each engine's usual settings at learning rate 0.1 with row and
+#: column sampling of 0.8 and an L2 of 1, over tree size and the smallest leaf; and XGBoost's own defaults.
+GRID = {
+    "lightgbm": {f"grid_leaves{nl}_child{mcs}": {"learning_rate": 0.1, "num_leaves": nl, "min_child_samples": mcs,
+                                                  "feature_fraction": 0.8, "lambda_l2": 1.0}
+                 for nl in (15, 31, 63) for mcs in (20, 50)},
+    "xgboost": {**{f"grid_depth{d}_child{mcw}": {"learning_rate": 0.1, "max_depth": d, "min_child_weight": mcw,
+                                                 "subsample": 0.8, "colsample_bytree": 0.8, "reg_lambda": 1.0}
+                   for d in (4, 6, 8) for mcw in (1, 10)},
+                "grid_xgboost_own": {"learning_rate": 0.3, "max_depth": 6}},
+}
 #: Objective variants tried as candidates beside the engine parameters: extended QWK's Gauss-Newton hessian
 #: (its step scaled by n/g instead of 1).
 VARIANTS = {"extended_qwk_gauss_newton": ["objective=extended_qwk", "objective.params.hessian=gauss_newton"]}
@@ -76,6 +88,8 @@ def candidates(cache: str) -> dict[str, list[dict]]:
             if obj in OBJECTIVES and c["set"] in SETS:
                 out[c["engine"]].append({"name": f"{c['set']}_{obj}",
                                          "params": {k: _round(v) for k, v in c["tuning"]["params"].items()}})
+    for e in out:
+        out[e] += [{"name": name, "params": params} for name, params in GRID.get(e, {}).items()]
     for e in out:      # one candidate per distinct parameter set (tunings of one seed often draw the same trials)
         seen: dict[str, dict] = {}
         for c in sorted(out[e], key=lambda c: c["name"]):
@@ -111,12 +125,24 @@ def write_experiment(cands: dict[str, list[dict]], path: str) -> None:
 
 def _scores(cache: str) -> dict:
     """``(engine, candidate, objective) -> {set: OOF QWK}`` of the candidates' cells (seed 1, exact cuts)."""
+    return _by_candidate(cache, seed=1, field="qwk_oof")
+
+
+def _by_candidate(cache: str, seed: int, field: str) -> dict:
+    """``(engine, candidate, objective) -> {set: figure}``; the large study's default cells (the same
+    configuration, its cache key shared) count as the candidate ``default``."""
     out: dict = defaultdict(dict)
     for c in _cells(cache):
-        if c["method"].startswith("cand_") and c["seed"] == 1:
+        if c["seed"] != seed or c["engine"] not in ENGINES:
+            continue
+        if c["method"].startswith("cand_"):
             rest, obj = c["method"].split("__")
             cand = rest.removeprefix(f"cand_{c['engine']}_")
-            out[(c["engine"], cand, obj)][c["set"]] = c["qwk_oof"]["exact"]
+        elif c["method"] in OBJECTIVES:
+            cand, obj = "default", c["method"]
+        else:
+            continue
+        out[(c["engine"], cand, obj)][c["set"]] = c[field]["exact"]
     return out
 
 
