@@ -30,6 +30,7 @@ then shuffled by ``seed`` here and trained with ``has_time=True`` (one permutati
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import tempfile
 import warnings
@@ -50,7 +51,7 @@ from qwkboost.engines.catboost_losses import (
 from qwkboost.engines.catboost_losses import path as objective_path
 
 
-__all__ = ["CatBoostEngine", "check_params", "DEFAULTS", "RESERVED", "FIXED"]
+__all__ = ["CatBoostEngine", "check_params", "catboost_private", "DEFAULTS", "RESERVED", "FIXED", "CATBOOST_RANGE"]
 
 DEFAULTS = {"logging_level": "Silent", "allow_writing_files": False, "boost_from_average": False,
             "metric_period": 1, "use_best_model": False}
@@ -83,16 +84,55 @@ THREAD_PARAMS = ("thread_count", "n_jobs")
 _DUMP_PREFIX = "catboost-cbm-base64:"
 
 
+#: The CatBoost releases qwkboost is tested on (pyproject.toml pins them): it reads CatBoost's synonyms and checks
+#: parameters with two private functions of theirs (:func:`catboost_private`).
+CATBOOST_RANGE = ">=1.2.5,<1.3"
+
+
+@functools.lru_cache(maxsize=1)
+def catboost_private():
+    """CatBoost's ``core._process_synonyms`` and ``_catboost._check_train_params``, once they are found to do what
+    qwkboost relies on (``max_depth``, ``eta``, ``n_estimators`` read as ``depth``, ``learning_rate``,
+    ``iterations``; an unknown name refused).
+
+    Raises
+    ------
+    RuntimeError
+        Naming the installed release and the tested range, when either is missing or behaves otherwise: a
+        parameter is never passed on unchecked or under a name qwkboost did not see.
+    """
+    import catboost
+    from catboost import CatBoostError, _catboost, core
+
+    process = getattr(core, "_process_synonyms", None)
+    check = getattr(_catboost, "_check_train_params", None)
+    probe = {"max_depth": 3, "eta": 0.1, "n_estimators": 5}
+    try:
+        process(probe)
+        works = probe == {"depth": 3, "learning_rate": 0.1, "iterations": 5}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check({"loss_function": "RMSE", "depth": 3})
+        try:
+            check({"loss_function": "RMSE", "no_such_parameter": 1})
+            works = False
+        except CatBoostError:
+            pass
+    except Exception:               # missing (None is not callable) or changed
+        works = False
+    if not works:
+        raise RuntimeError(f"catboost {catboost.__version__} does not resolve and check parameters as the releases "
+                           f"qwkboost is tested on do (catboost{CATBOOST_RANGE}: its core._process_synonyms and "
+                           f"_catboost._check_train_params); install catboost{CATBOOST_RANGE}")
+    return process, check
+
+
 def _synonyms(params: dict) -> dict:
     """``params`` under CatBoost's own names (``max_depth`` -> ``depth``, ``eta`` -> ``learning_rate``, ...)."""
-    from catboost import core
-
     out = dict(params)
     if "n_jobs" in out and "thread_count" not in out:
         out["thread_count"] = out.pop("n_jobs")
-    process = getattr(core, "_process_synonyms", None)
-    if process is not None:
-        process(out)
+    catboost_private()[0](out)
     return out
 
 
@@ -105,7 +145,8 @@ def check_params(params: dict, n_features: int) -> None:
         Naming the parameter and why.
     """
     from catboost import CatBoostError
-    from catboost._catboost import _check_train_params
+
+    _check_train_params = catboost_private()[1]
 
     given = dict(params)
     for name in given:

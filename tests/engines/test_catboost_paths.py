@@ -219,3 +219,42 @@ def test_the_kernel_path_trains_the_lookup_model(data, objective, reference):
     np.testing.assert_allclose(fast.learning_curve["valid"], slow.learning_curve["valid"], rtol=0, atol=1e-12)
     if objective == "ordinal_logit":
         np.testing.assert_allclose(fast.objective.cuts_, slow.objective.cuts_, rtol=0, atol=1e-12)
+
+
+def test_the_installed_catboost_is_in_the_tested_range():
+    """pyproject.toml pins the CatBoost releases whose private synonym and parameter checks qwkboost uses; CI
+    installs from it, so this suite runs on one of them."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.specifiers import SpecifierSet
+
+    from qwkboost.engines.catboost import CATBOOST_RANGE, catboost_private
+
+    deps = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())["project"]
+    pinned = next(d for d in deps["dependencies"] if d.startswith("catboost"))
+    assert pinned == "catboost" + CATBOOST_RANGE
+    assert catboost.__version__ in SpecifierSet(CATBOOST_RANGE)
+    assert len(catboost_private()) == 2
+
+
+def test_a_catboost_whose_private_functions_changed_is_refused(data, monkeypatch):
+    """A release whose synonym function no longer maps names gives a clear error before training, not
+    parameters passed on under names qwkboost did not check."""
+    from catboost import core
+
+    from qwkboost.engines.catboost import catboost_private
+
+    monkeypatch.setattr(core, "_process_synonyms", lambda params: None)
+    catboost_private.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"catboost 1\.2\.\d+ does not resolve and check parameters as the "
+                                               r"releases qwkboost is tested on do .* install catboost>=1\.2\.5,<1\.3"):
+            qb.train(data.X_train, data.y_train, "catboost", "squared_error", {"max_depth": 3}, num_boost_round=2)
+        monkeypatch.delattr(core, "_process_synonyms")
+        catboost_private.cache_clear()
+        with pytest.raises(RuntimeError, match="does not resolve and check parameters"):
+            qb.train(data.X_train, data.y_train, "catboost", "squared_error", num_boost_round=2)
+    finally:
+        monkeypatch.undo()
+        catboost_private.cache_clear()
