@@ -12,9 +12,12 @@ on its own score and label. The kernels here compute a block's rows from that st
 **The block's scores are the round's** (:func:`build_index`, checked in every kernel). The round's state is
 computed from the scores CatBoost's metric was given after the last iteration; a block whose (score, label)
 pairs are not among those of the training rows would get a gradient from a state of other scores. Every row of
-every block is looked up in a hash index of the round's (score, label) pairs (open addressing, built once a
-round in :math:`O(n)`), and a kernel that finds a row missing returns ``False`` before anything is used: the
-caller stops training with an error.
+every block is checked: against the row after the last one found (CatBoost's split search hands the rows in
+order, so most rows cost one comparison), else in a hash index of the round's (score, label) pairs (open
+addressing, built once a round in :math:`O(n)`; the leaves' blocks are looked up there). A kernel that finds a
+row missing returns ``False`` before anything is written: the caller stops training with an error. Scores and
+labels are compared as their bits (``scores``: the float64 scores viewed as uint64, ``labels``: the float32
+labels viewed as uint32).
 
 Equations: extended QWK's gradient (:mod:`qwkboost.objectives.extended_qwk`),
 ordinal logit's :eq:`ol-logit` (:mod:`qwkboost.objectives.ordinal_logit`), written as the NumPy code computes
@@ -45,46 +48,55 @@ def _slot(bits, label_bits, mask):
 
 
 @njit(cache=True, nogil=True)
-def build_index(scores, labels, slots):
-    """Fill ``slots`` (int32, a power of two at least twice the rows, every entry -1) with the rows of the
-    distinct (score, label) pairs: row ``i`` of ``scores`` (float64) and ``labels`` (float32)."""
-    bits = scores.view(np.uint64)
-    lab = labels.view(np.uint32)
-    mask = np.uint64(slots.size - 1)
+def build_index(scores, labels, table):
+    """Fill ``table`` (uint64, shape ``(m, 2)``, ``m`` a power of two at least twice the rows, all zero) with the
+    distinct (score, label) pairs of the round: row ``i`` of ``scores`` (float64 bits) and ``labels`` (float32
+    bits) as ``[score bits, (i + 1) << 32 | label bits]``, by open addressing."""
+    mask = np.uint64(table.shape[0] - 1)
     for i in range(scores.size):
-        j = _slot(bits[i], np.uint64(lab[i]), mask)
+        bits, lab = scores[i], np.uint64(labels[i])
+        j = _slot(bits, lab, mask)
         while True:
-            k = slots[j]
-            if k < 0:
-                slots[j] = i
+            tag = table[j, 1]
+            if tag == 0:
+                table[j, 0] = bits
+                table[j, 1] = (np.uint64(i + 1) << np.uint64(32)) | lab
                 break
-            if bits[k] == bits[i] and lab[k] == lab[i]:
+            if table[j, 0] == bits and (tag & np.uint64(0xFFFFFFFF)) == lab:
                 break
-            j = (j + 1) & (slots.size - 1)
+            j = (j + np.int64(1)) & np.int64(mask)
 
 
 @njit(cache=True, nogil=True)
-def _known(a_bits, t_bits, scores_bits, labels_bits, slots):
-    """Whether every (score, label) pair of a block is in the round's index."""
-    mask = np.uint64(slots.size - 1)
+def _known(a_bits, t_bits, scores, labels, table):
+    """Whether every (score, label) pair of a block is among the round's: compared with the row after the last
+    one found (CatBoost's split search hands rows in order: no lookup), else looked up in ``table``."""
+    mask = np.uint64(table.shape[0] - 1)
+    n = scores.size
+    hint = -2
     for i in range(a_bits.size):
-        j = _slot(a_bits[i], np.uint64(t_bits[i]), mask)
+        bits, lab = a_bits[i], t_bits[i]
+        nxt = hint + 1
+        if 0 <= nxt < n and scores[nxt] == bits and labels[nxt] == lab:
+            hint = nxt
+            continue
+        j = _slot(bits, np.uint64(lab), mask)
         while True:
-            k = slots[j]
-            if k < 0:
+            tag = table[j, 1]
+            if tag == 0:
                 return False
-            if scores_bits[k] == a_bits[i] and labels_bits[k] == t_bits[i]:
+            if table[j, 0] == bits and (tag & np.uint64(0xFFFFFFFF)) == np.uint64(lab):
+                hint = np.int64(tag >> np.uint64(32)) - 1
                 break
-            j = (j + 1) & (slots.size - 1)
+            j = (j + np.int64(1)) & np.int64(mask)
     return True
 
 
 @njit(cache=True, nogil=True)
-def extended_qwk_block(approx, target, weight, state, scores, labels, slots, out):
+def extended_qwk_block(approx, target, weight, state, scores, labels, table, out):
     r"""``out[:, 0], out[:, 1] = -g, -h`` of extended QWK for a block (``weight`` empty: unweighted), from
     ``state`` (:data:`QWK_STATE`); ``False`` (and ``out`` untouched) if a row's pair is not the round's."""
-    if not _known(approx.view(np.uint64), target.view(np.uint32), scores.view(np.uint64),
-                  labels.view(np.uint32), slots):
+    if not _known(approx.view(np.uint64), target.view(np.uint32), scores, labels, table):
         return False
     f0, off, lo, hi, a, f, g, n = state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7]
     clip, hold, gn = state[8] > 0.0, state[9] > 0.0, state[10] > 0.0
@@ -109,12 +121,11 @@ def extended_qwk_block(approx, target, weight, state, scores, labels, slots, out
 
 
 @njit(cache=True, nogil=True)
-def ordinal_logit_block(approx, target, weight, state, cuts_c, scores, labels, slots, out):
+def ordinal_logit_block(approx, target, weight, state, cuts_c, scores, labels, table, out):
     r"""``-g, -h`` of ordinal logit's :eq:`ol-logit` for a block, with :math:`u = e^F` clipped as the NumPy
     code clips it and :math:`c_j = e^{-\theta_j}` (``cuts_c``) of the round's cut points; ``False`` if a row's
     pair is not the round's."""
-    if not _known(approx.view(np.uint64), target.view(np.uint32), scores.view(np.uint64),
-                  labels.view(np.uint32), slots):
+    if not _known(approx.view(np.uint64), target.view(np.uint32), scores, labels, table):
         return False
     f0, lo, cap, floor = state[0], state[1], state[2], state[3]
     top = cuts_c.size                       # the top class index (K - 1)

@@ -220,7 +220,8 @@ class KernelLoss(_Shared):
         self.rounds = rounds
         obj = rounds.objective
         self.offset = float(obj.offset)
-        self.slots = np.empty(1 << int(np.ceil(np.log2(max(2 * rounds.y.size, 2)))), dtype=np.int32)
+        self.table = np.zeros((1 << int(np.ceil(np.log2(max(2 * rounds.y.size, 2)))), 2), dtype=np.uint64)
+        self.label_bits = rounds.labels32.view(np.uint32)
         self.args = None
         self.kernel = extended_qwk_block if type(obj.objective) is ExtendedQWK else ordinal_logit_block
 
@@ -238,9 +239,10 @@ class KernelLoss(_Shared):
             cuts = np.asarray(state["cuts"], dtype=np.float64)
             cap = EXP_CAP + float(cuts.min(initial=0.0))
             packed = (np.array([r.f0, obj.lo_ - self.offset, cap, -EXP_CAP - 10.0]), np.exp(-cuts))
-        self.slots.fill(-1)
-        build_index(r.approx, r.labels32, self.slots)
-        return packed + (r.approx, r.labels32, self.slots)
+        scores = r.approx.view(np.uint64)
+        self.table.fill(0)
+        build_index(scores, self.label_bits, self.table)
+        return packed + (scores, self.label_bits, self.table)
 
     def calc_ders_range(self, approxes, targets, weights):
         args = self.args
