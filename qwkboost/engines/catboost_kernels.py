@@ -9,15 +9,16 @@ on its own score and label. The kernels here compute a block's rows from that st
 (numba, ``nogil``: CatBoost's threads may run two blocks at once), and write CatBoost's derivatives
 :math:`(-g, -h)` into an ``(n, 2)`` array.
 
-**The block's scores are the round's** (:func:`build_index`, checked in every kernel). The round's state is
-computed from the scores CatBoost's metric was given after the last iteration; a block whose (score, label)
-pairs are not among those of the training rows would get a gradient from a state of other scores. Every row of
-every block is checked: against the row after the last one found (CatBoost's split search hands the rows in
-order, so most rows cost one comparison), else in a hash index of the round's (score, label) pairs (open
-addressing, built once a round in :math:`O(n)`; the leaves' blocks are looked up there). A kernel that finds a
-row missing returns ``False`` before anything is written: the caller stops training with an error. Scores and
-labels are compared as their bits (``scores``: the float64 scores viewed as uint64, ``labels``: the float32
-labels viewed as uint32).
+**The blocks' scores are the round's** (:func:`fingerprint`). The round's state is computed from the scores
+CatBoost's metric was given after the last iteration; a block whose (score, label) pairs were not among the
+training rows' would get a gradient from a state of other scores. CatBoost hands every training row once in
+the split search and once in the leaf values (measured on catboost 1.2: two passes of every row a round, with
+every bootstrap type, grow policy and leaf method), so the multiset of (score, label) pairs of a round's
+blocks is the metric's, repeated. Each kernel returns a 64-bit fingerprint of its block (a sum of hashes, which
+adds up over blocks in any order), and the round's sum must be a whole multiple of the metric's rows' sum, for
+as many passes as there were rows: checked when the metric starts the next round, before the tree built on
+them is kept. One comparison a round replaces a lookup a row; a round at other scores stops training with an
+error (:class:`qwkboost.engines.catboost_losses.KernelLoss`).
 
 Equations: extended QWK's gradient (:mod:`qwkboost.objectives.extended_qwk`),
 ordinal logit's :eq:`ol-logit` (:mod:`qwkboost.objectives.ordinal_logit`), written as the NumPy code computes
@@ -29,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["build_index", "extended_qwk_block", "ordinal_logit_block", "EMPTY_WEIGHTS", "QWK_STATE",
+__all__ = ["fingerprint", "extended_qwk_block", "ordinal_logit_block", "EMPTY_WEIGHTS", "QWK_STATE",
            "OLOGIT_STATE"]
 
 #: The weights a kernel is given for a block CatBoost hands without weights.
@@ -42,62 +43,28 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, nogil=True)
-def _slot(bits, label_bits, mask):
-    h = (bits ^ (label_bits * _GOLDEN)) * _GOLDEN
-    return np.int64((h >> np.uint64(29)) & mask)
+def _mix(x):
+    """splitmix64's finaliser (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA
+    2014): every bit of ``x`` moves every bit of the result."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 @njit(cache=True, nogil=True)
-def build_index(scores, labels, table):
-    """Fill ``table`` (uint64, shape ``(m, 2)``, ``m`` a power of two at least twice the rows, all zero) with the
-    distinct (score, label) pairs of the round: row ``i`` of ``scores`` (float64 bits) and ``labels`` (float32
-    bits) as ``[score bits, (i + 1) << 32 | label bits]``, by open addressing."""
-    mask = np.uint64(table.shape[0] - 1)
-    for i in range(scores.size):
-        bits, lab = scores[i], np.uint64(labels[i])
-        j = _slot(bits, lab, mask)
-        while True:
-            tag = table[j, 1]
-            if tag == 0:
-                table[j, 0] = bits
-                table[j, 1] = (np.uint64(i + 1) << np.uint64(32)) | lab
-                break
-            if table[j, 0] == bits and (tag & np.uint64(0xFFFFFFFF)) == lab:
-                break
-            j = (j + np.int64(1)) & np.int64(mask)
+def fingerprint(score_bits, label_bits):
+    """The sum (modulo :math:`2^{64}`) of a 64-bit hash of every row's (score, label) pair: equal sums for
+    equal multisets of pairs, in any order and any split into blocks."""
+    total = np.uint64(0)
+    for i in range(score_bits.size):
+        total += _mix(score_bits[i] ^ _mix(np.uint64(label_bits[i]) + _GOLDEN))
+    return total
 
 
 @njit(cache=True, nogil=True)
-def _known(a_bits, t_bits, scores, labels, table):
-    """Whether every (score, label) pair of a block is among the round's: compared with the row after the last
-    one found (CatBoost's split search hands rows in order: no lookup), else looked up in ``table``."""
-    mask = np.uint64(table.shape[0] - 1)
-    n = scores.size
-    hint = -2
-    for i in range(a_bits.size):
-        bits, lab = a_bits[i], t_bits[i]
-        nxt = hint + 1
-        if 0 <= nxt < n and scores[nxt] == bits and labels[nxt] == lab:
-            hint = nxt
-            continue
-        j = _slot(bits, np.uint64(lab), mask)
-        while True:
-            tag = table[j, 1]
-            if tag == 0:
-                return False
-            if table[j, 0] == bits and (tag & np.uint64(0xFFFFFFFF)) == np.uint64(lab):
-                hint = np.int64(tag >> np.uint64(32)) - 1
-                break
-            j = (j + np.int64(1)) & np.int64(mask)
-    return True
-
-
-@njit(cache=True, nogil=True)
-def extended_qwk_block(approx, target, weight, state, scores, labels, table, out):
+def extended_qwk_block(approx, target, weight, state, out):
     r"""``out[:, 0], out[:, 1] = -g, -h`` of extended QWK for a block (``weight`` empty: unweighted), from
-    ``state`` (:data:`QWK_STATE`); ``False`` (and ``out`` untouched) if a row's pair is not the round's."""
-    if not _known(approx.view(np.uint64), target.view(np.uint32), scores, labels, table):
-        return False
+    ``state`` (:data:`QWK_STATE`); returns the block's :func:`fingerprint`."""
     f0, off, lo, hi, a, f, g, n = state[0], state[1], state[2], state[3], state[4], state[5], state[6], state[7]
     clip, hold, gn = state[8] > 0.0, state[9] > 0.0, state[10] > 0.0
     c = f / (g * g)
@@ -117,16 +84,14 @@ def extended_qwk_block(approx, target, weight, state, scores, labels, table, out
             hess *= w
         out[i, 0] = -grad
         out[i, 1] = -hess
-    return True
+    return fingerprint(approx.view(np.uint64), target.view(np.uint32))
 
 
 @njit(cache=True, nogil=True)
-def ordinal_logit_block(approx, target, weight, state, cuts_c, scores, labels, table, out):
+def ordinal_logit_block(approx, target, weight, state, cuts_c, out):
     r"""``-g, -h`` of ordinal logit's :eq:`ol-logit` for a block, with :math:`u = e^F` clipped as the NumPy
-    code clips it and :math:`c_j = e^{-\theta_j}` (``cuts_c``) of the round's cut points; ``False`` if a row's
-    pair is not the round's."""
-    if not _known(approx.view(np.uint64), target.view(np.uint32), scores, labels, table):
-        return False
+    code clips it and :math:`c_j = e^{-\theta_j}` (``cuts_c``) of the round's cut points; returns the block's
+    :func:`fingerprint`."""
     f0, lo, cap, floor = state[0], state[1], state[2], state[3]
     top = cuts_c.size                       # the top class index (K - 1)
     weighted = weight.size > 0
@@ -153,4 +118,4 @@ def ordinal_logit_block(approx, target, weight, state, cuts_c, scores, labels, t
             hess *= w
         out[i, 0] = -grad
         out[i, 1] = -hess
-    return True
+    return fingerprint(approx.view(np.uint64), target.view(np.uint32))

@@ -11,8 +11,8 @@ are computed by a compiled kernel, directly, or looked up (:func:`path`).
 ``"kernel"``
     ``extended_qwk`` and ``ordinal_logit`` (logistic link): the round's state
     (:meth:`~qwkboost.objectives.Objective.round_state`) once a round from the metric's scores, then every block
-    in a compiled kernel (:mod:`qwkboost.engines.catboost_kernels`), which checks that its rows' scores are the
-    round's.
+    in a compiled kernel (:mod:`qwkboost.engines.catboost_kernels`); a round whose blocks were not at the
+    metric's scores stops training.
 ``"rows"``
     An objective whose own class declares ``gradient_needs = "rows"``: ``grad_hess`` on each block.
 ``"lookup"``
@@ -31,12 +31,7 @@ import numpy as np
 
 from qwkboost.engines.base import EvalSet, run_callbacks
 from qwkboost.engines.callback import EarlyStopException
-from qwkboost.engines.catboost_kernels import (
-    EMPTY_WEIGHTS,
-    build_index,
-    extended_qwk_block,
-    ordinal_logit_block,
-)
+from qwkboost.engines.catboost_kernels import EMPTY_WEIGHTS, extended_qwk_block, fingerprint, ordinal_logit_block
 from qwkboost.objectives import ExtendedQWK, Multiclass, Objective, OrdinalLogit, SquaredError
 from qwkboost.objectives.ordinal_logit import EXP_CAP
 
@@ -214,20 +209,22 @@ class Loss(_Shared):
 
 class KernelLoss(_Shared):
     """CatBoost's Python loss for an objective with a row-local form: the round's state once (at the round's
-    first block, from the scores the metric saw), then each block in a compiled kernel (module docstring)."""
+    first block, from the scores the metric saw), then each block in a compiled kernel, whose fingerprints of the
+    blocks' (score, label) pairs :meth:`check_round` compares with the round's
+    (:mod:`qwkboost.engines.catboost_kernels`)."""
 
     def __init__(self, rounds: Rounds):
         self.rounds = rounds
         obj = rounds.objective
         self.offset = float(obj.offset)
-        self.table = np.zeros((1 << int(np.ceil(np.log2(max(2 * rounds.y.size, 2)))), 2), dtype=np.uint64)
         self.label_bits = rounds.labels32.view(np.uint32)
-        self.args = None
         self.kernel = extended_qwk_block if type(obj.objective) is ExtendedQWK else ordinal_logit_block
+        self.args = None
+        self.expected = None        # the fingerprint of the round's (score, label) pairs
+        self.seen: list = []        # (rows, fingerprint) of each block of the round (list.append: thread-safe)
 
     def _prepare(self) -> tuple:
-        """The kernel's arguments for this round: the objective's round state, and the index of the round's
-        (score, label) pairs that every block is checked against."""
+        """The kernel's arguments for this round from the objective's round state, and the round's fingerprint."""
         r = self.rounds
         state = r.objective.round_state(r.y, r.f0 + r.approx)
         obj = r.objective.objective
@@ -239,10 +236,8 @@ class KernelLoss(_Shared):
             cuts = np.asarray(state["cuts"], dtype=np.float64)
             cap = EXP_CAP + float(cuts.min(initial=0.0))
             packed = (np.array([r.f0, obj.lo_ - self.offset, cap, -EXP_CAP - 10.0]), np.exp(-cuts))
-        scores = r.approx.view(np.uint64)
-        self.table.fill(0)
-        build_index(scores, self.label_bits, self.table)
-        return packed + (scores, self.label_bits, self.table)
+        self.expected = int(fingerprint(r.approx.view(np.uint64), self.label_bits))
+        return packed
 
     def calc_ders_range(self, approxes, targets, weights):
         args = self.args
@@ -252,9 +247,29 @@ class KernelLoss(_Shared):
                     self.args = self._prepare()
                 args = self.args
         out = np.empty((approxes.shape[0], 2))
-        if not self.kernel(approxes, targets, EMPTY_WEIGHTS if weights is None else weights, *args, out):
-            raise RuntimeError(MISMATCH)
+        self.seen.append((approxes.shape[0], self.kernel(approxes, targets, EMPTY_WEIGHTS if weights is None
+                                                         else weights, *args, out)))
         return out
+
+    def check_round(self) -> None:
+        """Before the metric starts the next round: the round's blocks held every training row's (score, label)
+        pair as many times as there were passes, and no other.
+
+        Raises
+        ------
+        RuntimeError
+            When they did not: CatBoost computed the round's tree on blocks at other scores than its metric saw.
+        """
+        seen, expected = self.seen, self.expected
+        self.seen, self.args, self.expected = [], None, None
+        if expected is None:
+            return
+        n = self.rounds.y.size
+        rows = sum(k for k, _ in seen)
+        passes = rows // n
+        total = sum(int(f) for _, f in seen) % 2 ** 64
+        if rows == 0 or rows != passes * n or total != (passes * expected) % 2 ** 64:
+            raise RuntimeError(MISMATCH)
 
 
 class Metric(_Shared):
@@ -280,9 +295,9 @@ class Metric(_Shared):
         if which == "train":
             if a.shape[0] != r.y.size:
                 raise RuntimeError(f"catboost scored {a.shape[0]} rows where the training set has {r.y.size}")
-            r.new_round(a)
             if self.loss is not None:
-                self.loss.args = None
+                self.loss.check_round()
+            r.new_round(a)
             value = r.objective.metric(r.y, r.shift + a, r.weight)
         else:
             v = r.valid

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
-from qwkboost.engines.catboost_losses import MISMATCH, KernelLoss, Metric, Rounds, path
+from qwkboost.engines.catboost_losses import MISMATCH, AfterIteration, KernelLoss, Metric, Rounds, path
 from qwkboost.engines.engine import EngineObjective
 from qwkboost.objectives import ExtendedQWK, Multiclass, OrdinalLogit, SquaredError
 
@@ -157,7 +157,7 @@ def test_the_kernels_give_the_lookups_gradients(objective, weighted):
     # the same two rounds on both: the reference through grad_hess, the kernel's through round_state
     for _ in range(2):
         g, h = ref_seen.grad_hess(yy, rounds.f0 + rounds.approx)
-        loss.args = None
+        loss.check_round()
         order = rs.permutation(y.size)
         got = np.empty((y.size, 2))
         for block in np.array_split(order, 9):
@@ -171,18 +171,35 @@ def test_the_kernels_give_the_lookups_gradients(objective, weighted):
         assert seen.objective.cuts_ == ref_seen.objective.cuts_
 
 
-def test_a_block_at_other_scores_is_refused():
+def test_a_round_at_other_scores_is_refused():
+    """A round's blocks must hold every row's (score, label) pair, each pass once, and no other."""
     rs = np.random.RandomState(1)
     y = rs.randint(0, 4, 500).astype(np.float64)
+
+    def one_round(loss, rounds, change=None):
+        for _ in range(2):                                   # CatBoost's two passes: split search, leaves
+            for block in np.array_split(rs.permutation(y.size), 7):
+                a, t = rounds.approx[block].copy(), rounds.labels32[block].copy()
+                if change is not None and 3 in block:
+                    change(a, t, int(np.flatnonzero(block == 3)[0]))
+                loss.calc_ders_range(a, t, None)
+        loss.check_round()
+
+    def score(a, t, i):
+        a[i] += 1e-9
+
+    def label(a, t, i):
+        t[i] += 1
+
     for objective in (ExtendedQWK(), OrdinalLogit()):
         _, rounds, loss, _ = _kernel_case(objective, y, None, rs)
-        block = rounds.approx[:50].copy()
-        loss.calc_ders_range(block, rounds.labels32[:50], None)      # the round's scores: fine
-        block[17] += 1e-9
-        with pytest.raises(RuntimeError, match="not the round's"):
-            loss.calc_ders_range(block, rounds.labels32[:50], None)
-        with pytest.raises(RuntimeError, match="not the round's"):   # the right score with another label
-            loss.calc_ders_range(rounds.approx[:50], rounds.labels32[:50] + 1, None)
+        one_round(loss, rounds)                              # the round's scores: fine
+        for change in (score, label):
+            with pytest.raises(RuntimeError, match="not the round's"):
+                one_round(loss, rounds, change)
+        loss.calc_ders_range(rounds.approx[:499].copy(), rounds.labels32[:499].copy(), None)
+        with pytest.raises(RuntimeError, match="not the round's"):    # a row missing
+            loss.check_round()
 
 
 def test_catboost_moving_the_scores_stops_training_with_the_kernels_error(data):
@@ -194,12 +211,24 @@ def test_catboost_moving_the_scores_stops_training_with_the_kernels_error(data):
     obj = ExtendedQWK().fit(data.y_train)
     rounds = Rounds(EngineObjective(obj), data.y_train, None, None)
     loss = KernelLoss(rounds)
-    model = catboost.CatBoost({"loss_function": loss, "eval_metric": Metric(rounds, loss), "iterations": 5,
+    metric = Metric(rounds, loss)
+    model = catboost.CatBoost({"loss_function": loss, "eval_metric": metric, "iterations": 5,
                                "model_shrink_rate": 0.1, "boosting_type": "Plain", "boost_from_average": False,
                                "leaf_estimation_iterations": 1, "logging_level": "Silent",
                                "allow_writing_files": False, "thread_count": 2})
     with pytest.raises(catboost.CatBoostError, match=MISMATCH[:40]):
-        model.fit(catboost.Pool(data.X_train, data.y_train))
+        model.fit(catboost.Pool(data.X_train, data.y_train), callbacks=[AfterIteration(rounds, metric, [])])
+    # qwkboost's own fit turns CatBoost's wrapped error into the message alone
+    from qwkboost.engines import catboost as adapter
+
+    monkey = dict(adapter.MOVE_SCORES)
+    try:
+        adapter.MOVE_SCORES.clear()                          # the refusal off: the kernel's check is left
+        with pytest.raises(RuntimeError, match=r"^catboost asked for derivatives at scores that are not the"):
+            qb.train(data.X_train, data.y_train, "catboost", "ordinal_logit", {"model_shrink_rate": 0.1},
+                     num_boost_round=5)
+    finally:
+        adapter.MOVE_SCORES.update(monkey)
 
 
 @pytest.mark.parametrize("objective, reference", [("extended_qwk", PythonExtendedQWK()),
