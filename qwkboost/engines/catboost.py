@@ -257,19 +257,24 @@ class CatBoostEngine:
                 sample_weight = sample_weight[perm]
                 objective = objective.reweighted(sample_weight)
             params["has_time"] = True
-        label, baseline, valid_label, shifts = y, None, None if valid is None else valid.y, {}
+        label, baseline, valid_label = y, None, None if valid is None else valid.y
         if how == "builtin":
-            label, baseline, valid_label, shifts = self._builtin(objective, y, valid, params)
+            label, baseline, valid_label = self._builtin(objective, y, valid, params)
         valid_baseline = None if baseline is None or valid is None else np.tile(baseline[0], (valid.y.size, 1))
-        rounds = Rounds(objective, y, sample_weight, valid, **shifts)
-        loss = KernelLoss(rounds) if how == "kernel" else None
-        metric = Metric(rounds, loss)
-        after = AfterIteration(rounds, metric, callbacks)
-        params.update({"loss_function": BUILTIN[type(objective.objective)] if how == "builtin" else
-                       (loss or Loss(rounds)), "eval_metric": metric, "iterations": int(num_boost_round),
-                       "random_seed": int(seed)})
+        rounds = Rounds(objective, y, sample_weight, valid)
+        if how == "builtin":            # CatBoost's own loss, and its own metric of the same formula
+            name = BUILTIN[type(objective.objective)]
+            after = AfterIteration(rounds, None, callbacks, builtin=name)
+            params.update({"loss_function": name, "eval_metric": name})
+        else:
+            loss = KernelLoss(rounds) if how == "kernel" else Loss(rounds)
+            metric = Metric(rounds, loss if how == "kernel" else None)
+            after = AfterIteration(rounds, metric, callbacks)
+            params.update({"loss_function": loss, "eval_metric": metric})
+        params.update({"iterations": int(num_boost_round), "random_seed": int(seed)})
         train = _pool(X, categorical, label=label, weight=sample_weight, baseline=baseline)
-        evals = None if valid is None else _pool(valid.X, categorical, label=valid_label, baseline=valid_baseline)
+        evals = None if valid is None else _pool(valid.X, categorical, label=valid_label, baseline=valid_baseline,
+                                                 weight=valid.weight)
         model = CatBoost(params)
         try:
             model.fit(train, eval_set=evals, callbacks=[after])
@@ -285,20 +290,16 @@ class CatBoostEngine:
     def _builtin(objective, y, valid, params):
         """What CatBoost's own loss trains on for the same model as the objective's Python loss: labels minus
         :math:`F_0` for ``RMSE``; for ``MultiClass`` the class indices, :math:`F_{0,k}` as the Pools' baseline
-        (float32: the metric adds back what it lost) and the Python loss's bootstrap (``MVS``; CatBoost's
-        ``MultiClass`` would otherwise take ``Bayesian``)."""
+        (float32; the model's bias holds them in float64 after training) and the Python loss's bootstrap
+        (``MVS``; CatBoost's ``MultiClass`` would otherwise take ``Bayesian``)."""
         f0 = objective.init_score_
         if objective.n_outputs == 1:
-            return y - f0, None, None if valid is None else valid.y - f0, {}
+            return y - f0, None, None if valid is None else valid.y - f0
         lo = objective.objective.lo_ - objective.offset
         params["classes_count"] = objective.n_outputs
         params.setdefault("bootstrap_type", "MVS")
-        f0 = np.asarray(f0, dtype=np.float64)
-        base = np.tile(f0.astype(np.float32), (y.size, 1))
-        return (y - lo, base, None if valid is None else valid.y - lo,
-                {"shift": f0 - f0.astype(np.float32).astype(np.float64)} if valid is None else
-                {"shift": f0 - f0.astype(np.float32).astype(np.float64),
-                 "valid_shift": f0 - f0.astype(np.float32).astype(np.float64)})
+        base = np.tile(np.asarray(f0, dtype=np.float32), (y.size, 1))
+        return y - lo, base, None if valid is None else valid.y - lo
 
     def predict(self, booster, X, *, n_iter: int, init_score) -> np.ndarray:
         """The trees' raw score from the first ``n_iter`` rounds, plus :math:`F_0` (``(n, K)`` for ``MultiClass``)."""

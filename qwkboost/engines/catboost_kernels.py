@@ -88,29 +88,39 @@ def extended_qwk_block(approx, target, weight, state, out):
 
 
 @njit(cache=True, nogil=True)
-def ordinal_logit_block(approx, target, weight, state, cuts_c, out):
+def ordinal_logit_block(approx, target, weight, state, out):
     r"""``-g, -h`` of ordinal logit's :eq:`ol-logit` for a block, with :math:`u = e^F` clipped as the NumPy
-    code clips it and :math:`c_j = e^{-\theta_j}` (``cuts_c``) of the round's cut points; returns the block's
-    :func:`fingerprint`."""
+    code clips it and :math:`c_j = e^{-\theta_j}` of the round's cut points (``state``: :data:`OLOGIT_STATE`,
+    then the :math:`c_j`); returns the block's :func:`fingerprint`. A middle class's two bounds share one
+    division: :math:`G(a) = (1 + t_b) / ((1 + t_a)(1 + t_b))`, :math:`G(b) = (1 + t_a) / (\dots)`."""
     f0, lo, cap, floor = state[0], state[1], state[2], state[3]
-    top = cuts_c.size                       # the top class index (K - 1)
+    top = state.size - 4                    # the top class index (K - 1); c_j is state[4 + j]
     weighted = weight.size > 0
     for i in range(approx.size):
         u = np.exp(min(max(f0 + approx[i], floor), cap))
         k = int(np.float64(target[i]) - lo)
-        grad = 0.0
-        hess = 0.0
-        if k < top:                         # the upper cut theta_k: 1 - G(a) and g(a)
-            t = u * cuts_c[k]
-            sa = 1.0 / (t + 1.0)
-            oma = t * sa
+        if 0 < k < top:                     # both cuts: 1 - G(a) - G(b) and g(a) + g(b)
+            ta = u * state[4 + k]
+            tb = u * state[3 + k]
+            pa = ta + 1.0
+            pb = tb + 1.0
+            inv = 1.0 / (pa * pb)
+            sa = pb * inv
+            sb = pa * inv
+            oma = ta * sa
+            grad = oma - sb
+            hess = oma * sa + (tb * sb) * sb
+        elif k < top:                       # the bottom class: the upper cut theta_0 alone
+            ta = u * state[4]
+            sa = 1.0 / (ta + 1.0)
+            oma = ta * sa
             grad = oma
             hess = oma * sa
-        if k > 0:                           # the lower cut theta_{k-1}: - G(b) and g(b)
-            t = u * cuts_c[k - 1]
-            sb = 1.0 / (t + 1.0)
-            grad -= sb
-            hess += (t * sb) * sb
+        else:                               # the top class: the lower cut theta_{K-2} alone
+            tb = u * state[3 + k]
+            sb = 1.0 / (tb + 1.0)
+            grad = -sb
+            hess = (tb * sb) * sb
         hess = max(hess, 1e-16)
         if weighted:
             w = np.float64(weight[i])

@@ -94,18 +94,12 @@ class _ScoreIndex:
 class Rounds:
     """The state shared by the loss, the metric and the callback: the scores a round starts from, the round's
     gradients (one objective call) or state (one :meth:`round_state` call), and the metric values CatBoost has
-    just asked for.
+    just asked for."""
 
-    ``shift`` is what the metric adds to CatBoost's training scores for the objective's (:math:`F_0`; with a
-    baseline in the Pool, what float32 lost of it), ``valid_shift`` the same for the eval rows."""
-
-    def __init__(self, objective, y: np.ndarray, weight: np.ndarray | None, valid: EvalSet | None, shift=None,
-                 valid_shift=None):
+    def __init__(self, objective, y: np.ndarray, weight: np.ndarray | None, valid: EvalSet | None):
         self.objective = objective
         self.f0 = np.asarray(objective.init_score_, dtype=np.float64) if objective.n_outputs > 1 else \
             float(objective.init_score_)
-        self.shift = self.f0 if shift is None else shift
-        self.valid_shift = self.f0 if valid_shift is None else valid_shift
         self.y = np.asarray(y, dtype=np.float64)
         self.weight = weight
         self.valid = valid
@@ -235,17 +229,21 @@ class KernelLoss(_Shared):
         else:
             cuts = np.asarray(state["cuts"], dtype=np.float64)
             cap = EXP_CAP + float(cuts.min(initial=0.0))
-            packed = (np.array([r.f0, obj.lo_ - self.offset, cap, -EXP_CAP - 10.0]), np.exp(-cuts))
+            packed = (np.concatenate([[r.f0, obj.lo_ - self.offset, cap, -EXP_CAP - 10.0], np.exp(-cuts)]),)
         self.expected = int(fingerprint(r.approx.view(np.uint64), self.label_bits))
         return packed
 
+    def prepare(self) -> tuple:
+        """This round's kernel arguments, computed once (:meth:`_prepare`)."""
+        with self.rounds.lock:
+            if self.args is None:
+                self.args = self._prepare()
+            return self.args
+
     def calc_ders_range(self, approxes, targets, weights):
         args = self.args
-        if args is None:
-            with self.rounds.lock:
-                if self.args is None:
-                    self.args = self._prepare()
-                args = self.args
+        if args is None:                    # the first round (later ones are prepared after the iteration)
+            args = self.prepare()
         out = np.empty((approxes.shape[0], 2))
         self.seen.append((approxes.shape[0], self.kernel(approxes, targets, EMPTY_WEIGHTS if weights is None
                                                          else weights, *args, out)))
@@ -286,10 +284,7 @@ class Metric(_Shared):
 
     def evaluate(self, approxes, target, weight):
         r = self.rounds
-        if len(approxes) > 1:               # several outputs: (n, K)
-            a = np.column_stack([np.asarray(x, dtype=np.float64) for x in approxes])
-        else:
-            a = np.array(approxes[0], dtype=np.float64)
+        a = np.array(approxes[0], dtype=np.float64)
         which = "train" if self.calls == 0 else "valid"
         self.calls += 1
         if which == "train":
@@ -298,10 +293,10 @@ class Metric(_Shared):
             if self.loss is not None:
                 self.loss.check_round()
             r.new_round(a)
-            value = r.objective.metric(r.y, r.shift + a, r.weight)
+            value = r.objective.metric(r.y, r.f0 + a, r.weight)
         else:
             v = r.valid
-            value = r.objective.metric(v.y, r.valid_shift + a, v.weight)
+            value = r.objective.metric(v.y, r.f0 + a, v.weight)
         r.evals[which] = {r.objective.metric_name: float(value)}
         return float(value), 1.0
 
@@ -310,17 +305,26 @@ class Metric(_Shared):
 
 
 class AfterIteration:
-    """qwkboost's callbacks after every CatBoost iteration; an early stop ends training (``False``)."""
+    """qwkboost's callbacks after every CatBoost iteration; an early stop ends training (``False``).
 
-    def __init__(self, rounds: Rounds, metric: Metric, callbacks):
-        self.rounds, self.metric, self.callbacks = rounds, metric, callbacks
+    ``builtin``: the name of CatBoost's own metric that is the objective's (``RMSE``, ``MultiClass``: the same
+    formula, weights included), whose values CatBoost has computed in C++ for the training and eval rows; else
+    the values come from the Python :class:`Metric`."""
+
+    def __init__(self, rounds: Rounds, metric: Metric | None, callbacks, builtin: str | None = None):
+        self.rounds, self.metric, self.callbacks, self.builtin = rounds, metric, callbacks, builtin
         self.history: dict = {}
         self.stopped_at_best = None
 
     def after_iteration(self, info) -> bool:
         i = int(info.iteration) - 1
-        evals = self.rounds.evals
-        self.rounds.evals, self.metric.calls = {}, 0
+        if self.builtin is not None:
+            name = self.rounds.objective.metric_name
+            evals = {ours: {name: float(info.metrics[theirs][self.builtin][-1])}
+                     for ours, theirs in (("train", "learn"), ("valid", "validation")) if theirs in info.metrics}
+        else:
+            evals = self.rounds.evals
+            self.rounds.evals, self.metric.calls = {}, 0
         for name, values in evals.items():
             for metric, value in values.items():
                 self.history.setdefault(name, {}).setdefault(metric, []).append(value)
@@ -329,4 +333,6 @@ class AfterIteration:
         except EarlyStopException as stop:
             self.stopped_at_best = stop.best_iteration
             return False
+        if self.metric is not None and self.metric.loss is not None:   # the next round's state, between iterations
+            self.metric.loss.prepare()
         return True
