@@ -1,19 +1,23 @@
-r"""CatBoost as an :class:`~qwkboost.engines.base.Engine`: qwkboost's objective as a Python loss, its metric as a
-Python ``eval_metric``, the callbacks after every iteration.
+r"""CatBoost as an :class:`~qwkboost.engines.base.Engine`: qwkboost's objective as CatBoost's own loss where it
+has it built in, else as a Python loss, its metric as CatBoost's or as a Python ``eval_metric``, the callbacks
+after every iteration.
 
-**One gradient a round, at the round's scores.** CatBoost asks a Python loss for derivatives in blocks of rows
-(``calc_ders_range``, at most 1,000 rows a call, several passes a round: the split search in row order, then the
-leaf values leaf by leaf), while qwkboost's objectives compute every row's gradient at once, some of them from
-sums over all rows (extended QWK's numerator and denominator, ordinal logit's cut points, updated once a
-round). So each round's gradients and hessians come from one call of the objective on the whole training set,
-at the round's scores, and every block looks its rows up by (score, label): the scores CatBoost's Python metric
-is given after each iteration are those the next iteration's blocks are given (checked on every block; a
-block whose pair is not found stops training with an error, never a wrong gradient). Objectives whose rows are
-independent (``gradient_needs = "rows"``) are called on each block directly. The derivatives CatBoost wants
+**Paths** (:mod:`qwkboost.engines.catboost_losses`). ``squared_error`` and ``multiclass`` train with CatBoost's
+``RMSE`` and ``MultiClass`` (the same model as their Python loss). CatBoost asks a Python loss for derivatives in
+blocks of rows (``calc_ders_range``, at most 1,000 rows a call, two passes a round: the split search in row order,
+then the leaf values leaf by leaf), while some objectives need sums over all rows (extended QWK's numerator and
+denominator, ordinal logit's cut points, updated once a round). Those with a compiled row kernel
+(:mod:`qwkboost.engines.catboost_kernels`) compute those quantities once a round
+(:meth:`~qwkboost.objectives.Objective.round_state`) and every block alone; any other objective is called once a
+round on every row and each block looks its rows up by (score, label). Both take the round's scores from what
+CatBoost's Python metric is given after each iteration, which are those the next iteration's blocks are given
+(checked: a round at other scores stops training with an error, never a wrong gradient). Objectives whose rows
+are independent (``gradient_needs = "rows"``) are called on each block directly. The derivatives CatBoost wants
 are those of the function it maximises: :math:`(-g, -h)`.
 
 **Initial score.** CatBoost refuses ``boost_from_average`` for Python losses, and a Pool's ``baseline`` is held
-in float32; so the trees start from 0 and every score handed to the objective is :math:`F_0 + a` in float64.
+in float32; so the trees start from 0 and every score handed to the objective is :math:`F_0 + a` in float64
+(``RMSE`` trains on the labels minus :math:`F_0`, ``MultiClass`` from the class priors as its baseline).
 After training, :math:`F_0` is written into the model as its bias (``set_scale_and_bias``), so the ``.cbm``
 file alone predicts the full score; :meth:`CatBoostEngine.predict` puts qwkboost's :math:`F_0` in its place.
 
@@ -21,10 +25,10 @@ file alone predicts the full score; :meth:`CatBoostEngine.predict` puts qwkboost
 ``leaf_estimation_iterations=1`` and ``leaf_estimation_backtracking=No`` (further Newton steps within a round
 would need gradients at scores no objective has seen). Row weights go into the Pool, as CatBoost's own losses
 take them, and the objective's per-row terms are scaled by the weights CatBoost hands each block. With
-categorical columns and an objective whose gradients are looked up, CatBoost's learning fold would compute its
-target statistics in a permutation of its own and score the rows differently from its metric; the rows are
-then shuffled by ``seed`` here and trained with ``has_time=True`` (one permutation, ours), unless the user set
-``has_time`` (rows in time order).
+categorical columns and an objective whose gradients come from the metric's scores (kernels, lookup),
+CatBoost's learning fold would compute its target statistics in a permutation of its own and score the rows
+differently from its metric; the rows are then shuffled by ``seed`` here and trained with ``has_time=True``
+(one permutation, ours), unless the user set ``has_time`` (rows in time order).
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ as many passes as there were rows: checked when the metric starts the next round
 them is kept. One comparison a round replaces a lookup a row; a round at other scores stops training with an
 error (:class:`qwkboost.engines.catboost_losses.KernelLoss`).
 
-Equations: extended QWK's gradient (:mod:`qwkboost.objectives.extended_qwk`),
-ordinal logit's :eq:`ol-logit` (:mod:`qwkboost.objectives.ordinal_logit`), written as the NumPy code computes
-them, operation for operation.
+Equations: extended QWK's gradient (:mod:`qwkboost.objectives.extended_qwk`), written as its NumPy code computes
+it, and ordinal logit's :eq:`ol-logit` (:mod:`qwkboost.objectives.ordinal_logit`), whose middle classes share one
+division here: both equal the objectives' own ``grad_hess`` to rounding
+(``tests/engines/test_catboost_paths.py``).
 """
 
 from __future__ import annotations
