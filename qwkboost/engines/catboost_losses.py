@@ -31,7 +31,6 @@ import numpy as np
 
 from qwkboost.engines.base import EvalSet, run_callbacks
 from qwkboost.engines.callback import EarlyStopException
-from qwkboost.engines.catboost_kernels import EMPTY_WEIGHTS, extended_qwk_block, fingerprint, ordinal_logit_block
 from qwkboost.objectives import ExtendedQWK, Multiclass, Objective, OrdinalLogit, SquaredError
 from qwkboost.objectives.ordinal_logit import EXP_CAP
 
@@ -208,11 +207,15 @@ class KernelLoss(_Shared):
     (:mod:`qwkboost.engines.catboost_kernels`)."""
 
     def __init__(self, rounds: Rounds):
+        # numba takes half a second to import: only training with a kernel needs it (not predicting, not serving)
+        from qwkboost.engines import catboost_kernels as kernels
+
         self.rounds = rounds
         obj = rounds.objective
         self.offset = float(obj.offset)
         self.label_bits = rounds.labels32.view(np.uint32)
-        self.kernel = extended_qwk_block if type(obj.objective) is ExtendedQWK else ordinal_logit_block
+        self.kernel = kernels.extended_qwk_block if type(obj.objective) is ExtendedQWK else kernels.ordinal_logit_block
+        self.fingerprint, self.no_weights = kernels.fingerprint, kernels.EMPTY_WEIGHTS
         self.args = None
         self.expected = None        # the fingerprint of the round's (score, label) pairs
         self.seen: list = []        # (rows, fingerprint) of each block of the round (list.append: thread-safe)
@@ -230,7 +233,7 @@ class KernelLoss(_Shared):
             cuts = np.asarray(state["cuts"], dtype=np.float64)
             cap = EXP_CAP + float(cuts.min(initial=0.0))
             packed = (np.concatenate([[r.f0, obj.lo_ - self.offset, cap, -EXP_CAP - 10.0], np.exp(-cuts)]),)
-        self.expected = int(fingerprint(r.approx.view(np.uint64), self.label_bits))
+        self.expected = int(self.fingerprint(r.approx.view(np.uint64), self.label_bits))
         return packed
 
     def prepare(self) -> tuple:
@@ -245,7 +248,7 @@ class KernelLoss(_Shared):
         if args is None:                    # the first round (later ones are prepared after the iteration)
             args = self.prepare()
         out = np.empty((approxes.shape[0], 2))
-        self.seen.append((approxes.shape[0], self.kernel(approxes, targets, EMPTY_WEIGHTS if weights is None
+        self.seen.append((approxes.shape[0], self.kernel(approxes, targets, self.no_weights if weights is None
                                                          else weights, *args, out)))
         return out
 

@@ -87,8 +87,10 @@ def test_the_initial_score_survives_save_and_load_in_a_fresh_process(data, tmp_p
                  num_boost_round=20)
     path = m.save(tmp_path / "m.json")
     np.save(tmp_path / "X.npy", data.X_test)
-    code = ("import numpy as np, qwkboost as qb; m = qb.load_model(%r); "
-            "np.save(%r, m.predict(np.load(%r)))" % (str(path), str(tmp_path / "p.npy"), str(tmp_path / "X.npy")))
+    code = ("import sys, numpy as np, qwkboost as qb; m = qb.load_model(%r); "
+            "np.save(%r, m.predict(np.load(%r))); "
+            "assert 'numba' not in sys.modules, 'predicting needs no compiled kernel'"
+            % (str(path), str(tmp_path / "p.npy"), str(tmp_path / "X.npy")))
     subprocess.run([sys.executable, "-c", code], check=True)
     np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), m.predict(data.X_test))
     # the CatBoost model alone (a .cbm file, no qwkboost) predicts the full score, F0 included, on the labels
