@@ -137,6 +137,7 @@ def _kernel_case(objective, y, w, rs):
     rounds = Rounds(seen, yy, w, None)
     rounds.new_round(rs.normal(scale=1.5, size=y.size))
     rounds.approx[::7] = rounds.approx[3]              # repeated scores, as early rounds have
+    rounds.approx[1:40:8] = [-800.0, -400.0, 400.0, 800.0, 1e-300]     # far out: the kernels' clips and bounds
     return seen, rounds, KernelLoss(rounds), yy
 
 
