@@ -286,6 +286,8 @@ class CatBoostEngine:
             if MISMATCH in str(exc):            # raised in a block (it reaches here inside CatBoost's error)
                 raise RuntimeError(MISMATCH) from None
             raise
+        if after.raised is not None:
+            raise after.raised
         # the .cbm file alone predicts F0 + the trees
         model.set_scale_and_bias(1.0, rounds.f0.tolist() if objective.n_outputs > 1 else rounds.f0)
         return FitResult(model, int(model.tree_count_), after.stopped_at_best, after.history)

@@ -310,6 +310,9 @@ class Metric(_Shared):
 class AfterIteration:
     """qwkboost's callbacks after every CatBoost iteration; an early stop ends training (``False``).
 
+    Any other exception a callback raises (a deadline, a pruned trial) also ends training and is kept in
+    ``raised``, to be raised again as itself once CatBoost returns (CatBoost would wrap it in its own error).
+
     ``builtin``: the name of CatBoost's own metric that is the objective's (``RMSE``, ``MultiClass``: the same
     formula, weights included), whose values CatBoost has computed in C++ for the training and eval rows; else
     the values come from the Python :class:`Metric`."""
@@ -318,6 +321,7 @@ class AfterIteration:
         self.rounds, self.metric, self.callbacks, self.builtin = rounds, metric, callbacks, builtin
         self.history: dict = {}
         self.stopped_at_best = None
+        self.raised: BaseException | None = None
 
     def after_iteration(self, info) -> bool:
         i = int(info.iteration) - 1
@@ -335,6 +339,9 @@ class AfterIteration:
             run_callbacks(self.callbacks, i, evals)
         except EarlyStopException as stop:
             self.stopped_at_best = stop.best_iteration
+            return False
+        except Exception as exc:      # noqa: BLE001 - raised again after fit, unwrapped
+            self.raised = exc
             return False
         if self.metric is not None and self.metric.loss is not None:   # the next round's state, between iterations
             self.metric.loss.prepare()
