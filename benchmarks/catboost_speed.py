@@ -2,23 +2,30 @@
 
     python benchmarks/catboost_speed.py                 # 80,000 x 5 rows, a 20,000-row eval set, 60 rounds, 3 repeats
     python benchmarks/catboost_speed.py --repeats 1 --rows 20000
-    python benchmarks/catboost_speed.py --multiclass      # why K-output objectives are refused on CatBoost
+    python benchmarks/catboost_speed.py --multiclass      # why soft_qwk (K outputs, no built-in loss) is refused
 
 The DSB2019 article's quartile data, one training fold of 80,000 rows and an eval set of 20,000 rows scored
 every round (as cross-validation does), CatBoost's symmetric trees of depth 6, learning rate 0.1, 2 threads.
 ``builtin_rmse`` is ``catboost.CatBoost`` with ``loss_function=RMSE`` and the settings qwkboost fixes
 (``boosting_type=Plain``, one leaf step, no backtracking, every round scored), without qwkboost;
-``builtin_rmse_defaults`` is the same with CatBoost's own defaults. ``python_loss`` is the floor of any
-Python loss: RMSE written as the smallest ``calc_ders_range`` (one NumPy expression a block) with CatBoost's
-built-in RMSE metric; ``python_loss_and_metric`` adds the smallest Python ``eval_metric`` (as qwkboost scores
-every round). The other rows are ``qwkboost.train(..., engine="catboost")`` from a plain ``import qwkboost``. Every run is a fresh process; a run's figure is its
-wall time per round over rounds 6..60 (from the after-iteration callback); configurations are interleaved and
-each is repeated, a configuration's figure being the median of its repeats. The ratio is against
-``builtin_rmse`` of the same repeat.
+``builtin_rmse_defaults`` is the same with CatBoost's own defaults; ``builtin_multiclass`` is CatBoost's
+``MultiClass`` (K = 4) with qwkboost's fixed settings, the peer of qwkboost's ``multiclass``. ``python_loss`` is
+the floor of a NumPy loss: RMSE written as the smallest ``calc_ders_range`` (one NumPy expression a block) with
+CatBoost's built-in RMSE metric; ``python_loss_and_metric`` adds the smallest Python ``eval_metric`` (as
+qwkboost scores every round). ``compiled_loss`` is the compiled floor: the smallest loss CatBoost compiles with
+numba itself (a plain loop over the block's rows whose body never reads ``self``), with CatBoost's RMSE metric;
+``compiled_loss_and_metric`` adds the smallest Python metric, as every qwkboost run has. The other rows are
+``qwkboost.train(..., engine="catboost")`` from a plain ``import qwkboost``; ``extended_qwk_lookup`` is extended
+QWK through the lookup path (a subclass of ``ExtendedQWK``, as a user's own objective would take), the path every
+objective with sums took before the compiled kernels. Every run is a fresh process; a run's figure is its wall
+time per round over rounds 6..60 (from the after-iteration callback); configurations are interleaved and each is
+repeated, a configuration's figure being the median of its repeats. The ratio is against ``builtin_rmse`` of the
+same repeat (``multiclass``: against ``builtin_multiclass``).
 
 ``--multiclass`` times instead what a Python loss with several scores per row costs: CatBoost calls its
-``calc_ders_multi`` once per row (a softmax written as plainly as CatBoost's documentation shows it), against
-its built-in ``MultiClass``, on 80,000 rows and K = 5, two iterations, setup included.
+``calc_ders_multi`` once per row (a softmax written as plainly as CatBoost's documentation shows it, then the same
+loop with a body that never reads ``self``, which CatBoost compiles with numba), against its built-in
+``MultiClass``, on 80,000 rows and K = 5, two iterations, setup included.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -36,8 +44,11 @@ sys.path.insert(0, HERE)
 
 from machine import machine  # noqa: E402
 
-CONFIGS = ("builtin_rmse", "builtin_rmse_defaults", "python_loss", "python_loss_and_metric", "squared_error",
-           "extended_qwk", "ordinal_logit")
+CONFIGS = ("builtin_rmse", "builtin_rmse_defaults", "builtin_multiclass", "python_loss", "python_loss_and_metric",
+           "compiled_loss", "compiled_loss_and_metric", "squared_error", "multiclass", "extended_qwk",
+           "extended_qwk_lookup", "ordinal_logit")
+#: Each configuration's peer for the ratio (else builtin_rmse).
+PEER = {"multiclass": "builtin_multiclass"}
 
 CHILD = r"""
 import json, sys, time, warnings
@@ -48,17 +59,26 @@ ds = quartiles(n_train=rows + rows // 4, n_test=10)
 X, y = ds.X_train[:rows], ds.y_train[:rows]
 Xv, yv = ds.X_train[rows:], ds.y_train[rows:]
 stamps = []
-if config.startswith(("builtin", "python")):
+if config.startswith(("builtin", "python", "compiled")):
     import catboost
     warnings.filterwarnings("ignore")
     class Tick:
         def after_iteration(self, info):
-            stamps.append(time.perf_counter())
+            stamps.append((time.perf_counter(), time.process_time()))
             return True
     class Loss:
+        no_jit = True                   # CatBoost would compile it (numba is installed): this is the NumPy floor
         def calc_ders_range(self, a, t, w):
             return np.column_stack([t - a, np.full(len(a), -1.0)])
+    class Compiled:                     # its body never names its first argument: CatBoost compiles it with numba
+        def calc_ders_range(self, approxes, targets, weights):
+            out = np.empty((approxes.shape[0], 2))
+            for i in range(approxes.shape[0]):
+                out[i, 0] = targets[i] - approxes[i]
+                out[i, 1] = -1.0
+            return out
     class Metric:
+        no_jit = True
         def is_max_optimal(self):
             return False
         def evaluate(self, approxes, target, weight):
@@ -68,26 +88,40 @@ if config.startswith(("builtin", "python")):
             return error
     fixed = {} if config.endswith("defaults") else dict(boosting_type="Plain", leaf_estimation_iterations=1,
              leaf_estimation_backtracking="No", metric_period=1)
-    loss = {"loss_function": Loss(), "boost_from_average": False} if config.startswith("python") else \
-        {"loss_function": "RMSE"}
-    if config.startswith("python"):     # a Python loss needs an eval_metric: CatBoost's own, or the smallest Python one
-        loss["eval_metric"] = Metric() if config == "python_loss_and_metric" else "RMSE"
+    if config.startswith(("python", "compiled")):
+        loss = {"loss_function": Loss() if config.startswith("python") else Compiled(), "boost_from_average": False}
+        # a Python loss needs an eval_metric: CatBoost's own, or the smallest Python one
+        loss["eval_metric"] = Metric() if config.endswith("and_metric") else "RMSE"
+    else:
+        loss = {"loss_function": "MultiClass" if config == "builtin_multiclass" else "RMSE"}
+        if config == "builtin_multiclass":
+            y, yv = y.astype(int), yv.astype(int)
     m = catboost.CatBoost(dict(iterations=rounds, learning_rate=0.1, depth=6, **loss,
                                thread_count=threads, random_seed=0, logging_level="Silent",
                                allow_writing_files=False, use_best_model=False, **fixed))
     m.fit(catboost.Pool(X, y), eval_set=catboost.Pool(Xv, yv), callbacks=[Tick()])
 else:
     import qwkboost as qb
-    qb.train(X, y, "catboost", config, {"learning_rate": 0.1, "depth": 6}, num_boost_round=rounds,
-             eval_set=(Xv, yv), n_jobs=threads, callbacks=[lambda r, e: stamps.append(time.perf_counter())])
-d = np.diff(stamps[5:])
-print(json.dumps({"ms": float(np.median(d) * 1000), "mean_ms": float(np.mean(d) * 1000)}))
+    objective = config
+    if config == "extended_qwk_lookup":
+        class Lookup(qb.objectives.ExtendedQWK):
+            pass
+        objective = Lookup()
+    qb.train(X, y, "catboost", objective, {"learning_rate": 0.1, "depth": 6}, num_boost_round=rounds,
+             eval_set=(Xv, yv), n_jobs=threads, callbacks=[lambda r, e: stamps.append((time.perf_counter(), time.process_time()))])
+d = np.diff(np.array(stamps[5:]), axis=0)
+print(json.dumps({"ms": float(np.median(d[:, 0]) * 1000), "cpu_ms": float(np.median(d[:, 1]) * 1000)}))
 """
 
 
 def run(config: str, rows: int, rounds: int, threads: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, config, str(rows), str(rounds), str(threads)],
-                         capture_output=True, text=True, check=True)
+    # a file, not ``python -c``: CatBoost reads a loss's source (inspect.getsource) before it compiles it
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "child.py")
+        with open(script, "w") as f:
+            f.write(CHILD)
+        out = subprocess.run([sys.executable, script, config, str(rows), str(rounds), str(threads)],
+                             capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -121,7 +155,22 @@ def multiclass(rows: int, threads: int) -> None:
         def get_final_error(self, error, weight):
             return error
 
-    for name, loss in (("built-in MultiClass", "MultiClass"), ("Python calc_ders_multi", Softmax())):
+    class CompiledSoftmax:              # its body never names its first argument: CatBoost compiles it with numba
+        def calc_ders_multi(self, approx, target, weight):
+            k = approx.shape[0]
+            p = np.exp(approx - approx.max())
+            p /= p.sum()
+            der = -p
+            der[int(target)] += 1.0
+            hess = np.empty((k, k))
+            for i in range(k):
+                for j in range(k):
+                    hess[i, j] = p[i] * p[j]
+                hess[i, i] -= p[i]
+            return der, hess
+
+    for name, loss in (("built-in MultiClass", "MultiClass"), ("Python calc_ders_multi", Softmax()),
+                       ("compiled calc_ders_multi", CompiledSoftmax())):
         params = dict(iterations=2, learning_rate=0.1, depth=6, thread_count=threads, logging_level="Silent",
                       allow_writing_files=False, loss_function=loss, classes_count=5)
         if not isinstance(loss, str):
@@ -143,20 +192,23 @@ def main() -> None:
     if args.multiclass:
         multiclass(args.rows, args.threads)
         return
-    got: dict[str, list[float]] = {c: [] for c in CONFIGS}
-    ratios: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    got: dict[str, dict[str, list[float]]] = {k: {c: [] for c in CONFIGS} for k in ("ms", "cpu_ms")}
+    ratios: dict[str, dict[str, list[float]]] = {k: {c: [] for c in CONFIGS} for k in ("ms", "cpu_ms")}
     for rep in range(args.repeats):
         order = CONFIGS if rep % 2 == 0 else CONFIGS[::-1]
-        now = {c: run(c, args.rows, args.rounds, args.threads)["ms"] for c in order}
-        for c in CONFIGS:
-            got[c].append(now[c])
-            ratios[c].append(now[c] / now["builtin_rmse"])
-        print(f"repeat {rep + 1}: " + ", ".join(f"{c} {now[c]:.1f} ms" for c in CONFIGS), flush=True)
+        now = {c: run(c, args.rows, args.rounds, args.threads) for c in order}
+        for k in ("ms", "cpu_ms"):
+            for c in CONFIGS:
+                got[k][c].append(now[c][k])
+                ratios[k][c].append(now[c][k] / now[PEER.get(c, "builtin_rmse")][k])
+        print(f"repeat {rep + 1} ({os.getloadavg()[0]:.1f} load): " +
+              ", ".join(f"{c} {now[c]['ms']:.1f} ms ({now[c]['cpu_ms']:.1f} cpu)" for c in CONFIGS), flush=True)
     print(f"\n{args.rows:,} training rows x 5, {args.rows // 4:,} eval rows, depth 6, {args.threads} threads, "
-          f"median of {args.repeats} repeats (ms per round; ratio to builtin_rmse, median of the repeats' ratios)")
-    print("| configuration | ms / round | x builtin RMSE |\n|---|---:|---:|")
+          f"median of {args.repeats} repeats (ms per round; ratio to the peer, median of the repeats' ratios)")
+    print("| configuration | ms / round | x peer | CPU ms / round | x peer (CPU) | peer |\n|---|---:|---:|---:|---:|---|")
     for c in CONFIGS:
-        print(f"| {c} | {np.median(got[c]):.1f} | {np.median(ratios[c]):.2f} |")
+        print(f"| {c} | {np.median(got['ms'][c]):.1f} | {np.median(ratios['ms'][c]):.2f} | "
+              f"{np.median(got['cpu_ms'][c]):.1f} | {np.median(ratios['cpu_ms'][c]):.2f} | {PEER.get(c, 'builtin_rmse')} |")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,23 @@
-r"""CatBoost as an :class:`~qwkboost.engines.base.Engine`: qwkboost's objective as a Python loss, its metric as a
-Python ``eval_metric``, the callbacks after every iteration.
+r"""CatBoost as an :class:`~qwkboost.engines.base.Engine`: qwkboost's objective as CatBoost's own loss where it
+has it built in, else as a Python loss, its metric as CatBoost's or as a Python ``eval_metric``, the callbacks
+after every iteration.
 
-**One gradient a round, at the round's scores.** CatBoost asks a Python loss for derivatives in blocks of rows
-(``calc_ders_range``, at most 1,000 rows a call, several passes a round: the split search in row order, then the
-leaf values leaf by leaf), while qwkboost's objectives compute every row's gradient at once, some of them from
-sums over all rows (extended QWK's numerator and denominator, ordinal logit's cut points, updated once a
-round). So each round's gradients and hessians come from one call of the objective on the whole training set,
-at the round's scores, and every block looks its rows up by (score, label): the scores CatBoost's Python metric
-is given after each iteration are those the next iteration's blocks are given (checked on every block; a
-block whose pair is not found stops training with an error, never a wrong gradient). Objectives whose rows are
-independent (``gradient_needs = "rows"``) are called on each block directly. The derivatives CatBoost wants
+**Paths** (:mod:`qwkboost.engines.catboost_losses`). ``squared_error`` and ``multiclass`` train with CatBoost's
+``RMSE`` and ``MultiClass`` (the same model as their Python loss). CatBoost asks a Python loss for derivatives in
+blocks of rows (``calc_ders_range``, at most 1,000 rows a call, two passes a round: the split search in row order,
+then the leaf values leaf by leaf), while some objectives need sums over all rows (extended QWK's numerator and
+denominator, ordinal logit's cut points, updated once a round). Those with a compiled row kernel
+(:mod:`qwkboost.engines.catboost_kernels`) compute those quantities once a round
+(:meth:`~qwkboost.objectives.Objective.round_state`) and every block alone; any other objective is called once a
+round on every row and each block looks its rows up by (score, label). Both take the round's scores from what
+CatBoost's Python metric is given after each iteration, which are those the next iteration's blocks are given
+(checked: a round at other scores stops training with an error, never a wrong gradient). Objectives whose rows
+are independent (``gradient_needs = "rows"``) are called on each block directly. The derivatives CatBoost wants
 are those of the function it maximises: :math:`(-g, -h)`.
 
 **Initial score.** CatBoost refuses ``boost_from_average`` for Python losses, and a Pool's ``baseline`` is held
-in float32; so the trees start from 0 and every score handed to the objective is :math:`F_0 + a` in float64.
+in float32; so the trees start from 0 and every score handed to the objective is :math:`F_0 + a` in float64
+(``RMSE`` trains on the labels minus :math:`F_0`, ``MultiClass`` from the class priors as its baseline).
 After training, :math:`F_0` is written into the model as its bias (``set_scale_and_bias``), so the ``.cbm``
 file alone predicts the full score; :meth:`CatBoostEngine.predict` puts qwkboost's :math:`F_0` in its place.
 
@@ -21,26 +25,38 @@ file alone predicts the full score; :meth:`CatBoostEngine.predict` puts qwkboost
 ``leaf_estimation_iterations=1`` and ``leaf_estimation_backtracking=No`` (further Newton steps within a round
 would need gradients at scores no objective has seen). Row weights go into the Pool, as CatBoost's own losses
 take them, and the objective's per-row terms are scaled by the weights CatBoost hands each block. With
-categorical columns and an objective whose gradients are looked up, CatBoost's learning fold would compute its
-target statistics in a permutation of its own and score the rows differently from its metric; the rows are
-then shuffled by ``seed`` here and trained with ``has_time=True`` (one permutation, ours), unless the user set
-``has_time`` (rows in time order).
+categorical columns and an objective whose gradients come from the metric's scores (kernels, lookup),
+CatBoost's learning fold would compute its target statistics in a permutation of its own and score the rows
+differently from its metric; the rows are then shuffled by ``seed`` here and trained with ``has_time=True``
+(one permutation, ours), unless the user set ``has_time`` (rows in time order).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import tempfile
-import threading
 import warnings
 
 import numpy as np
 
-from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
-from qwkboost.engines.callback import EarlyStopException
+from qwkboost.engines.base import EvalSet, FitResult
+from qwkboost.engines.catboost_losses import (
+    BUILTIN,
+    MISMATCH,
+    AfterIteration,
+    KernelLoss,
+    Loss,
+    Metric,
+    Rounds,
+    needs_the_metrics_scores,
+)
+from qwkboost.engines.catboost_losses import path as objective_path
 
-__all__ = ["CatBoostEngine", "check_params", "DEFAULTS", "RESERVED", "FIXED", "FILE_PARAMS"]
+
+__all__ = ["CatBoostEngine", "check_params", "catboost_private", "DEFAULTS", "RESERVED", "FIXED", "FILE_PARAMS",
+           "CATBOOST_RANGE"]
 
 DEFAULTS = {"logging_level": "Silent", "allow_writing_files": False, "boost_from_average": False,
             "metric_period": 1, "use_best_model": False}
@@ -78,16 +94,55 @@ THREAD_PARAMS = ("thread_count", "n_jobs")
 _DUMP_PREFIX = "catboost-cbm-base64:"
 
 
+#: The CatBoost releases qwkboost is tested on (pyproject.toml pins them): it reads CatBoost's synonyms and checks
+#: parameters with two private functions of theirs (:func:`catboost_private`).
+CATBOOST_RANGE = ">=1.2.5,<1.3"
+
+
+@functools.lru_cache(maxsize=1)
+def catboost_private():
+    """CatBoost's ``core._process_synonyms`` and ``_catboost._check_train_params``, once they are found to do what
+    qwkboost relies on (``max_depth``, ``eta``, ``n_estimators`` read as ``depth``, ``learning_rate``,
+    ``iterations``; an unknown name refused).
+
+    Raises
+    ------
+    RuntimeError
+        Naming the installed release and the tested range, when either is missing or behaves otherwise: a
+        parameter is never passed on unchecked or under a name qwkboost did not see.
+    """
+    import catboost
+    from catboost import CatBoostError, _catboost, core
+
+    process = getattr(core, "_process_synonyms", None)
+    check = getattr(_catboost, "_check_train_params", None)
+    probe = {"max_depth": 3, "eta": 0.1, "n_estimators": 5}
+    try:
+        process(probe)
+        works = probe == {"depth": 3, "learning_rate": 0.1, "iterations": 5}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check({"loss_function": "RMSE", "depth": 3})
+        try:
+            check({"loss_function": "RMSE", "no_such_parameter": 1})
+            works = False
+        except CatBoostError:
+            pass
+    except Exception:               # missing (None is not callable) or changed
+        works = False
+    if not works:
+        raise RuntimeError(f"catboost {catboost.__version__} does not resolve and check parameters as the releases "
+                           f"qwkboost is tested on do (catboost{CATBOOST_RANGE}: its core._process_synonyms and "
+                           f"_catboost._check_train_params); install catboost{CATBOOST_RANGE}")
+    return process, check
+
+
 def _synonyms(params: dict) -> dict:
     """``params`` under CatBoost's own names (``max_depth`` -> ``depth``, ``eta`` -> ``learning_rate``, ...)."""
-    from catboost import core
-
     out = dict(params)
     if "n_jobs" in out and "thread_count" not in out:
         out["thread_count"] = out.pop("n_jobs")
-    process = getattr(core, "_process_synonyms", None)
-    if process is not None:
-        process(out)
+    catboost_private()[0](out)
     return out
 
 
@@ -101,7 +156,8 @@ def check_params(params: dict, n_features: int | None) -> None:
         Naming the parameter and why.
     """
     from catboost import CatBoostError
-    from catboost._catboost import _check_train_params
+
+    _check_train_params = catboost_private()[1]
 
     given = dict(params)
     for name in given:
@@ -139,6 +195,22 @@ def check_params(params: dict, n_features: int | None) -> None:
         raise ValueError(f"catboost rejected the parameters: {reason}") from None
 
 
+#: CatBoost's settings that move its training scores after its metric has seen them (its model shrinkage, its
+#: Langevin noise): the blocks of the next round would not be at the metric's scores.
+MOVE_SCORES = {"model_shrink_rate": 0.0, "langevin": False, "posterior_sampling": False}
+
+
+def _check_same_scores(params: dict, objective: str) -> None:
+    """Refuse, for an objective whose blocks are computed from the round's scores as CatBoost's metric saw them,
+    the settings that change the scores in between (:data:`MOVE_SCORES`)."""
+    for key, off in MOVE_SCORES.items():
+        if params.get(key) not in (None, off):
+            raise ValueError(f"engine parameter {key}={params[key]!r} cannot be used with objective={objective} on "
+                             "catboost: it moves the training scores after CatBoost's metric has seen them, and this "
+                             "objective's gradients come from the round's scores as the metric saw them (sums over "
+                             "every row)")
+
+
 def _frame(X: np.ndarray, categorical) -> "object":
     """``X`` as CatBoost takes it: a DataFrame whose category columns hold integer codes (missing: -1)."""
     import pandas as pd
@@ -151,209 +223,11 @@ def _frame(X: np.ndarray, categorical) -> "object":
     return pd.DataFrame(cols, copy=False)
 
 
-def _pool(X, categorical, label=None, weight=None):
+def _pool(X, categorical, label=None, weight=None, baseline=None):
     from catboost import Pool
 
     cat = sorted(int(j) for j in categorical)
-    return Pool(_frame(X, cat), label=label, weight=weight, cat_features=cat or None)
-
-
-class _ScoreIndex:
-    """Where each of a round's distinct scores is (a hash table: pandas' own, through its public ``Index`` when
-    that is not importable)."""
-
-    def __init__(self, scores: np.ndarray):
-        try:
-            from pandas._libs.hashtable import Float64HashTable
-
-            self._table = Float64HashTable(scores.size)
-            self._table.map_locations(scores)
-            self.positions = self._table.lookup
-        except (ImportError, AttributeError):
-            import pandas as pd
-
-            self.positions = pd.Index(scores).get_indexer
-
-
-def _declares_rows(objective) -> bool:
-    """Whether the objective's own class says each row's gradient needs only that row (``gradient_needs =
-    "rows"``, not the base class's default): its blocks are then computed directly, not looked up."""
-    from qwkboost.objectives import Objective
-
-    for cls in type(objective).__mro__:
-        if cls is Objective:
-            return False
-        if "gradient_needs" in cls.__dict__:
-            return cls.__dict__["gradient_needs"] == "rows"
-    return False
-
-
-class _Rounds:
-    """The state shared by the loss, the metric and the callback: the scores a round starts from, the round's
-    gradients (one objective call), and the metric values CatBoost has just asked for."""
-
-    def __init__(self, objective, y: np.ndarray, weight: np.ndarray | None, valid: EvalSet | None):
-        self.objective = objective
-        self.f0 = float(objective.init_score_)
-        self.y = np.asarray(y, dtype=np.float64)
-        self.weight = weight
-        self.valid = valid
-        self.approx = np.zeros(self.y.size)       # CatBoost's trees start at 0: the score is f0 + approx
-        self.table = None
-        self.evals: dict = {}
-        self.rows = _declares_rows(objective.objective)
-        # labels as CatBoost hands them to the loss (float32), ranked: half of the table's key
-        self.labels = np.unique(self.y.astype(np.float32))
-        self.label_rank = np.searchsorted(self.labels, self.y.astype(np.float32))
-        # CatBoost asks for blocks from several threads at once: one at a time reaches the objective (whose
-        # scratch buffers are shared), and the round's gradients are computed once
-        self.lock = threading.Lock()
-
-    def new_round(self, approx: np.ndarray) -> None:
-        self.approx = approx
-        self.table = None
-
-    def _build(self) -> None:
-        """This round's gradients and hessians at every training row, in a table indexed by (score, label): the
-        score's place among the round's distinct scores (a hash index) and the label's rank."""
-        g, h = self.objective.grad_hess(self.y, self.f0 + self.approx)
-        a, lab = self.approx, self.label_rank
-        if self.weight is not None:                 # per-row terms; the block's weights scale them back
-            keep = self.weight > 0
-            g = np.divide(g, self.weight, out=np.zeros_like(g), where=keep)[keep]
-            h = np.divide(h, self.weight, out=np.zeros_like(h), where=keep)[keep]
-            a, lab = a[keep], lab[keep]
-        scores, rank = np.unique(a, return_inverse=True)
-        L = self.labels.size
-        G = np.full(scores.size * L, np.nan)        # NaN: no training row has this (score, label)
-        H = np.empty(scores.size * L)
-        cell = rank * L + lab
-        G[cell], H[cell] = g, h
-        self.table = (_ScoreIndex(scores), G, H)
-
-    def _lookup(self, table, a: np.ndarray, t: np.ndarray):
-        """``(g, h)`` of rows with scores ``a`` and labels ``t`` (float32, as CatBoost holds them) from a round's
-        table."""
-        index, G, H = table
-        rank = index.positions(a)
-        lab = np.searchsorted(self.labels, np.asarray(t, dtype=np.float32))
-        cell = rank * self.labels.size + np.minimum(lab, self.labels.size - 1)
-        g = G[cell]
-        if (rank < 0).any() or np.isnan(g).any():
-            raise RuntimeError("catboost asked for derivatives at scores that are not the round's (its metric "
-                               "and its loss saw different scores); qwkboost cannot give its objective's "
-                               "gradient there. Report the catboost version and parameters")
-        return g, H[cell]
-
-    def ders(self, approxes, targets, weights) -> np.ndarray:
-        """CatBoost's derivatives for one block: :math:`(-g, -h)` of its rows, as an ``(n, 2)`` array.
-
-        The objective is reached by one thread at a time; a round's table, once built, is only read."""
-        a = np.asarray(approxes, dtype=np.float64)
-        out = np.empty((a.size, 2))
-        if self.rows:
-            with self.lock:
-                g, h = self.objective.grad_hess_rows(np.asarray(targets, dtype=np.float64), self.f0 + a)
-        else:
-            table = self.table
-            if table is None:
-                with self.lock:
-                    if self.table is None:
-                        self._build()
-                    table = self.table
-            if weights is None:
-                g, h = self._lookup(table, a, targets)
-            else:
-                g = np.zeros(a.size)
-                h = np.zeros(a.size)
-                live = np.asarray(weights) > 0
-                g[live], h[live] = self._lookup(table, a[live], np.asarray(targets)[live])
-        if weights is not None:
-            w = np.asarray(weights, dtype=np.float64)
-            g, h = g * w, h * w
-        np.negative(g, out=out[:, 0])
-        np.negative(h, out=out[:, 1])
-        return out
-
-
-class _Shared:
-    """CatBoost deep-copies its parameters before training; the loss and the metric must stay the objects
-    that share the round's state with the callback, so a copy is the object itself."""
-
-    def __deepcopy__(self, memo):
-        return self
-
-
-class _Loss(_Shared):
-    """CatBoost's Python loss: each block's derivatives from :class:`_Rounds`."""
-
-    def __init__(self, rounds: _Rounds):
-        self.rounds = rounds
-
-    def calc_ders_range(self, approxes, targets, weights):
-        return self.rounds.ders(approxes, targets, weights)
-
-
-class _Metric(_Shared):
-    """CatBoost's Python ``eval_metric``: the objective's metric on the training rows, then on the eval rows,
-    after every iteration; the training rows' scores become the next round's."""
-
-    def __init__(self, rounds: _Rounds):
-        self.rounds = rounds
-        self.calls = 0
-
-    def is_max_optimal(self):
-        return bool(self.rounds.objective.higher_is_better)
-
-    def evaluate(self, approxes, target, weight):
-        r = self.rounds
-        a = np.array(approxes[0], dtype=np.float64)
-        which = "train" if self.calls == 0 else "valid"
-        self.calls += 1
-        if which == "train":
-            if a.size != r.y.size:
-                raise RuntimeError(f"catboost scored {a.size} rows where the training set has {r.y.size}")
-            r.new_round(a)
-            value = r.objective.metric(r.y, r.f0 + a, r.weight)
-        else:
-            v = r.valid
-            value = r.objective.metric(v.y, r.f0 + a, v.weight)
-        r.evals[which] = {r.objective.metric_name: float(value)}
-        return float(value), 1.0
-
-    def get_final_error(self, error, weight):
-        return error
-
-
-class _AfterIteration:
-    """qwkboost's callbacks after every CatBoost iteration; an early stop ends training (``False``).
-
-    Any other exception a callback raises (a deadline, a pruned trial) also ends training and is kept in
-    ``raised``, to be raised again as itself once CatBoost returns (CatBoost would wrap it in its own error).
-    """
-
-    def __init__(self, rounds: _Rounds, metric: _Metric, callbacks):
-        self.rounds, self.metric, self.callbacks = rounds, metric, callbacks
-        self.history: dict = {}
-        self.stopped_at_best = None
-        self.raised: BaseException | None = None
-
-    def after_iteration(self, info) -> bool:
-        i = int(info.iteration) - 1
-        evals = self.rounds.evals
-        self.rounds.evals, self.metric.calls = {}, 0
-        for name, values in evals.items():
-            for metric, value in values.items():
-                self.history.setdefault(name, {}).setdefault(metric, []).append(value)
-        try:
-            run_callbacks(self.callbacks, i, evals)
-        except EarlyStopException as stop:
-            self.stopped_at_best = stop.best_iteration
-            return False
-        except Exception as exc:      # noqa: BLE001 - raised again after fit, unwrapped
-            self.raised = exc
-            return False
-        return True
+    return Pool(_frame(X, cat), label=label, weight=weight, cat_features=cat or None, baseline=baseline)
 
 
 class CatBoostEngine:
@@ -366,12 +240,14 @@ class CatBoostEngine:
         check_params(params, n_features)
 
     def check_objective(self, objective) -> None:
-        """Refuse objectives with several scores per row: CatBoost calls such a Python loss once per row."""
+        """Refuse objectives with several scores per row that CatBoost has not built in: it calls such a Python loss
+        once per row."""
         k = int(getattr(objective, "n_outputs_", 1))
-        if k > 1:
+        if k > 1 and objective_path(objective) != "builtin":
             raise ValueError(f"objective={objective.name} has {k} scores per row, which CatBoost computes one row "
                              "per Python call (seconds a round at competition size); run it on engine=xgboost, "
-                             "engine=lightgbm or engine=native")
+                             "engine=lightgbm or engine=native (objective=multiclass runs on CatBoost's own "
+                             "MultiClass)")
 
     def with_threads(self, params: dict, n_threads: int) -> dict:
         if any(k in params for k in THREAD_PARAMS):
@@ -380,13 +256,16 @@ class CatBoostEngine:
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
             seed: int, categorical=(), sample_weight=None) -> FitResult:
-        from catboost import CatBoost
+        from catboost import CatBoost, CatBoostError
 
         self.check_objective(objective)
         if num_boost_round == 0:
             return FitResult(None, 0)
         params = {**DEFAULTS, **_synonyms(params), **FIXED}
-        if len(categorical) and not _declares_rows(objective.objective) and not params.get("has_time"):
+        how = objective_path(objective.objective)
+        if needs_the_metrics_scores(objective.objective):
+            _check_same_scores(params, objective.name)
+        if len(categorical) and needs_the_metrics_scores(objective.objective) and not params.get("has_time"):
             # CatBoost's learning fold computes its categorical statistics in a permutation of its own, so its
             # scores differ from the metric's; in one order (ours, seeded) they are the same
             perm = np.random.RandomState(seed).permutation(y.size)
@@ -395,29 +274,58 @@ class CatBoostEngine:
                 sample_weight = sample_weight[perm]
                 objective = objective.reweighted(sample_weight)
             params["has_time"] = True
-        rounds = _Rounds(objective, y, sample_weight, valid)
-        metric = _Metric(rounds)
-        after = _AfterIteration(rounds, metric, callbacks)
-        params.update({"loss_function": _Loss(rounds), "eval_metric": metric, "iterations": int(num_boost_round),
-                       "random_seed": int(seed)})
-        train = _pool(X, categorical, label=y, weight=sample_weight)
-        evals = None if valid is None else _pool(valid.X, categorical, label=valid.y)
+        label, baseline, valid_label = y, None, None if valid is None else valid.y
+        if how == "builtin":
+            label, baseline, valid_label = self._builtin(objective, y, valid, params)
+        valid_baseline = None if baseline is None or valid is None else np.tile(baseline[0], (valid.y.size, 1))
+        rounds = Rounds(objective, y, sample_weight, valid)
+        if how == "builtin":            # CatBoost's own loss, and its own metric of the same formula
+            name = BUILTIN[type(objective.objective)]
+            after = AfterIteration(rounds, None, callbacks, builtin=name)
+            params.update({"loss_function": name, "eval_metric": name})
+        else:
+            loss = KernelLoss(rounds) if how == "kernel" else Loss(rounds)
+            metric = Metric(rounds, loss if how == "kernel" else None)
+            after = AfterIteration(rounds, metric, callbacks)
+            params.update({"loss_function": loss, "eval_metric": metric})
+        params.update({"iterations": int(num_boost_round), "random_seed": int(seed)})
+        train = _pool(X, categorical, label=label, weight=sample_weight, baseline=baseline)
+        evals = None if valid is None else _pool(valid.X, categorical, label=valid_label, baseline=valid_baseline,
+                                                 weight=valid.weight)
         model = CatBoost(params)
-        with warnings.catch_warnings():
-            # CatBoost's note that numba is not installed to compile Python losses: they are NumPy here
-            warnings.filterwarnings("ignore", message=".*numba.*")
+        try:
             model.fit(train, eval_set=evals, callbacks=[after])
+        except CatBoostError as exc:
+            if MISMATCH in str(exc):            # raised in a block (it reaches here inside CatBoost's error)
+                raise RuntimeError(MISMATCH) from None
+            raise
         if after.raised is not None:
             raise after.raised
-        model.set_scale_and_bias(1.0, rounds.f0)        # the .cbm file alone predicts F0 + the trees
+        # the .cbm file alone predicts F0 + the trees
+        model.set_scale_and_bias(1.0, rounds.f0.tolist() if objective.n_outputs > 1 else rounds.f0)
         return FitResult(model, int(model.tree_count_), after.stopped_at_best, after.history)
 
+    @staticmethod
+    def _builtin(objective, y, valid, params):
+        """What CatBoost's own loss trains on for the same model as the objective's Python loss: labels minus
+        :math:`F_0` for ``RMSE``; for ``MultiClass`` the class indices, :math:`F_{0,k}` as the Pools' baseline
+        (float32; the model's bias holds them in float64 after training) and the Python loss's bootstrap
+        (``MVS``; CatBoost's ``MultiClass`` would otherwise take ``Bayesian``)."""
+        f0 = objective.init_score_
+        if objective.n_outputs == 1:
+            return y - f0, None, None if valid is None else valid.y - f0
+        lo = objective.objective.lo_ - objective.offset
+        params["classes_count"] = objective.n_outputs
+        params.setdefault("bootstrap_type", "MVS")
+        base = np.tile(np.asarray(f0, dtype=np.float32), (y.size, 1))
+        return y - lo, base, None if valid is None else valid.y - lo
+
     def predict(self, booster, X, *, n_iter: int, init_score) -> np.ndarray:
-        """The trees' raw score from the first ``n_iter`` rounds, plus :math:`F_0`."""
+        """The trees' raw score from the first ``n_iter`` rounds, plus :math:`F_0` (``(n, K)`` for ``MultiClass``)."""
         _, bias = booster.get_scale_and_bias()
         raw = booster.predict(_pool(X, booster.get_cat_feature_indices()), prediction_type="RawFormulaVal",
                               ntree_end=int(n_iter))
-        return np.asarray(raw, dtype=np.float64) - float(bias) + float(init_score)
+        return np.asarray(raw, dtype=np.float64) - np.asarray(bias, dtype=np.float64) + init_score
 
     def _upto(self, booster, n_iter: int):
         if n_iter >= booster.tree_count_:
@@ -428,18 +336,24 @@ class CatBoostEngine:
 
     def contributions(self, booster, X, *, n_iter: int, init_score):
         """CatBoost's ``ShapValues`` (its TreeSHAP) of the first ``n_iter`` trees; its expected value holds the
-        model's bias (:math:`F_0` at training), replaced by ``init_score`` as :meth:`predict` replaces it."""
+        model's bias (:math:`F_0` at training), replaced by ``init_score`` as :meth:`predict` replaces it.
+        ``MultiClass``: CatBoost's ``(n, K, F + 1)`` as ``(n, F, K)`` values and an ``(n, K)`` bias."""
         model = self._upto(booster, n_iter)
         _, bias = model.get_scale_and_bias()
         sv = np.asarray(model.get_feature_importance(data=_pool(X, model.get_cat_feature_indices()),
                                                      type="ShapValues"), dtype=np.float64)
+        if sv.ndim == 3:
+            return np.transpose(sv[:, :, :-1], (0, 2, 1)), sv[:, :, -1] - np.asarray(bias) + init_score
         return sv[:, :-1], sv[:, -1] - float(bias) + float(init_score)
 
     def gains(self, booster, *, n_iter: int, n_outputs: int) -> np.ndarray:
         """CatBoost keeps no split gains: its ``PredictionValuesChange`` importance (how much a feature's splits
-        move the predictions) stands in for them."""
+        move the predictions) stands in for them. CatBoost gives one per feature for ``MultiClass`` too (its trees
+        split for every class at once), not one per class: each class column holds an equal share of it, so that
+        the columns add up to CatBoost's figure."""
         model = self._upto(booster, n_iter)
-        return np.asarray(model.get_feature_importance(type="PredictionValuesChange"), dtype=np.float64)
+        g = np.asarray(model.get_feature_importance(type="PredictionValuesChange"), dtype=np.float64)
+        return g if n_outputs == 1 else np.repeat(g[:, None] / n_outputs, n_outputs, axis=1)
 
     def dump(self, booster) -> str:
         fd, path = tempfile.mkstemp(suffix=".cbm")

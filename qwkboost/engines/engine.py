@@ -180,6 +180,16 @@ class EngineObjective:
             raise ValueError(f"objective {self.name!r} returned non-finite gradients or hessians")
         return g, h
 
+    def round_state(self, y, score) -> dict | None:
+        """The objective's :meth:`~qwkboost.objectives.Objective.round_state` at every training row (weighted by
+        ``sample_weight``): in place of a round's :meth:`grad_hess` call, for an engine that computes each block of
+        rows from it."""
+        w = self.sample_weight
+        kw = {"sample_weight": w} if w is not None and self._weighted["grad_hess"] else {}
+        state = self.objective.round_state(*self._shift(y, score), **kw)
+        self._round += 1
+        return state
+
     def grad_hess(self, y, score):
         """Gradients and hessians of the training rows (weighted by ``sample_weight``)."""
         w = self.sample_weight

@@ -39,6 +39,13 @@ is made global the same way: :meth:`Objective.metric_sums` gives sums over a
 worker's rows from which :meth:`Objective.metric_from_sums` computes the metric
 of all rows, once the sums are added over the workers.
 
+**Once a round, then row by row.** An objective that needs sums (or a state it learns while boosting, such
+as ordinal logit's cut points) may say what they are: :meth:`Objective.round_state` computes them once a
+round at every training row's scores, and advances what the objective learns exactly as :meth:`grad_hess`
+would. Given them, each row's gradient depends only on its own label and score, so an engine that asks for its
+rows in blocks (CatBoost) computes every block alone (:mod:`qwkboost.engines.catboost_kernels`). The default,
+``None``, says the objective has no such form; engines then call :meth:`grad_hess` on every row.
+
 **Sample weights.** Each method may take ``sample_weight`` (one weight per
 row). The built-in objectives weigh every sum by it, so that with integer
 weights they equal the data with rows repeated. An objective whose
@@ -117,6 +124,13 @@ class Objective:
         if self.allreduce is None:
             return sums
         return tuple(float(v) for v in self.allreduce(np.asarray(sums, dtype=np.float64)))
+
+    def round_state(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> dict | None:
+        """The quantities that, with the fitted state, make each row's gradient this round depend only on its own
+        label and score, computed at every training row's ``score``; it takes the place of this round's
+        :meth:`grad_hess` call (what the objective learns while boosting advances as there). ``None`` (the
+        default): the objective has no row-local form."""
+        return None
 
     # -- fitting -----------------------------------------------------------------
     def fit(self, y: np.ndarray, sample_weight: np.ndarray | None = None) -> "Objective":

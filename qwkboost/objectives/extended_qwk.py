@@ -124,24 +124,37 @@ class ExtendedQWK(Objective):
     def _clipped(self, score):
         return np.clip(score, self.lo_, self.hi_)
 
-    def grad_hess(self, y, score, sample_weight=None):
-        p = score if self.clip == "none" else self._clipped(score)
+    def _sums(self, p, y, w):
+        r""":math:`(f, g, n)` of the module docstring over every training row (every worker's, distributed), from
+        the clipped scores ``p``."""
         r = p - y
         s = p - self.a_
-        w = sample_weight
         if w is None:
             n = y.size
             f = 0.5 * float(r @ r)
             g = 0.5 * (float(s @ s) + self.b_ * n)
-            if self.allreduce is not None:      # distributed: f, g and n over every worker's rows
-                f, g, n = self.global_sums(f, g, n)
-            grad = (r / g - (f / (g * g)) * s) * n
         else:
             n = float(w.sum())
             f = 0.5 * float(w @ (r * r))
             g = 0.5 * (float(w @ (s * s)) + self.b_ * n)
-            if self.allreduce is not None:
-                f, g, n = self.global_sums(f, g, n)
+        if self.allreduce is not None:          # distributed: f, g and n over every worker's rows
+            f, g, n = self.global_sums(f, g, n)
+        return f, g, n, r, s
+
+    def round_state(self, y, score, sample_weight=None):
+        r""":math:`f`, :math:`g` and :math:`n` (:math:`W` with weights) at the round's scores: with them and the
+        fitted :math:`a, b` and label range, row :math:`k`'s gradient is the module docstring's :math:`g_k`."""
+        p = score if self.clip == "none" else self._clipped(score)
+        f, g, n, _, _ = self._sums(p, y, sample_weight)
+        return {"f": float(f), "g": float(g), "n": float(n)}
+
+    def grad_hess(self, y, score, sample_weight=None):
+        p = score if self.clip == "none" else self._clipped(score)
+        w = sample_weight
+        f, g, n, r, s = self._sums(p, y, w)
+        if w is None:
+            grad = (r / g - (f / (g * g)) * s) * n
+        else:
             grad = (r / g - (f / (g * g)) * s) * (n * w)
         if self.clip == "hold":
             grad[(score >= self.hi_) & (grad < 0)] = 0.0

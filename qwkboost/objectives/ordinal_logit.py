@@ -350,6 +350,15 @@ class OrdinalLogit(Objective):
         self.cuts_ = cuts.tolist()
 
     # -- boosting --------------------------------------------------------------
+    def round_state(self, y, score, sample_weight=None):
+        r"""The cut points this round's gradients :eq:`ol-logit` are taken at (``cuts``, :math:`\theta_j`), then
+        the cut points' Newton step from the same rows, as :meth:`grad_hess` takes it."""
+        cuts = np.asarray(self.cuts_, dtype=np.float64)
+        if self.cut_steps:
+            self.update_cuts(y, score, sample_weight)
+        self.__dict__.setdefault("_cuts_by_round", []).append(list(self.cuts_))
+        return {"cuts": cuts}
+
     def grad_hess(self, y, score, sample_weight=None, out=None):
         r""":eq:`ol-logit` (:eq:`ol-grad` for the probit link) at the current cut points, then the cut
         points' Newton step :eq:`ol-cuts` from the same rows; ``out``: a (gradient, hessian) pair of float64

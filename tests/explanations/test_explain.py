@@ -37,8 +37,6 @@ def close(a, b):
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("objective", ["squared_error", "extended_qwk", "multiclass"])
 def test_values_plus_bias_are_the_raw_score(engine, objective, frame):
-    if engine == "catboost" and objective == "multiclass":
-        pytest.skip("refused on catboost (tests/engines/test_catboost.py)")
     X, y = frame
     m = qb.train(X, y + 1e6 if objective == "squared_error" and engine == "lightgbm" else y, engine, objective,
                  {"learning_rate": 0.3}, num_boost_round=25)
