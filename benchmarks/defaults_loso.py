@@ -146,41 +146,115 @@ def _by_candidate(cache: str, seed: int, field: str) -> dict:
     return out
 
 
-def choose(scores: dict, engine: str, objectives, sets) -> tuple[str, float]:
-    """The candidate of ``engine`` with the least mean regret over ``objectives`` and ``sets``: on each (set,
-    objective) the best candidate's out-of-fold QWK minus this one's."""
-    names = sorted({c for (e, c, _) in scores if e == engine})
-    best = {(s, o): max(scores[(engine, c, o)].get(s, float("-inf")) for c in names) for s in sets for o in objectives}
-    regret = {}
-    for c in names:
-        r = [best[(s, o)] - scores[(engine, c, o)][s] for s in sets for o in objectives
-             if s in scores.get((engine, c, o), {})]
-        if len(r) == len(sets) * len(objectives):
-            regret[c] = sum(r) / len(r)
-    c = min(regret, key=lambda k: (regret[k], k))
-    return c, regret[c]
+def _options(objective: str) -> list[str]:
+    """The variants that run ``objective``: itself, and for extended QWK its Gauss-Newton hessian."""
+    return [objective, *(v for v, o in VARIANTS.items() if o[0] == f"objective={objective}")]
+
+
+def regrets(scores: dict, engine: str, objective: str, sets) -> dict[tuple[str, str], float]:
+    """Mean regret over ``sets`` of every (candidate, variant) of ``engine`` that runs ``objective``: on each set
+    the best option's out-of-fold QWK minus this option's (options with a missing set are left out)."""
+    opts = [(c, v) for (e, c, v) in scores if e == engine and v in _options(objective)]
+    best = {s: max(scores[(engine, c, v)].get(s, float("-inf")) for c, v in opts) for s in sets}
+    out = {}
+    for c, v in opts:
+        got = scores[(engine, c, v)]
+        if all(s in got for s in sets):
+            out[(c, v)] = sum(best[s] - got[s] for s in sets) / len(sets)
+    return out
 
 
 def select(cache: str, margin: float) -> dict:
-    """The choice on all sets and on every four of them: per engine a shared candidate, and per objective its
-    own where it lowers the objective's regret by more than ``margin``."""
+    """The choice on all sets and on every four of them (leave-one-set-out): per engine the candidate with the
+    least regret over every objective (each with its configured variant), and per objective the (candidate,
+    variant) of least regret of its own, used instead where it lowers the objective's regret by more than
+    ``margin``."""
     scores = _scores(cache)
 
     def pick(sets):
         out = {}
         for e in ENGINES:
-            shared, shared_regret = choose(scores, e, OBJECTIVES, sets)
-            out[e] = {"shared": shared, "shared_regret": shared_regret, "objectives": {}}
+            per = {o: regrets(scores, e, o, sets) for o in OBJECTIVES}
+            names = set.intersection(*({c for (c, v) in per[o] if v == o} for o in OBJECTIVES))
+            shared = min(sorted(names), key=lambda c: sum(per[o][(c, o)] for o in OBJECTIVES))
+            out[e] = {"shared": shared, "shared_regret": sum(per[o][(shared, o)] for o in OBJECTIVES) / len(OBJECTIVES),
+                      "objectives": {}}
             for o in OBJECTIVES:
-                own, own_regret = choose(scores, e, (o,), sets)
-                _, at_shared = None, sum(max(scores[(e, c, o)][s] for c in {k[1] for k in scores if k[0] == e})
-                                         - scores[(e, shared, o)][s] for s in sets) / len(sets)
-                use = own if at_shared - own_regret > margin else shared
-                out[e]["objectives"][o] = {"use": use, "own": own, "own_regret": own_regret,
-                                           "shared_regret": at_shared}
+                own = min(sorted(per[o]), key=lambda cv: per[o][cv])
+                use = own if per[o][(shared, o)] - per[o][own] > margin else (shared, o)
+                out[e]["objectives"][o] = {"use": list(use), "own": list(own), "own_regret": per[o][own],
+                                           "shared_regret": per[o][(shared, o)]}
         return out
 
     return {"all": pick(SETS), "held_out": {h: pick([s for s in SETS if s != h]) for h in SETS}}
+
+
+def chosen_options(selection: dict) -> dict[str, set[tuple[str, str]]]:
+    """Per engine every (candidate, variant) that a selection uses, on all sets or with one held out."""
+    out: dict[str, set] = defaultdict(set)
+    for pick in [selection["all"], *selection["held_out"].values()]:
+        for e, v in pick.items():
+            for o, w in v["objectives"].items():
+                out[e].add(tuple(w["use"]))
+    return out
+
+
+def write_confirm(cands: dict[str, list[dict]], selection: dict, path: str, seeds: int = 5) -> None:
+    """A study experiment that runs every chosen (candidate, variant) at the tuned study's seeds."""
+    import yaml
+
+    params = {e: {c["name"]: c["params"] for c in cs} for e, cs in cands.items()}
+    methods = {}
+    for e, opts in chosen_options(selection).items():
+        for c, v in sorted(opts):
+            choice = VARIANTS.get(v, [f"objective={v}"])
+            methods[f"cand_{e}_{c}__{v}"] = {"overrides": [*choice, *(f"++engine.params.{k}={x}"
+                                                                     for k, x in params[e][c].items())],
+                                             "engines": [e], "decode": ["exact"]}
+    doc = {"defaults": ["study_large", "_self_"], "run_name": "defaults_confirm",
+           "study": {"seeds": seeds, "first_seed": 0, "engines": list(ENGINES), "only": list(methods),
+                     "methods": methods,
+                     "tuning": {"n_trials": 0, "variants": ["default"], "methods": None, "engines": None}}}
+    with open(path, "w") as f:
+        f.write("# @package _global_\n# Generated by benchmarks/defaults_loso.py confirm: the chosen defaults at the "
+                "large study's five seeds.\n")
+        yaml.safe_dump(doc, f, sort_keys=False, width=120)
+
+
+def report(cache: str, selection: dict, tolerance: float = 0.003) -> list[dict]:
+    """Per engine, objective and set: the test QWK (mean over the five seeds) of the defaults chosen with that set
+    held out, of the defaults chosen on all five, of the configured defaults and of the tuned method, with the
+    paired difference to tuned and whether it is within ``tolerance``."""
+    import numpy as np
+    from scipy import stats
+
+    test = {seed: _by_candidate(cache, seed, "qwk") for seed in range(5)}
+    tuned: dict = defaultdict(dict)
+    for c in _cells(cache):
+        if c["method"].endswith("_tuned") and c["engine"] in ENGINES:
+            tuned[(c["engine"], c["method"].removesuffix("_tuned"), c["set"])][c["seed"]] = c["qwk"]["exact"]
+
+    def series(e, c, v, s):
+        return np.array([test[k].get((e, c, v), {}).get(s, np.nan) for k in range(5)])
+
+    rows = []
+    for e in ENGINES:
+        for o in OBJECTIVES:
+            for s in SETS:
+                t = np.array([tuned[(e, o, s)].get(k, np.nan) for k in range(5)])
+                held = selection["held_out"][s][e]["objectives"][o]["use"]
+                final = selection["all"][e]["objectives"][o]["use"]
+                h, f, d = series(e, *held, s), series(e, *final, s), series(e, "default", o, s)
+                diff = h - t
+                ok = ~np.isnan(diff)
+                p = float(stats.ttest_rel(h[ok], t[ok]).pvalue) if ok.sum() > 1 else float("nan")
+                rows.append({"engine": e, "objective": o, "set": s, "held_out_choice": "+".join(held),
+                             "final_choice": "+".join(final), "held_out": float(np.nanmean(h)),
+                             "final": float(np.nanmean(f)), "default": float(np.nanmean(d)),
+                             "tuned": float(np.nanmean(t)), "held_out_minus_tuned": float(np.nanmean(diff)),
+                             "p": p, "seeds": int(ok.sum()),
+                             "within": bool(np.nanmean(diff) >= -tolerance)})
+    return rows
 
 
 def main() -> None:
@@ -193,18 +267,38 @@ def main() -> None:
     s.add_argument("--cache", required=True)
     s.add_argument("--own-margin", type=float, default=0.002)
     s.add_argument("--json", required=True)
+    f = sub.add_parser("confirm")
+    f.add_argument("--cache", required=True)
+    f.add_argument("--selection", required=True)
+    f.add_argument("--out", required=True)
+    r = sub.add_parser("report")
+    r.add_argument("--cache", required=True)
+    r.add_argument("--selection", required=True)
+    r.add_argument("--json", required=True)
     args = ap.parse_args()
     if args.step == "candidates":
         cands = candidates(args.cache)
         write_experiment(cands, args.out)
-        with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
-            json.dump(cands, f, indent=1)
+        with open(os.path.splitext(args.out)[0] + ".json", "w") as fh:
+            json.dump(cands, fh, indent=1)
         print(f"{sum(len(v) for v in cands.values())} candidates -> {args.out}")
-    else:
+    elif args.step == "select":
         out = select(args.cache, args.own_margin)
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=1)
         json.dump(out["all"], sys.stdout, indent=1)
+    elif args.step == "confirm":
+        write_confirm(candidates(args.cache), json.load(open(args.selection)), args.out)
+        print(f"-> {args.out}")
+    else:
+        rows = report(args.cache, json.load(open(args.selection)))
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+        print("| engine | objective | set | chosen without the set | its test QWK | tuned | − tuned | within 0.003 |")
+        print("|---|---|---|---|---:|---:|---:|---|")
+        for x in rows:
+            print(f"| {x['engine']} | {x['objective']} | {x['set']} | {x['held_out_choice']} | {x['held_out']:.4f} | "
+                  f"{x['tuned']:.4f} | {x['held_out_minus_tuned']:+.4f} | {'yes' if x['within'] else 'no'} |")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 * The default engine and objective: the ``engine`` and ``objective`` entries of ``conf/config.yaml``'s defaults
   list (what ``python experiments/run.py`` uses when neither is given).
 * Each engine's parameters, rounds and early stopping: ``conf/engine/<engine>.yaml``.
-* An objective's own adjustment of an engine's parameters, where the shared ones are unfair to it:
-  ``conf/objective_engine/<objective>_<engine>.yaml``, applied on top of the engine's parameters and below
-  anything the user sets (``conf/config.yaml`` composes it as the optional group ``objective_engine``).
+* Each objective's parameters: ``conf/objective/<objective>.yaml``.
+* An objective's own adjustment of an engine's defaults, where the shared ones are unfair to it:
+  ``conf/objective_engine/<objective>_<engine>.yaml`` (engine parameters, objective parameters or both), applied on
+  top of both and below anything the user sets (``conf/config.yaml`` composes it as the optional group
+  ``objective_engine``).
 
 ``conf/`` is installed as the package ``qwkboost.conf``, so a wheel reads the same files as a clone. Why each
 default is what it is: ``docs/guide/defaults.md`` (the leave-one-set-out evidence).
@@ -18,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 __all__ = ["default_engine", "default_objective", "engine_config", "objective_config", "engine_params",
-           "objective_engine_params"]
+           "objective_params", "objective_engine_params"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,10 +61,15 @@ def objective_config(objective: str) -> dict:
     return dict(_read("objective", f"{objective}.yaml"))
 
 
+def _adjustment(objective: str, engine: str, group: str) -> dict:
+    node = _read("objective_engine", f"{objective}_{engine}.yaml").get(group) or {}
+    return dict(node.get("params") or {})
+
+
 def objective_engine_params(objective: str, engine: str) -> dict:
     """What ``objective`` changes in ``engine``'s parameters (``conf/objective_engine/<objective>_<engine>.yaml``);
     empty for most pairs and for objectives that are not registered names."""
-    return dict(_read("objective_engine", f"{objective}_{engine}.yaml").get("params") or {})
+    return _adjustment(objective, engine, "engine")
 
 
 def engine_params(engine: str, objective: Any = None) -> dict[str, Any]:
@@ -73,3 +80,13 @@ def engine_params(engine: str, objective: Any = None) -> dict[str, Any]:
     if isinstance(objective, str):
         params.update(objective_engine_params(objective, engine))
     return {k: v for k, v in params.items() if v is not None}
+
+
+def objective_params(objective: str, engine: str | None = None) -> dict[str, Any]:
+    """The parameters ``objective`` (a registered name) trains with by default: ``conf/objective/<objective>.yaml``,
+    then its adjustments for ``engine`` (extended QWK's Gauss-Newton hessian on XGBoost). ``None`` values stay
+    (they mean "from the training labels", e.g. extended QWK's ``a`` and ``b``)."""
+    params = dict(objective_config(objective).get("params") or {})
+    if engine is not None:
+        params.update(_adjustment(objective, engine, "objective"))
+    return params

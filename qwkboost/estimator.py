@@ -196,7 +196,8 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
         schema, Xe = FeatureSchema.fit_encode(X, self.categorical, "X")
         cv = cross_validate(Xe, pos, None, engine=engine, objective=objective,
                             params=None if self.params is None else check_mapping(self.params, "params"),
-                            objective_params=check_mapping(self.objective_params, "objective_params"),
+                            objective_params=None if self.objective_params is None else
+                            check_mapping(self.objective_params, "objective_params"),
                             num_boost_round=self.num_boost_round, early_stopping_rounds=self.early_stopping_rounds,
                             n_splits=n_splits, stratified=bool(counts.min() >= 2), seed=seed, progress=False,
                             n_jobs=self.n_jobs, schema=schema, sample_weight=w, groups=groups, repeats=n_repeats,

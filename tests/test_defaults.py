@@ -23,6 +23,7 @@ def test_the_python_defaults_are_the_commands_defaults():
             c = _composed(f"engine={engine}", f"objective={objective}")
             want = {k: v for k, v in c["engine"]["params"].items() if v is not None}
             assert defaults.engine_params(engine, objective) == want, (engine, objective)
+            assert defaults.objective_params(objective, engine) == c["objective"]["params"], (engine, objective)
 
 
 def test_train_and_the_classifier_start_from_the_defaults():
@@ -54,3 +55,20 @@ def test_a_wheel_holds_the_configs(tmp_path):
     for f in ("conf/config.yaml", "conf/engine/lightgbm.yaml", "conf/objective/squared_error.yaml", "defaults.py",
               "autoblend/driver.py"):
         assert (built / f).is_file(), f
+
+
+def test_an_objective_s_own_adjustment_reaches_python_and_the_command_alike():
+    """Extended QWK on XGBoost trains with its own depth and hessian (conf/objective_engine/), in a composed run
+    and in qb.train; a parameter the user gives wins in both."""
+    from qwkboost.data import quartiles
+
+    c = _composed("engine=xgboost", "objective=extended_qwk")
+    assert c["engine"]["params"]["max_depth"] == 6 and c["objective"]["params"]["hessian"] == "gauss_newton"
+    ds = quartiles(n_train=600, n_test=10)
+    m = qb.train(ds.X_train, ds.y_train, engine="xgboost", objective="extended_qwk", num_boost_round=3)
+    assert m.objective.hessian == "gauss_newton"
+    mine = qb.train(ds.X_train, ds.y_train, engine="xgboost", objective="extended_qwk", num_boost_round=3,
+                    objective_params={"hessian": "constant"})
+    assert mine.objective.hessian == "constant"
+    assert _composed("engine=xgboost", "objective=extended_qwk", "engine.params.max_depth=3")["engine"]["params"][
+        "max_depth"] == 3

@@ -304,7 +304,9 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
         :math:`\tilde\kappa`, whose long tails of tiny gains otherwise keep training going, 0 for the other
         built-in objectives.
     objective_params : dict, optional
-        Parameters for a named objective, e.g. ``{"hessian": "gauss_newton"}``.
+        Parameters for a named objective, e.g. ``{"hessian": "gauss_newton"}``; ``None``: its defaults for this
+        engine (:func:`qwkboost.defaults.objective_params`, as ``experiments/run.py`` composes them); a dict is used
+        as given.
     callbacks : list of callable, optional
         Each is called as ``fn(round, {"train": {...}, "valid": {...}})`` after every round,
         on every engine; raising :class:`qwkboost.engines.callback.EarlyStopException` stops training.
@@ -331,6 +333,8 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective
     adapter = get_engine(engine)
+    if objective_params is None and isinstance(objective, str):
+        objective_params = defaults.objective_params(objective, engine)      # {} for a name conf/ does not know
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
     params = defaults.engine_params(engine, objective) if params is None else check_mapping(params, "params")
     if isinstance(X, EncodedFeatures):
