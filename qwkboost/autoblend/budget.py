@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from qwkboost.engines.callback import EarlyStopException
 from qwkboost.exceptions import RunStopped
 
 __all__ = ["Budget", "TimeGuard", "OUT_OF_TIME"]
@@ -54,12 +55,19 @@ class Budget:
 
 
 class TimeGuard:
-    """``on_fold`` and ``on_round`` hooks of one candidate's cross-validation that stop it when it cannot finish
-    within the budget (:class:`~qwkboost.exceptions.RunStopped`, tagged :data:`OUT_OF_TIME`).
+    """``on_fold`` and ``on_round`` hooks of one candidate's cross-validation that keep it within the budget.
 
-    After fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean time of the folds so
-    far each, :math:`(n - i)\\,\\bar t`; if that exceeds :attr:`Budget.left_for_work`, the candidate stops. During
-    a fold, the candidate stops as soon as nothing is left for work.
+    By default a candidate that cannot finish is stopped (:class:`~qwkboost.exceptions.RunStopped`, tagged
+    :data:`OUT_OF_TIME`): after fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean
+    time of the folds so far each, :math:`(n - i)\\,\\bar t`, and if that exceeds :attr:`Budget.left_for_work`
+    the candidate stops; during a fold, it stops as soon as nothing is left for work.
+
+    With ``share_folds`` (the first candidate, when nothing has finished yet and a budget without any result
+    would be worth nothing) every fold instead gets an equal share of the time left when it starts,
+    :math:`t_{\\max} = \\text{left} / (\\text{folds left})`, and a fold that reaches it ends its boosting there
+    (:class:`~qwkboost.engines.callback.EarlyStopException`: the model keeps the rounds it trained), so the
+    candidate finishes with every fold, each with fewer rounds than early stopping would have given it
+    (``capped`` counts those folds).
 
     Parameters
     ----------
@@ -68,15 +76,28 @@ class TimeGuard:
         Folds of the candidate's cross-validation (over all repeats).
     report : callable, optional
         Called as ``report(fold, round)`` after every round (the progress line).
+    share_folds : bool, default False
     """
 
-    def __init__(self, budget: Budget, n_folds: int, report: Callable[[int, int], None] | None = None):
-        self.budget, self.n_folds, self.report = budget, int(n_folds), report
+    def __init__(self, budget: Budget, n_folds: int, report: Callable[[int, int], None] | None = None,
+                 share_folds: bool = False):
+        self.budget, self.n_folds, self.report, self.share_folds = budget, int(n_folds), report, share_folds
         self.started = budget.clock()
+        self.capped: set[int] = set()
+        self._fold, self._fold_end = -1, float("inf")
 
     def on_round(self, i: int, rnd: int, evals: dict) -> None:
         if self.report is not None:
             self.report(i, rnd)
+        if self.share_folds:
+            now = self.budget.clock()
+            if i != self._fold:     # a fold starts: its share of the time left
+                self._fold = i
+                self._fold_end = now + max(self.budget.left_for_work, 0.0) / (self.n_folds - i)
+            if now >= self._fold_end and rnd > 0:
+                self.capped.add(i)
+                raise EarlyStopException(rnd)
+            return
         if self.budget.left_for_work <= 0:
             raise RunStopped(f"stopped in fold {i + 1}/{self.n_folds} at the time limit "
                              f"({self.budget.time_limit:g} s, {self.budget.reserve:.0f} s kept for the blend)",
@@ -84,7 +105,7 @@ class TimeGuard:
 
     def on_fold(self, i: int, valid_rows, scores) -> None:
         done = i + 1
-        if done >= self.n_folds:
+        if done >= self.n_folds or self.share_folds:
             return
         spent = self.budget.clock() - self.started
         projected = spent / done * (self.n_folds - done)

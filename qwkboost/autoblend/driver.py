@@ -200,8 +200,10 @@ class AutoRun:
                                                "engine": cand.engine, "objective": cand.objective}
             return None
         self.progress.step(cand.name)
-        guard = TimeGuard(self.budget, self.n_folds,
-                          report=lambda i, rnd: self.progress.tick(i, rnd, self.n_folds))
+        # until one candidate has finished, the folds share the time left rather than risk ending with nothing
+        first = self._n_finished(state) == 0
+        guard = TimeGuard(self.budget, self.n_folds, report=lambda i, rnd: self.progress.tick(i, rnd, self.n_folds),
+                          share_folds=first)
 
         def on_fold(i, valid, scores):
             if reporter is not None:
@@ -227,11 +229,14 @@ class AutoRun:
         self.cost.record(cand, seconds)
         rec = {"status": "finished", "engine": cand.engine, "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
-               "seconds": round(seconds, 2), "run_id": row.get("run_id"),
+               "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
                                       "best_iteration_mean") if k in row}}
         state.candidates[cand.name] = rec
         state.save()
+        if guard.capped:
+            log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping", cand.name,
+                     len(guard.capped), self.n_folds)
         self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
         return rec
 
@@ -320,7 +325,7 @@ class AutoRun:
         rows = []
         for name, r in state.candidates.items():
             rows.append({"candidate": name, "engine": r.get("engine"), "objective": r.get("objective"),
-                         "status": r["status"], "seconds": r.get("seconds"),
+                         "status": r["status"], "seconds": r.get("seconds"), "capped_folds": r.get("capped_folds"),
                          "oof_qwk": r.get("qwk_thresholds_oof"), "nested_oof_qwk": r.get("qwk_thresholds_oof_nested"),
                          **({"test_qwk": r.get("qwk_thresholds")} if self.ds.has_test_labels else {}),
                          "weight": weights.get(name, 0.0)})

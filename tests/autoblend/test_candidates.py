@@ -78,3 +78,26 @@ def test_the_guard_stops_a_candidate_whose_other_folds_would_end_past_the_limit(
     clock.now = 95.0                         # inside the reserve: stopped in the middle of a fold
     with pytest.raises(RunStopped, match="stopped in fold 2/5 at the time limit"):
         ok.on_round(1, 6, {})
+
+
+def test_the_first_candidate_s_folds_share_the_time_and_end_early_instead_of_being_dropped():
+    from qwkboost.engines.callback import EarlyStopException
+
+    clock = Clock()
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    guard = TimeGuard(budget, n_folds=3, share_folds=True)
+    guard.on_round(0, 0, {})                      # fold 1 starts with 90 s for work: 30 s for it
+    clock.now = 29.0
+    guard.on_round(0, 40, {})
+    clock.now = 31.0
+    with pytest.raises(EarlyStopException) as info:
+        guard.on_round(0, 41, {})
+    assert info.value.best_iteration == 41 and guard.capped == {0}
+    guard.on_fold(0, None, None)                  # never dropped: every fold ends
+    guard.on_round(1, 0, {})                      # fold 2: (100 - 31 - 10) / 2 = 29.5 s
+    clock.now = 60.0
+    guard.on_round(1, 3, {})
+    clock.now = 61.0
+    with pytest.raises(EarlyStopException):
+        guard.on_round(1, 4, {})
+    assert guard.capped == {0, 1}
