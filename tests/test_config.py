@@ -51,9 +51,10 @@ def test_ordinal_objective_on_a_regression_target_is_refused():
     # extended QWK on a continuous target never early-stopped (9,999 of 10,000 rounds)
     with pytest.raises(ValueError, match="objective=extended_qwk needs ordinal labels, but data=chisq is a "
                                          "regression target; use objective=squared_error"):
-        check_config(cfg_for("data=chisq"))
+        check_config(cfg_for("data=chisq", "objective=extended_qwk"))
     with pytest.raises(ValueError, match="needs ordinal labels"):
-        check_config(cfg_for("data=csv", "data.ordinal=false", f"data.path={__file__}", "data.target=y"))
+        check_config(cfg_for("data=csv", "data.ordinal=false", f"data.path={__file__}", "data.target=y",
+                             "objective=extended_qwk"))
 
 
 def test_qwk_table_experiment():
@@ -65,7 +66,7 @@ def test_qwk_table_experiment():
 
 
 def test_tune_config_composes():
-    cfg = cfg_for("engine=lightgbm", name="tune")
+    cfg = cfg_for("engine=lightgbm", "objective=extended_qwk", name="tune")
     from qwkboost.runs.tuning import study_name
     assert cfg["tune"]["study_name"] is None
     assert study_name(cfg).startswith("lightgbm-extended_qwk-quartiles-")
@@ -82,7 +83,7 @@ def test_tune_config_composes():
         (["cv.n_splits=1"], r"cv.n_splits must be an integer >= 2"),
         (["thresholds.method=magic"], r"thresholds.method='magic' is unknown"),
         (["data=csv"], r"data.path is not set"),
-        (["objective.params.hessian=newton"], r"objective.params: hessian must be one of"),
+        (["objective=extended_qwk", "objective.params.hessian=newton"], r"objective.params: hessian must be one of"),
         (["objective=squared_error", "+objective.params.clip=hold"], r"objective.params: .*unknown parameter"),
         (["data=csv", "data.path=/nonexistent/train.csv", "data.target=y"], r"data.path='/nonexistent/train.csv' does not exist"),
     ],
