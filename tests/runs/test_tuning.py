@@ -244,8 +244,8 @@ def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, ob
 
 
 @pytest.mark.parametrize("extra, match", [
-    (["engine=catboost", "objective=multiclass"],
-     r"^objective=multiclass has 4 scores per row, which CatBoost computes one row per Python call"),
+    (["engine=catboost", "objective=soft_qwk"],
+     r"^objective=soft_qwk has 4 scores per row, which CatBoost computes one row per Python call"),
     (["engine=catboost", "+engine.params.save_snapshot=true"],
      r"^engine.params \(catboost\): engine parameter save_snapshot=True cannot be set for catboost: it makes CatBoost "
      r"write training files"),
