@@ -19,17 +19,83 @@ def cfg_for(*overrides, name="config"):
         return OmegaConf.to_container(compose(config_name=name, overrides=list(overrides)), resolve=True)
 
 
-def test_defaults_are_the_articles_protocol():
-    cfg = cfg_for()
-    assert cfg["engine"]["name"] == "xgboost"
-    assert cfg["engine"]["params"]["learning_rate"] == 0.1
-    assert cfg["engine"]["params"]["max_depth"] == 5
-    assert cfg["engine"]["early_stopping_rounds"] == 100
-    assert cfg["objective"]["name"] == "extended_qwk"
-    assert cfg["data"] == {"_target_": "qwkboost.data.quartiles", "name": "quartiles", "n_train": 100000, "n_test": 100000, "seed": 0, "test_seed": 1,
-                           "n_features": 10, "n_visible": 5, "n_classes": 4}
-    assert cfg["cv"]["n_splits"] == 5 and cfg["thresholds"]["method"] == "exact"
-    check_config(cfg)
+def table_rows(conf: str, *overrides) -> list[dict]:
+    """``experiments/run.py experiment=qwk_table <overrides>``'s rows, composed from the configs in ``conf`` as the
+    command composes them (:func:`qwkboost.runs.command.row_configs`: each row with the command's overrides, then
+    :func:`qwkboost.config.apply_protocol`)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from qwkboost.runs.command import row_configs
+
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=qwk_table", *overrides], return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.job.config_name = "config"
+        HydraConfig.instance().set_config(cfg)
+        try:
+            return row_configs(cfg)
+        finally:
+            HydraConfig.instance().cfg = None
+
+
+#: Engine and objective defaults unlike the article's, as conf/engine/, conf/objective/ and conf/objective_engine/
+#: may come to hold: the table's rows must not take them.
+OTHER_DEFAULTS = {
+    "engine/xgboost.yaml": {"learning_rate": 0.03, "max_depth": 8, "min_child_weight": 4.0},
+    "engine/lightgbm.yaml": {"learning_rate": 0.03, "num_leaves": 63, "min_child_samples": 40},
+    "engine/native.yaml": {"learning_rate": 0.03, "max_depth": 8, "reg_lambda": 5.0},
+    "objective/extended_qwk.yaml": {"hessian": "gauss_newton", "clip": "hold"},
+}
+
+
+@pytest.mark.parametrize("defaults", ["shipped", "changed"])
+def test_the_qwk_table_runs_the_articles_protocol(defaults, tmp_path):
+    """The defaults are not the article's protocol; experiment=qwk_table runs under protocol=article, so each row
+    carries the DSB2019 article's parameters whatever the engines' and objectives' defaults say: learning rate 0.1,
+    XGBoost (and the native engine) at depth 5, LightGBM's other parameters its own, extended QWK with the constant
+    hessian and scores clipped to the label range, on the article's data with 5-fold CV and exact cut points."""
+    import shutil
+
+    import yaml
+
+    conf = Path(CONF)
+    if defaults == "changed":
+        conf = tmp_path / "conf"
+        shutil.copytree(CONF, conf)
+        for name, params in OTHER_DEFAULTS.items():
+            node = yaml.safe_load((conf / name).read_text())
+            node["params"].update(params)
+            (conf / name).write_text(yaml.safe_dump(node))
+        (conf / "objective_engine" / "extended_qwk_xgboost.yaml").write_text(
+            "# @package engine\nparams: {max_depth: 3, subsample: 0.5}\n")
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):     # a run outside the table takes them
+            plain = OmegaConf.to_container(compose("config", ["engine=xgboost", "objective=extended_qwk"]),
+                                           resolve=True)
+        assert plain["engine"]["params"]["max_depth"] == 3 and plain["engine"]["params"]["learning_rate"] == 0.03
+        assert plain["objective"]["params"]["hessian"] == "gauss_newton"
+    rows = {(r["engine"]["name"], r["objective"]["name"]): r for r in table_rows(conf)}
+    assert list(rows) == [(e, o) for e in ("xgboost", "lightgbm", "native") for o in ("squared_error", "extended_qwk")]
+    for (engine, objective), row in rows.items():
+        params = row["engine"]["params"]
+        assert params["learning_rate"] == 0.1, (engine, objective)
+        if engine == "lightgbm":
+            assert set(params) <= {"learning_rate", "deterministic", "force_row_wise"}, params
+        else:
+            assert params["max_depth"] == 5, (engine, objective)
+            assert not {"min_child_weight", "reg_lambda", "subsample"} & set(params), params
+        assert row["objective"]["params"] == ({"a": None, "b": None, "hessian": "constant", "clip": "range"}
+                                              if objective == "extended_qwk" else {}), (engine, objective)
+        assert row["data"] == {"_target_": "qwkboost.data.quartiles", "name": "quartiles", "n_train": 100000,
+                               "n_test": 100000, "seed": 0, "test_seed": 1, "n_features": 10, "n_visible": 5,
+                               "n_classes": 4}
+        assert row["cv"]["n_splits"] == 5 and row["thresholds"]["method"] == "exact"
+        check_config(row)
+    # what the command line sets still applies, to the rows that have it
+    (row,) = table_rows(conf, "table.engines=[xgboost]", "table.objectives=[extended_qwk]", "engine=xgboost",
+                        "objective=extended_qwk", "objective.params.clip=hold", "engine.params.max_depth=4")
+    assert row["objective"]["params"] == {"a": None, "b": None, "hessian": "constant", "clip": "hold"}
+    assert row["engine"]["params"]["max_depth"] == 4 and row["engine"]["params"]["learning_rate"] == 0.1
 
 
 @pytest.mark.parametrize("engine", ["xgboost", "lightgbm", "native"])
@@ -51,9 +117,10 @@ def test_ordinal_objective_on_a_regression_target_is_refused():
     # extended QWK on a continuous target never early-stopped (9,999 of 10,000 rounds)
     with pytest.raises(ValueError, match="objective=extended_qwk needs ordinal labels, but data=chisq is a "
                                          "regression target; use objective=squared_error"):
-        check_config(cfg_for("data=chisq"))
+        check_config(cfg_for("data=chisq", "objective=extended_qwk"))
     with pytest.raises(ValueError, match="needs ordinal labels"):
-        check_config(cfg_for("data=csv", "data.ordinal=false", f"data.path={__file__}", "data.target=y"))
+        check_config(cfg_for("data=csv", "data.ordinal=false", f"data.path={__file__}", "data.target=y",
+                             "objective=extended_qwk"))
 
 
 def test_qwk_table_experiment():
@@ -65,7 +132,7 @@ def test_qwk_table_experiment():
 
 
 def test_tune_config_composes():
-    cfg = cfg_for("engine=lightgbm", name="tune")
+    cfg = cfg_for("engine=lightgbm", "objective=extended_qwk", name="tune")
     from qwkboost.runs.tuning import study_name
     assert cfg["tune"]["study_name"] is None
     assert study_name(cfg).startswith("lightgbm-extended_qwk-quartiles-")
@@ -82,7 +149,7 @@ def test_tune_config_composes():
         (["cv.n_splits=1"], r"cv.n_splits must be an integer >= 2"),
         (["thresholds.method=magic"], r"thresholds.method='magic' is unknown"),
         (["data=csv"], r"data.path is not set"),
-        (["objective.params.hessian=newton"], r"objective.params: hessian must be one of"),
+        (["objective=extended_qwk", "objective.params.hessian=newton"], r"objective.params: hessian must be one of"),
         (["objective=squared_error", "+objective.params.clip=hold"], r"objective.params: .*unknown parameter"),
         (["data=csv", "data.path=/nonexistent/train.csv", "data.target=y"], r"data.path='/nonexistent/train.csv' does not exist"),
     ],

@@ -124,8 +124,8 @@ def test_sigterm_writes_the_blend_of_what_finished(frames, tmp_path):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(engines=["lightgbm", "xgb"]), r"auto.engines has unknown name\(s\) \['xgb'\]"),
     (dict(time_limit=-1), r"auto.time_limit must be a number of seconds > 0"),
-    (dict(engines=["catboost"], objectives=["multiclass"]), r"no candidate of auto.engines and auto.objectives can "
-                                                             r"run: catboost-multiclass"),
+    (dict(engines=["catboost"], objectives=["soft_qwk"]), r"no candidate of auto.engines and auto.objectives can "
+                                                           r"run: catboost-soft_qwk"),
 ])
 def test_bad_settings_are_refused_before_any_training(frames, tmp_path, kwargs, match):
     X, y, X_test, _ = frames

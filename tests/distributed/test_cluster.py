@@ -47,8 +47,8 @@ def _classes(score):
 
 def test_two_workers_train_what_one_process_trains(client, data, tmp_path):
     X, y, Xt, yt = data
-    one = qwkboost.train(X, y, engine="xgboost", params=PARAMS, num_boost_round=60, n_jobs=1)
-    two = train_dask(client, X, y, engine="xgboost", params=PARAMS, num_boost_round=60)
+    one = qwkboost.train(X, y, engine="xgboost", objective="extended_qwk", params=PARAMS, num_boost_round=60, n_jobs=1)
+    two = train_dask(client, X, y, engine="xgboost", objective="extended_qwk", params=PARAMS, num_boost_round=60)
     # the label statistics come from every label, not from a worker's (sorted) share
     for k in ("a_", "b_", "lo_", "hi_", "init_score_"):
         assert getattr(two.objective, k) == pytest.approx(getattr(one.objective, k), abs=1e-12), k
@@ -63,7 +63,7 @@ def test_two_workers_train_what_one_process_trains(client, data, tmp_path):
 def test_weights_early_stopping_and_a_global_metric(client, data):
     X, y, Xt, yt = data
     w = np.random.default_rng(0).uniform(0.5, 2.0, y.size)
-    kw = dict(engine="xgboost", params=PARAMS, num_boost_round=80, early_stopping_rounds=10)
+    kw = dict(engine="xgboost", objective="extended_qwk", params=PARAMS, num_boost_round=80, early_stopping_rounds=10)
     one = qwkboost.train(X, y, eval_set=(Xt, yt), sample_weight=w, n_jobs=1, **kw)
     two = train_dask(client, X, y, eval_set=(Xt, yt), sample_weight=w, **kw)
     assert two.objective.a_ == pytest.approx(one.objective.a_, abs=1e-12)
@@ -155,8 +155,9 @@ def test_an_unreachable_scheduler_fails_fast():
 def test_cli_trains_every_fold_on_a_local_cluster(tmp_path, mlflow_store):
     import mlflow
 
-    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), *TINY_OVERRIDES, "cluster=local",
-           f"tracking.uri={mlflow_store}", "tracking.experiment_name=cluster_cli", f"hydra.run.dir={tmp_path}/out"]
+    cmd = [sys.executable, str(ROOT / "experiments" / "run.py"), *TINY_OVERRIDES, "cluster=local", "engine=xgboost",
+           "objective=extended_qwk", f"tracking.uri={mlflow_store}", "tracking.experiment_name=cluster_cli",
+           f"hydra.run.dir={tmp_path}/out"]
     proc = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "CI": "true"}, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -251,7 +252,7 @@ def test_cli_stops_before_its_run_when_the_scheduler_does_not_answer(tmp_path, m
     import mlflow
 
     with pytest.raises(ConfigError, match="cluster.address=tcp://127.0.0.1:9: no Dask scheduler answers there"):
-        run_in_process([*TINY_OVERRIDES, "cluster.address=tcp://127.0.0.1:9", f"tracking.uri={mlflow_store}",
-                        "tracking.experiment_name=cluster_unreachable"], tmp_path / "out")
+        run_in_process([*TINY_OVERRIDES, "engine=xgboost", "cluster.address=tcp://127.0.0.1:9",
+                        f"tracking.uri={mlflow_store}", "tracking.experiment_name=cluster_unreachable"], tmp_path / "out")
     exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("cluster_unreachable")
     assert exp is None or not mlflow.MlflowClient(mlflow_store).search_runs([exp.experiment_id])

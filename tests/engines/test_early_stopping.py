@@ -160,8 +160,8 @@ def test_cross_validate_and_the_estimator_pass_it_on(data):
               num_boost_round=300, early_stopping_rounds=10, n_splits=2, progress=False, n_jobs=1)
     loose, strict = (qb.cross_validate(X, y, early_stopping_min_delta=d, **kw) for d in (0.0, 5e-2))
     assert sum(strict.best_iterations) < sum(loose.best_iterations)
-    est = qb.QWKClassifier(engine="native", params={"learning_rate": 0.3, "max_depth": 3}, n_splits=2,
-                           early_stopping_rounds=10, early_stopping_min_delta=5e-2, n_jobs=1).fit(X, y)
+    est = qb.QWKClassifier(engine="native", objective="extended_qwk", params={"learning_rate": 0.3, "max_depth": 3},
+                           n_splits=2, early_stopping_rounds=10, early_stopping_min_delta=5e-2, n_jobs=1).fit(X, y)
     assert [m.best_iteration for m in est.pipeline_.models] == strict.best_iterations
 
 

@@ -149,7 +149,7 @@ def test_deterministic_for_a_seed(small_quartiles):
         ({"eval_set": (np.zeros((3, 2)), np.zeros(3))}, r"eval_set X has 2 features but X has 3"),
         ({"X": np.array([["a", "b", "c"]] * 10)}, r"X must be numeric"),
         ({"X": np.full((10, 3), np.inf)}, r"X contains 30 inf"),
-        ({"objective_params": {"hessian": "newton"}}, r"hessian must be one of"),
+        ({"objective": "extended_qwk", "objective_params": {"hessian": "newton"}}, r"hessian must be one of"),
     ],
 )
 def test_bad_input_names_the_argument(kwargs, match):

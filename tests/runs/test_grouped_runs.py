@@ -97,8 +97,8 @@ def test_estimator_takes_groups_and_repeats(entity_csv):
     train, test = entity_csv
     df, dt = pd.read_csv(train), pd.read_csv(test)
     X, y = df.drop(columns=["id", "entity", "label"]), df["label"]
-    kw = dict(engine="lightgbm", params={"verbose": -1, "num_threads": 1}, num_boost_round=300,
-              early_stopping_rounds=20, n_splits=3)
+    kw = dict(engine="lightgbm", objective="extended_qwk", params={"verbose": -1, "num_threads": 1},
+              num_boost_round=300, early_stopping_rounds=20, n_splits=3)
     with pytest.warns(UserWarning, match="identical"):
         plain = QWKClassifier(**kw).fit(X, y)
     grouped = QWKClassifier(n_repeats=2, **kw).fit(X, y, groups=df["entity"])

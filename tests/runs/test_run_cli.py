@@ -54,8 +54,8 @@ def test_single_run(tmp_path, mlflow_store):
 @pytest.mark.parametrize("launcher", ["basic", "joblib"])
 def test_two_job_multirun_gives_parent_and_children(tmp_path, mlflow_store, launcher):
     name = f"cli_multirun_{launcher}"
-    args = ["-m", *TINY_OVERRIDES, "objective=squared_error,extended_qwk", f"tracking.uri={mlflow_store}",
-            f"tracking.experiment_name={name}"]
+    args = ["-m", *TINY_OVERRIDES, "engine=xgboost", "objective=squared_error,extended_qwk",
+            f"tracking.uri={mlflow_store}", f"tracking.experiment_name={name}"]
     if launcher == "joblib":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
     proc = run_cli(tmp_path, *args)
@@ -220,7 +220,8 @@ def test_unreachable_tracking_server_fails_fast(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["+engine.params.max_dept=3"], "unknown xgboost parameter(s) ['max_dept'] ('max_dept': did you mean 'max_depth'"),
+    (["engine=xgboost", "+engine.params.max_dept=3"],
+     "unknown xgboost parameter(s) ['max_dept'] ('max_dept': did you mean 'max_depth'"),
 ])
 def test_bad_input_is_one_clear_line_before_training(tmp_path, mlflow_store, args, message):
     """The process: a ConfigError is exit code 2, the message alone on stderr, nothing trained. (Every refusal's

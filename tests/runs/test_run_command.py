@@ -22,7 +22,7 @@ def test_table_one_command(tmp_path, mlflow_store, caplog):
     out = tmp_path / "out"
     with caplog.at_level(logging.INFO, logger="qwkboost"):
         run_in_process(["experiment=qwk_table", "table.engines=[xgboost,lightgbm]", *TINY_OVERRIDES,
-                        "objective.params.clip=hold", f"tracking.uri={mlflow_store}",
+                        "objective=extended_qwk", "objective.params.clip=hold", f"tracking.uri={mlflow_store}",
                         "tracking.experiment_name=inproc_table"], out)
     assert "objective.params.clip=hold does not apply" in caplog.text   # squared error rows have no clip
     table = pd.read_csv(out / "qwk_table.csv")
@@ -77,8 +77,9 @@ def test_duplicate_target_column_does_not_leak(tmp_path, mlflow_store):
 @pytest.mark.parametrize("args, message", [
     (["tune.max_retry=-1"], "tune.max_retry must be an integer >= 0; got -1"),
     (["tune.heartbeat_interval=abc"], "tune.heartbeat_interval must be an integer >= 1; got 'abc'"),
-    (["+engine.search_space.foo={type:int,low:1,high:3}"], "engine.search_space.foo=1: unknown xgboost parameter"),
-    (["engine.search_space.max_depth.low=-5", "engine.search_space.max_depth.high=-4"],
+    (["engine=xgboost", "+engine.search_space.foo={type:int,low:1,high:3}"],
+     "engine.search_space.foo=1: unknown xgboost parameter"),
+    (["engine=xgboost", "engine.search_space.max_depth.low=-5", "engine.search_space.max_depth.high=-4"],
      "engine.search_space.max_depth=-5: xgboost rejected the parameters"),
     (["engine.search_space.learning_rate.log=maybe"], "engine.search_space.learning_rate.log must be true or false"),
 ])
@@ -91,13 +92,16 @@ def test_bad_tuning_input_is_refused_before_any_trial(tmp_path, mlflow_store, ar
 
 
 @pytest.mark.parametrize("args, message", [
-    (["+engine.params.max_dept=3"], "unknown xgboost parameter(s) ['max_dept'] ('max_dept': did you mean 'max_depth'"),
+    (["engine=xgboost", "+engine.params.max_dept=3"],
+     "unknown xgboost parameter(s) ['max_dept'] ('max_dept': did you mean 'max_depth'"),
     (["engine=lightgbm", "+engine.params.num_leavs=8"], "unknown lightgbm parameter(s) ['num_leavs']"),
     (["engine=native", "+engine.params.max_dept=3"], "unknown native-engine parameter 'max_dept'"),
     (["seed=abc"], "seed must be an integer in [0, 2147483644]; got 'abc'"),
-    (["engine.params.base_score=high"], "engine.params.base_score must be a number or null; got 'high'"),
+    (["engine=xgboost", "engine.params.base_score=high"],
+     "engine.params.base_score must be a number or null; got 'high'"),
     (["data.n_train=0"], "data.n_train must be an integer >= 2; got 0"),
-    (["data=chisq"], "objective=extended_qwk needs ordinal labels, but data=chisq is a regression target"),
+    (["data=chisq", "objective=extended_qwk"],
+     "objective=extended_qwk needs ordinal labels, but data=chisq is a regression target"),
     (["engine=lightgbm", "data.n_train=50"], "lightgbm can split no feature of these 33 training rows"),
     (["cv.shuffle=no"], "cv.shuffle must be true or false; got 'no'"),
     (["data.n_test=1"], "the 1 test row(s) hold a single class"),
@@ -107,7 +111,8 @@ def test_bad_tuning_input_is_refused_before_any_trial(tmp_path, mlflow_store, ar
     (["data.seed=-1"], "data.seed must be an integer in [0, 2147483647]; got -1"),
     (["data.n_visible=0"], "data.n_visible must be an integer >= 1; got 0"),
     (["cv.n_splits=1000"], "cv.n_splits=1000 exceeds the rows of the rarest class"),
-    (["objective.params.a=1e308"], "a (the target label mean) must lie within the labels' range [0, 3]"),
+    (["objective=extended_qwk", "objective.params.a=1e308"],
+     "a (the target label mean) must lie within the labels' range [0, 3]"),
     (["tracking.experiment_name=''"], "tracking.experiment_name must be a non-empty name"),
     (["tracking.uri=sqlite:///relative/mlflow.db"], "is a path relative to the working directory"),
     (["tracking.uri=mysql://u@127.0.0.1:1/db"], "needs a database driver that is not installed"),

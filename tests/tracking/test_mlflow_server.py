@@ -118,7 +118,7 @@ def test_run_logged_over_http_is_read_back_over_http(tmp_path, mlflow_server):
     server = mlflow_server
     work = tmp_path / "work"
     work.mkdir()
-    run_cli(work, *TINY_OVERRIDES, "engine=lightgbm", f"tracking.uri={server.url}",
+    run_cli(work, *TINY_OVERRIDES, "engine=lightgbm", "objective=extended_qwk", f"tracking.uri={server.url}",
             "tracking.experiment_name=over_http")
     client = mlflow.MlflowClient(server.url)
     exp = client.get_experiment_by_name("over_http")
