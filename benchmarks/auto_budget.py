@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from large_sets import AG_PYTHON, one, run  # noqa: E402
+from large_sets import one, run  # noqa: E402
 from machine import machine  # noqa: E402
 
 

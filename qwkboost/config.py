@@ -53,7 +53,7 @@ GROUP_KEYS = {
                "search_space"),
     "objective": ("name", "params", "_target_"),
     "table": ("engines", "objectives"),
-    "protocol": ("engine", "objective"),
+    "protocol": ("engine", "objective", "training"),
     "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit"),
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
              "max_retry", "pruner", "sampler", "rerun_repeats"),
@@ -244,14 +244,18 @@ def check_config(cfg: Mapping) -> None:
 
 
 def apply_protocol(cfg: dict, overrides=()) -> dict:
-    """``cfg`` with its engine's and objective's parameters those of ``cfg["protocol"]`` (``conf/protocol/``, a
-    fixed protocol such as the DSB2019 article's, whatever the defaults say), then each parameter that
+    """``cfg`` with its engine's and objective's parameters, and its rounds and early stopping (``training``), those
+    of ``cfg["protocol"]`` (``conf/protocol/``, a fixed protocol such as the DSB2019 article's, whatever the
+    defaults say), then each parameter or setting that
     ``overrides`` (the command line's, a study method's) sets put back as set. Without a protocol, or for an engine or
     objective it does not name, ``cfg`` as it is."""
     proto = cfg.get("protocol")
     if not proto:
         return cfg
     keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides]
+    for key, value in (proto.get("training") or {}).items():      # rounds and early stopping, on every engine
+        if f"engine.{key}" not in keys:
+            cfg["engine"][key] = value
     for group in ("engine", "objective"):
         fixed = (proto.get(group) or {}).get(cfg[group].get("name"))
         if fixed is None:

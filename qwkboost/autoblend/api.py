@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs

@@ -10,7 +10,7 @@ from qwkboost.autoblend.candidates import plan
 from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.config import check_config, is_ordinal
-from qwkboost.exceptions import ConfigError, config_errors
+from qwkboost.exceptions import config_errors
 from qwkboost.runs.command import compose_choices
 from qwkboost.runs.experiment import load_dataset
 

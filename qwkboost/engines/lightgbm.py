@@ -68,6 +68,9 @@ def check_params(params: dict, n_features: int | None) -> None:
         seen[c] = k
     if n_features is None:
         return
+    mono = _param(params, "monotone_constraints", None)
+    if isinstance(mono, (list, tuple)) and len(mono) != n_features:
+        raise ValueError(f"monotone_constraints must have one entry per feature ({n_features}); got {len(mono)}")
     cat = _param(params, "categorical_feature", None)
     if cat is not None:
         idx = cat if isinstance(cat, (list, tuple)) else str(cat).split(",")

@@ -281,7 +281,7 @@ def overall_verdict(engines: pd.DataFrame | None, summary: pd.DataFrame, n_seeds
 def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, headline: pd.DataFrame,
                   timing: Mapping[str, Any], command: str, ceiling: pd.DataFrame | None = None,
                   blends: pd.DataFrame | None = None, tuning: pd.DataFrame | None = None,
-                  headline_tuned: pd.DataFrame | None = None, engines: pd.DataFrame | None = None) -> str:
+                  engines: pd.DataFrame | None = None) -> str:
     """``study.md``: the overall verdict, extended QWK against squared error per engine, blending against the
     best single method, defaults against tuning, a section per regime (verdict, ceiling, table) and the time
     taken."""

@@ -24,7 +24,7 @@ from qwkboost.study.report import (
     summarise,
     tuning_comparison,
 )
-from qwkboost.study.spec import TUNED, StudySpec
+from qwkboost.study.spec import StudySpec
 
 __all__ = ["run_study"]
 
@@ -166,21 +166,16 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         finally:
             bar.close()
         df = cells_frame(cells)
-        ref_method, _, ref_dec = spec.reference.partition("+")
+        ref_method = spec.reference.partition("+")[0]
         summary, headline = summarise(df, spec.confidence, spec.alpha, spec.reference, spec.test)
         blends = blend_comparison(df, spec.confidence, spec.test)
         tuning = tuning_comparison(df, spec.confidence, spec.test)
         engines = engine_comparison(df, spec.confidence, spec.alpha, spec.test, ref_method)
-        headline_tuned = None
-        if len(tuning) and not ref_method.endswith(TUNED):
-            _, headline_tuned = summarise(df, spec.confidence, spec.alpha, f"{ref_method}{TUNED}+{ref_dec}",
-                                          spec.test)
         timing = {"wall": time.perf_counter() - t_start, "computed": n_todo, "reused": n_reused,
                   "cell_total": float(df.drop_duplicates("key")["cell_seconds"].sum())}
         timing["history"] = cache.record_command(fingerprint, timing["wall"], n_todo, n_reused)
         ceiling = ceilings(cells)
-        md = render_report(spec, df, summary, headline, timing, command, ceiling, blends, tuning, headline_tuned,
-                           engines)
+        md = render_report(spec, df, summary, headline, timing, command, ceiling, blends, tuning, engines)
         (out / "study.md").write_text(md)
         summary.to_csv(out / "study.csv", index=False)
         headline.to_csv(out / "headline.csv", index=False)
