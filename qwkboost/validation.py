@@ -347,6 +347,34 @@ def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
     raise ValueError(f"{where} is not {kind} ({reason})")
 
 
+#: What a malformed file's fields raise when code reads them as the format says (beyond ValueError).
+_MALFORMED = (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
+
+
+class named_file_errors:
+    """Around reading a file's fields: a :class:`ValueError` that does not name the file yet gets ``where`` in
+    front, and any other error a malformed file raises (a missing key, a wrong type, nesting) becomes one
+    :class:`ValueError` that says ``"<where>: <name> is not <kind> (<error>)"``."""
+
+    def __init__(self, where: str, path_text: str, name: str, kind: str):
+        self.where, self.path_text, self.name, self.kind = where, path_text, name, kind
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None:
+            return False
+        if isinstance(exc, ValueError):
+            if self.path_text in str(exc):
+                return False
+            raise ValueError(f"{self.where}: {exc}") from None
+        if isinstance(exc, _MALFORMED):
+            first = str(exc).splitlines()[0][:200] if str(exc) else ""
+            raise ValueError(f"{self.where}: {self.name} is not {self.kind} ({type(exc).__name__}: {first})") from None
+        return False
+
+
 def json_depth(text: str) -> int:
     """How deeply JSON text nests (its brackets ``[`` and ``{`` outside strings), counted without parsing it."""
     import re

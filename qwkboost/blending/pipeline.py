@@ -22,7 +22,7 @@ import numpy as np
 
 from qwkboost.data.labels import ClassLabels
 from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline, check_fields
-from qwkboost.validation import read_json, shown
+from qwkboost.validation import named_file_errors, read_json, shown
 
 __all__ = ["FittedBlend", "BLEND_FORMAT"]
 
@@ -185,15 +185,8 @@ class FittedBlend:
         d = Path(path)
         where = f"blend pipeline {str(d)!r}"
         payload = read_json(d / PIPELINE_FILE, f"{where}: {PIPELINE_FILE}", "a qwkboost blend file")
-        try:
+        with named_file_errors(where, str(d), PIPELINE_FILE, "a valid qwkboost blend file"):
             return cls._of(payload, d, where, trusted_modules)
-        except ValueError as exc:
-            if str(d) in str(exc):
-                raise
-            raise ValueError(f"{where}: {exc}") from None
-        except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
-            raise ValueError(f"{where}: {PIPELINE_FILE} is not a valid qwkboost blend file "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
 
     @classmethod
     def _of(cls, payload, d: Path, where: str, trusted_modules) -> "FittedBlend":

@@ -30,7 +30,7 @@ from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.data.labels import ClassLabels
 from qwkboost.engines.model import Model, load_model
 from qwkboost.evaluation.thresholds import apply_thresholds
-from qwkboost.validation import read_json, shown
+from qwkboost.validation import named_file_errors, read_json, shown
 
 __all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields"]
 
@@ -189,15 +189,8 @@ class FittedPipeline:
             raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' "
                              "folder?")
         payload = read_json(f, f"{where}: {PIPELINE_FILE}", "a qwkboost pipeline file")
-        try:
+        with named_file_errors(where, str(d), PIPELINE_FILE, "a valid qwkboost pipeline file"):
             return cls._of(payload, d, where, trusted_modules)
-        except ValueError as exc:
-            if str(d) in str(exc):
-                raise
-            raise ValueError(f"{where}: {exc}") from None
-        except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
-            raise ValueError(f"{where}: {PIPELINE_FILE} is not a valid qwkboost pipeline file "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
 
     @classmethod
     def _of(cls, payload, d: Path, where: str, trusted_modules) -> "FittedPipeline":
