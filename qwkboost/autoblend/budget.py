@@ -60,7 +60,9 @@ class TimeGuard:
     By default a candidate that cannot finish is stopped (:class:`~qwkboost.exceptions.RunStopped`, tagged
     :data:`OUT_OF_TIME`): after fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean
     time of the folds so far each, :math:`(n - i)\\,\\bar t`, and if that exceeds :attr:`Budget.left_for_work`
-    the candidate stops; during a fold, it stops as soon as nothing is left for work.
+    the candidate stops. During fold :math:`i`, it stops as soon as nothing is left for work, or as soon as the
+    time the fold has run, :math:`t`, times the folds after it, :math:`(n - i - 1)\\,t`, exceeds what is left:
+    those folds cannot fit if each takes at least as long.
 
     With ``share_folds`` (the first candidate, when nothing has finished yet and a budget without any result
     would be worth nothing) every fold instead gets an equal share of the time left when it starts,
@@ -84,7 +86,7 @@ class TimeGuard:
         self.budget, self.n_folds, self.report, self.share_folds = budget, int(n_folds), report, share_folds
         self.started = budget.clock()
         self.capped: set[int] = set()
-        self._fold, self._fold_end = -1, float("inf")
+        self._fold, self._fold_end, self._fold_start = -1, float("inf"), budget.clock()
 
     def on_round(self, i: int, rnd: int, evals: dict) -> None:
         if self.report is not None:
@@ -102,6 +104,17 @@ class TimeGuard:
             raise RunStopped(f"stopped in fold {i + 1}/{self.n_folds} at the time limit "
                              f"({self.budget.time_limit:g} s, {self.budget.reserve:.0f} s kept for the blend)",
                              tags=OUT_OF_TIME)
+        now = self.budget.clock()
+        if i != self._fold:
+            self._fold, self._fold_start = i, now
+        # the folds after this one, each at least as long as this one has run so far, cannot fit: stop now
+        # rather than at the fold's end
+        spent = now - self._fold_start
+        if spent * (self.n_folds - i - 1) > self.budget.left_for_work:
+            raise RunStopped(f"stopped in fold {i + 1}/{self.n_folds}: it has run {spent:.0f} s, and the "
+                             f"{self.n_folds - i - 1} folds after it would need at least "
+                             f"{spent * (self.n_folds - i - 1):.0f} s of the {max(self.budget.left_for_work, 0):.0f} "
+                             "s left", tags=OUT_OF_TIME)
 
     def on_fold(self, i: int, valid_rows, scores) -> None:
         done = i + 1

@@ -101,3 +101,16 @@ def test_the_first_candidate_s_folds_share_the_time_and_end_early_instead_of_bei
     with pytest.raises(EarlyStopException):
         guard.on_round(1, 4, {})
     assert guard.capped == {0, 1}
+
+
+def test_a_fold_that_runs_longer_than_the_folds_after_it_can_get_is_stopped_in_the_middle():
+    clock = Clock()
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    guard = TimeGuard(budget, n_folds=5)
+    guard.on_round(0, 0, {})                      # fold 1 starts at 0 s
+    clock.now = 17.0                              # 4 folds after it need >= 68 s; 73 s are left
+    guard.on_round(0, 50, {})
+    clock.now = 19.0                              # >= 76 s needed, 71 s left: it cannot finish
+    with pytest.raises(RunStopped, match=r"stopped in fold 1/5: it has run 19 s, and the 4 folds after it would "
+                                         r"need at least 76 s of the 71 s left"):
+        guard.on_round(0, 60, {})
