@@ -40,8 +40,8 @@ def _frames(X, y, X_test):
     if isinstance(y, str):
         if y not in train.columns:
             raise ValueError(f"y={y!r} names no column of X; columns: {list(train.columns)}")
-        return train, y, None if X_test is None else (X_test.copy() if isinstance(X_test, pd.DataFrame)
-                                                      else pd.DataFrame(X_test).rename(columns=lambda c: f"x{c}"))
+        return train, y, (X_test.copy() if isinstance(X_test, pd.DataFrame)
+                          else pd.DataFrame(X_test).rename(columns=lambda c: f"x{c}"))
     target = getattr(y, "name", None) or _LABEL
     if target in train.columns:
         raise ValueError(f"y is named {target!r}, which is also a column of X; rename one of them")
@@ -50,14 +50,11 @@ def _frames(X, y, X_test):
     train[target] = y.to_numpy() if hasattr(y, "to_numpy") else y
     if hasattr(y, "dtype") and isinstance(y.dtype, pd.CategoricalDtype):
         train[target] = pd.Categorical(train[target], categories=y.dtype.categories, ordered=y.dtype.ordered)
-    test = None
-    if X_test is not None:
-        test = X_test.copy() if isinstance(X_test, pd.DataFrame) else \
-            pd.DataFrame(X_test).rename(columns=lambda c: f"x{c}")
+    test = X_test.copy() if isinstance(X_test, pd.DataFrame) else pd.DataFrame(X_test).rename(columns=lambda c: f"x{c}")
     return train, target, test
 
 
-def auto(X, y, X_test=None, *, time_limit: float = 600, engines=None, objectives=None, tune: bool = True,
+def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None, tune: bool = True,
          n_splits: int = 5, id: str | None = None, groups: str | None = None, classes=None, seed: int = 0,
          output_dir=None, tracking_uri: str | None = None, experiment_name: str = "qwkboost",
          n_jobs: int | None = None, max_members: int = 15, progress: bool | None = None) -> AutoResult:
@@ -75,9 +72,9 @@ def auto(X, y, X_test=None, *, time_limit: float = 600, engines=None, objectives
     y : array-like, Series or str
         The labels (ordinal: whole numbers, or words with ``classes`` or an ordered ``Categorical``), or the name
         of their column in ``X``.
-    X_test : DataFrame or array, optional
-        Rows to predict: ``submission.csv`` and ``predictions.parquet`` hold them; with a label column (``y``'s
-        name) they are scored too.
+    X_test : DataFrame or array
+        Rows to predict (a competition's test set): ``submission.csv`` and ``predictions.parquet`` hold them; with a
+        label column (``y``'s name) they are scored too. Other rows later: ``result.predict(X_new)``.
     time_limit : float, default 600
         Seconds for everything: the candidates, the tuning, the blend and its files (at most 10 % more).
     engines, objectives : list of str, optional
@@ -121,21 +118,23 @@ def auto(X, y, X_test=None, *, time_limit: float = 600, engines=None, objectives
         settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,
                                              "tune": tune, "max_members": max_members})
     budget = Budget(settings.time_limit)
+    if X_test is None:
+        raise ConfigError("X_test: give the rows to predict (a test set): the budget writes their submission; "
+                          "other rows later with result.predict(X_new)")
     train, target, test = _frames(X, y, X_test)
-    work = Path(tempfile.mkdtemp(prefix="qwkboost-auto-data-"))
-    paths = {"X": work / "X.parquet", "X_test": work / "X_test.parquet"}
-    train.to_parquet(paths["X"])
-    if test is None:
-        test = train.drop(columns=[target]).iloc[:0]
-    test.to_parquet(paths["X_test"])
-    try:
-        ds = from_file(str(paths["X"]), target, test_path=str(paths["X_test"]), seed=seed, id=id, classes=classes,
-                       group=groups)
-    except ValueError as exc:
-        text = str(exc)
-        for name, p in paths.items():
-            text = text.replace(f"'{p}'", name).replace(str(p), name)
-        raise ConfigError(text) from None
+    # through Parquet files, so that frames get every check and rule of a CSV run (data=csv) word for word
+    with tempfile.TemporaryDirectory(prefix="qwkboost-auto-data-") as work:
+        paths = {"X": Path(work) / "X.parquet", "X_test": Path(work) / "X_test.parquet"}
+        train.to_parquet(paths["X"])
+        test.to_parquet(paths["X_test"])
+        try:
+            ds = from_file(str(paths["X"]), target, test_path=str(paths["X_test"]), seed=seed, id=id,
+                           classes=classes, group=groups)
+        except ValueError as exc:
+            text = str(exc)
+            for name, p in paths.items():
+                text = text.replace(f"'{p}'", name).replace(str(p), name)
+            raise ConfigError(text) from None
     data = {"name": "frame", "target": target, "id": id}
     with config_errors():
         configs = runnable_configs({c.pair: candidate_config(c.engine, c.objective, n_splits=n_splits, seed=seed,

@@ -123,6 +123,7 @@ def test_sigterm_writes_the_blend_of_what_finished(frames, tmp_path):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(engines=["lightgbm", "xgb"]), r"auto.engines has unknown name\(s\) \['xgb'\]"),
+    (dict(X_test=None), r"X_test: give the rows to predict"),
     (dict(time_limit=-1), r"auto.time_limit must be a number of seconds > 0"),
     (dict(engines=["catboost"], objectives=["soft_qwk"]), r"no candidate of auto.engines and auto.objectives can "
                                                            r"run: catboost-soft_qwk"),
@@ -130,7 +131,7 @@ def test_sigterm_writes_the_blend_of_what_finished(frames, tmp_path):
 def test_bad_settings_are_refused_before_any_training(frames, tmp_path, kwargs, match):
     X, y, X_test, _ = frames
     with pytest.raises(ConfigError, match=match):
-        qb.auto(X, y, X_test, **{"time_limit": 30, "output_dir": tmp_path / "x", **kwargs})
+        qb.auto(X, y, **{"X_test": X_test, "time_limit": 30, "output_dir": tmp_path / "x", **kwargs})
     assert not (tmp_path / "x" / "candidates").exists()
 
 
