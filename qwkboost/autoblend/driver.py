@@ -41,9 +41,19 @@ __all__ = ["AutoRun", "AutoResult", "runnable_configs"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
-#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted (measured: 2-5 s).
+#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
+#: with the members' pipelines (measured: 2-5 s).
 WRITE_SECONDS = 3.0
 PYFUNC_SECONDS = 4.0
+#: Seconds per megabyte of the blend's members' pipelines (their models' JSON), which are copied into the output
+#: directory, read back for the result, and, with tracking, copied into MLflow and read once more as the pyfunc
+#: model is checked.
+SECONDS_PER_MB = 0.07           # measured: 7.4 s for 133 MB (chem97, five members: copied, checked, read back)
+SECONDS_PER_MB_TRACKED = 0.12   # measured: 13.6 s for the same with MLflow (two copies, one more read)
+
+
+def _megabytes(directory: Path) -> float:
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2 ** 20
 
 
 def runnable_configs(configs: Mapping[tuple[str, str], dict], ds: Dataset) -> dict[tuple[str, str], dict]:
@@ -167,13 +177,18 @@ class AutoRun:
         _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
         return time.perf_counter() - t
 
-    def _set_reserve(self, n_members: int) -> None:
-        """Seconds kept for the end: the greedy blend of ``n_members`` (its in-sample fit and one per fold for the
-        nested estimate), its files, and its MLflow model."""
-        m = min(n_members, self.settings.max_members)
+    def _set_reserve(self, state: AutoState, coming: int = 1) -> None:
+        """Seconds kept for the end: the greedy blend of the finished candidates and ``coming`` more (its in-sample
+        fit and one per fold for the nested estimate), its files and its MLflow model, which grow with the size of
+        the members' pipelines (the largest ones count, one more for each coming candidate)."""
+        done = [r for r in state.candidates.values() if r.get("status") == "finished"]
+        m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
-        pyfunc = PYFUNC_SECONDS if self.experiment_id is not None else 0.0
-        self.budget.reserve = blend_s + WRITE_SECONDS + 0.2 * m + pyfunc
+        sizes = sorted((r.get("pipeline_mb", 0.0) for r in done), reverse=True)
+        mb = sum(sizes[:m]) + coming * (max(sizes) if sizes else 0.0)
+        tracked = self.experiment_id is not None
+        per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
+        self.budget.reserve = blend_s + WRITE_SECONDS + per_mb * mb + (PYFUNC_SECONDS if tracked else 0.0)
 
     # ------------------------------------------------------------------ candidates
     def _n_finished(self, state: AutoState) -> int:
@@ -190,7 +205,7 @@ class AutoRun:
             log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec["seconds"],
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
-        self._set_reserve(self._n_finished(state) + 1)
+        self._set_reserve(state)
         estimate = self.cost.estimate(cand)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
@@ -211,7 +226,10 @@ class AutoRun:
             guard.on_fold(i, valid, scores)
 
         run_cfg = copy.deepcopy(cfg)
-        run_cfg["tracking"] = {**run_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
+        # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
+        # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)
+        run_cfg["tracking"] = {**run_cfg.get("tracking", {}), "log_models": False, "log_pyfunc": False,
+                               "explain": False}
         directory = f"candidates/{cand.name}"
         t0 = time.monotonic()
         try:
@@ -230,6 +248,7 @@ class AutoRun:
         rec = {"status": "finished", "engine": cand.engine, "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
+               "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
                                       "best_iteration_mean") if k in row}}
         state.candidates[cand.name] = rec
@@ -298,7 +317,7 @@ class AutoRun:
                         "overrun": max(elapsed - self.settings.time_limit, 0.0), "n_finished": float(len(members)),
                         "blend_seconds": blend_seconds})
         if self.parent_id is not None:
-            self._log(result, board, metrics)
+            self._log(result, board, metrics, pipeline)
         metrics["seconds"] = self.budget.elapsed
         metrics["overrun"] = max(metrics["seconds"] - self.settings.time_limit, 0.0)
         state.sessions.append({"ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -333,19 +352,18 @@ class AutoRun:
         return board.sort_values(["weight", "nested_oof_qwk"], ascending=False, na_position="last",
                                  ignore_index=True)
 
-    def _log(self, result: BlendResult | None, board, metrics: Mapping[str, float]) -> None:
-        """The blend (or the single run), the leaderboard and the time in the parent run."""
+    def _log(self, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
+        """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
+        written in the output directory, already read."""
         from qwkboost.tracking.serving import example_frame, log_pyfunc
-        from qwkboost.tracking.loading import load_pipeline
 
         if result is not None:
-            log_blend_contents(result, self.out, log_pyfunc=True)
+            log_blend_contents(result, self.out, log_pyfunc=True, pipe=pipeline)
         else:
             for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
                 tracking.log_file(self.out / f, "predictions")
             tracking.log_artifacts(self.out / "pipeline", "pipeline")
-            pipe = load_pipeline(self.out / "pipeline")
-            log_pyfunc(self.out / "pipeline", example_frame([pipe.schema]))
+            log_pyfunc(self.out / "pipeline", example_frame([pipeline.schema]), pipe=pipeline)
         tracking.log_file(self.out / "leaderboard.csv")
         tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished",
                                                    "blend_seconds") else k: float(v)

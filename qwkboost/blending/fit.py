@@ -268,7 +268,7 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     if all(m.pipeline_dir is not None for m in result.members):
         from qwkboost.blending.pipeline import FittedBlend
 
-        FittedBlend.from_result(result, result.trusted_modules).save(out / "pipeline")
+        FittedBlend.write_result(result, out / "pipeline", result.trusted_modules)
     return files
 
 
@@ -289,8 +289,9 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
 
 
 def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = True,
-                       params: dict | None = None) -> None:
-    """What :func:`log_blend` logs, into the active MLflow run (a time budget's parent run holds its blend)."""
+                       params: dict | None = None, pipe=None) -> None:
+    """What :func:`log_blend` logs, into the active MLflow run (a time budget's parent run holds its blend);
+    ``pipe``: the blend's pipeline already read from ``out / "pipeline"``."""
     from qwkboost import tracking
 
     out = Path(out)
@@ -315,5 +316,6 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
             from qwkboost.tracking.serving import example_frame
             from qwkboost.tracking.serving import log_pyfunc as log_model
 
-            pipe = load_pipeline(out / "pipeline", result.trusted_modules)
-            log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]), result.trusted_modules)
+            pipe = load_pipeline(out / "pipeline", result.trusted_modules) if pipe is None else pipe
+            log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]), result.trusted_modules,
+                      pipe=pipe)

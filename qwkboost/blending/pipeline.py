@@ -70,20 +70,34 @@ class FittedBlend:
     def from_result(cls, result, trusted_modules=None) -> "FittedBlend":
         """The pipeline of a :class:`~qwkboost.blending.BlendResult` whose members all have pipelines
         (``trusted_modules`` as :func:`qwkboost.load_model` takes it)."""
-        from qwkboost.blending.methods import WEIGHTED_SUMS
+        parts = _kept_parts(result)
+        members = [FittedPipeline.load(m.pipeline_dir, trusted_modules) for m in parts.pop("members")]
+        return cls(members, **parts)
 
-        fit = result.fit_info
-        weights = np.asarray(fit.weights, dtype=float)
-        # a weighted sum needs no member of weight 0 (a greedy blend's unchosen ones): same scores, less to load
-        keep = np.flatnonzero(weights > 0) if result.method in WEIGHTED_SUMS else np.arange(weights.size)
-        chosen = [result.members[j] for j in keep]
-        members = [FittedPipeline.load(m.pipeline_dir, trusted_modules) for m in chosen]
-        ref = result.members[0]
-        return cls(members, result.method, weights[keep], np.asarray(result.classes, dtype=float),
-                   fit.cuts, fit.member_cuts, None if fit.quantiles is None else fit.quantiles[keep],
-                   ref.id_name, ref.target,
-                   {"blend": result.method, "members": [m.name for m in chosen],
-                    "sources": [m.source for m in chosen]}, ref.labels)
+    @staticmethod
+    def write_result(result, path, trusted_modules=None) -> Path:
+        """Write the pipeline of ``result`` into directory ``path`` as :meth:`save` writes it, each member's
+        pipeline directory copied file for file once its files pass the checks of loading
+        (:func:`~qwkboost.tracking.pipeline.check_pipeline_dir`; ``trusted_modules`` as :func:`qwkboost.load_model`
+        takes it) but without building the engines' boosters: at competition size their JSON runs to tens of
+        megabytes a member, and building them back costs seconds."""
+        from qwkboost.tracking.pipeline import check_pipeline_dir
+
+        parts = _kept_parts(result)
+        for m in parts["members"]:
+            check_pipeline_dir(m.pipeline_dir, trusted_modules)
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        names = []
+        for i, m in enumerate(parts.pop("members")):
+            sub = d / f"member_{i}"
+            if sub.exists():
+                shutil.rmtree(sub)
+            shutil.copytree(m.pipeline_dir, sub)
+            names.append(sub.name)
+        (d / PIPELINE_FILE).write_text(json.dumps(_payload(method=parts["method"], members=names, **{
+            k: v for k, v in parts.items() if k != "method"})))
+        return d
 
     @property
     def _fit(self):
@@ -167,14 +181,8 @@ class FittedBlend:
                 shutil.rmtree(sub)
             m.save(sub)
             names.append(sub.name)
-
-        def arr(a):
-            return None if a is None else np.asarray(a).tolist()
-
-        payload = {"format": BLEND_FORMAT, "format_version": FORMAT_VERSION, "method": self.method,
-                   "members": names, "weights": arr(self.weights), "classes": arr(self.classes),
-                   "cuts": arr(self.cuts), "member_cuts": arr(self.member_cuts), "quantiles": arr(self.quantiles),
-                   "id_name": self.id_name, "target": self.target, "info": self.info, "labels": self.labels}
+        payload = _payload(self.method, names, self.weights, self.classes, self.cuts, self.member_cuts,
+                           self.quantiles, self.id_name, self.target, self.info, self.labels)
         (d / PIPELINE_FILE).write_text(json.dumps(payload))
         return d
 
@@ -219,3 +227,31 @@ class FittedBlend:
     def __repr__(self) -> str:
         return (f"FittedBlend({self.method}, {len(self.members)} members, "
                 f"weights={np.round(self.weights, 3).tolist()}, classes={self.classes.tolist()})")
+
+
+def _kept_parts(result) -> dict:
+    """What a blend's pipeline holds of ``result``: its members (those of weight above 0 when the blend is a
+    weighted sum, a greedy blend's unchosen ones left out: the same scores, less to load), their weights and
+    quantiles, and the blend's cut points, classes, columns and labels."""
+    from qwkboost.blending.methods import WEIGHTED_SUMS
+
+    fit = result.fit_info
+    weights = np.asarray(fit.weights, dtype=float)
+    keep = np.flatnonzero(weights > 0) if result.method in WEIGHTED_SUMS else np.arange(weights.size)
+    chosen = [result.members[j] for j in keep]
+    ref = result.members[0]
+    return {"members": chosen, "method": result.method, "weights": weights[keep],
+            "classes": np.asarray(result.classes, dtype=float), "cuts": fit.cuts, "member_cuts": fit.member_cuts,
+            "quantiles": None if fit.quantiles is None else fit.quantiles[keep], "id_name": ref.id_name,
+            "target": ref.target, "info": {"blend": result.method, "members": [m.name for m in chosen],
+                                           "sources": [m.source for m in chosen]}, "labels": ref.labels}
+
+
+def _payload(method, members, weights, classes, cuts, member_cuts, quantiles, id_name, target, info, labels) -> dict:
+    """``pipeline.json`` of a blend."""
+    def arr(a):
+        return None if a is None else np.asarray(a).tolist()
+
+    return {"format": BLEND_FORMAT, "format_version": FORMAT_VERSION, "method": method, "members": members,
+            "weights": arr(weights), "classes": arr(classes), "cuts": arr(cuts), "member_cuts": arr(member_cuts),
+            "quantiles": arr(quantiles), "id_name": id_name, "target": target, "info": info, "labels": labels}

@@ -15,7 +15,7 @@ from qwkboost.objectives import Objective, check_trusted_modules, get as get_obj
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.validation import MAX_JSON_DEPTH, check_features, check_int, json_depth, read_json, shown
 
-__all__ = ["Model", "load_model", "FORMAT_VERSION"]
+__all__ = ["Model", "load_model", "check_model_file", "FORMAT_VERSION"]
 
 #: 2 added feature names, the label offset and a checksum of the booster text;
 #: 3 the feature schema (names, categorical columns and their categories).
@@ -223,8 +223,35 @@ def load_model(path, trusted_modules=None) -> Model:
                          f"{': ' + reason if reason else ''})") from None
 
 
-def _model_of(payload, where: str, trusted: tuple[str, ...]) -> Model:
-    """The model of a model file's parsed JSON (see :func:`load_model`)."""
+def check_model_file(path, trusted_modules=None) -> None:
+    """Refuse a model file as :func:`load_model` would, without building its booster: the file's JSON, its fields,
+    its objective (registered, or its module allowed in ``trusted_modules``; no module is imported otherwise) and
+    the booster text's nesting. For copying a model on (a blend's pipeline) without the seconds that parsing a
+    large booster takes.
+
+    Raises
+    ------
+    ValueError
+        As :func:`load_model` does.
+    """
+    path = Path(path)
+    where = f"path {str(path)!r}"
+    payload = read_json(path, where, "a qwkboost model file")
+    try:
+        _model_of(payload, where, check_trusted_modules(trusted_modules), build=False)
+    except ValueError as exc:
+        if where in str(exc):
+            raise
+        raise ValueError(f"{where}: {exc}") from None
+    except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise ValueError(f"{where} is not a valid qwkboost model file ({type(exc).__name__}"
+                         f"{': ' + reason if reason else ''})") from None
+
+
+def _model_of(payload, where: str, trusted: tuple[str, ...], build: bool = True) -> Model | None:
+    """The model of a model file's parsed JSON (see :func:`load_model`); ``build=False`` checks everything up to
+    the booster's parsing and returns ``None``."""
     if not isinstance(payload, dict) or payload.get("format") != "qwkboost-model":
         raise ValueError(f"{where} is not a qwkboost model file")
     version = payload.get("format_version")
@@ -274,6 +301,8 @@ def _model_of(payload, where: str, trusted: tuple[str, ...]) -> Model:
         # an engine's own JSON parser may recurse without limit (XGBoost's ends the process)
         raise ValueError(f"{where}: the booster's JSON nests deeper than {MAX_JSON_DEPTH} levels; it is not a model "
                          "an engine wrote")
+    if not build:
+        return None
     try:
         booster = None if text is None else adapter.load(text)
     except ValueError as exc:

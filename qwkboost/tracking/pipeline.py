@@ -32,7 +32,7 @@ from qwkboost.engines.model import Model, load_model
 from qwkboost.evaluation.thresholds import apply_thresholds
 from qwkboost.validation import named_file_errors, read_json, shown
 
-__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields"]
+__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields", "check_pipeline_dir"]
 
 PIPELINE_FILE = "pipeline.json"
 FORMAT = "qwkboost-pipeline"
@@ -217,3 +217,31 @@ class FittedPipeline:
         i = self.info
         return (f"FittedPipeline({len(self.models)} {i.get('engine', '?')} models, objective={i.get('objective')!r}, "
                 f"classes={None if self.classes is None else self.classes.tolist()})")
+
+
+def check_pipeline_dir(path, trusted_modules=None) -> None:
+    """Refuse a pipeline directory as :meth:`FittedPipeline.load` would, without building its models' boosters
+    (:func:`qwkboost.engines.model.check_model_file`): its ``pipeline.json``, the fold model files it lists, their
+    objectives (no module imported unless allowed in ``trusted_modules``) and their boosters' nesting.
+
+    Raises
+    ------
+    ValueError
+        Naming the directory or the file.
+    """
+    from qwkboost.engines.model import check_model_file
+
+    d = Path(path)
+    where = f"pipeline {str(d)!r}"
+    f = d / PIPELINE_FILE
+    if not f.is_file():
+        raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' folder?")
+    payload = read_json(f, f"{where}: {PIPELINE_FILE}", "a qwkboost pipeline file")
+    with named_file_errors(where, str(d), PIPELINE_FILE, "a valid qwkboost pipeline file"):
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+            raise ValueError(f"{where}: {PIPELINE_FILE} is not a qwkboost pipeline")
+        files = payload.get("models")
+        if not isinstance(files, list) or not files or not all(isinstance(x, str) and "/" not in x for x in files):
+            raise ValueError(f"{where}: 'models' must list the fold model files")
+        for x in files:
+            check_model_file(d / x, trusted_modules)

@@ -83,19 +83,20 @@ def _requirements() -> list[str]:
     return reqs
 
 
-def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None) -> None:
+def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pipe=None) -> None:
     """Log the pipeline in ``pipeline_dir`` as the active run's pyfunc model :data:`MODEL_NAME`.
 
     The qwkboost package travels with it (``code_paths``), and the requirements
     are the installed versions (named here: inferring them would load the model
-    in a subprocess). ``trusted_modules``: as :func:`qwkboost.load_model` takes it, to read the pipeline here.
+    in a subprocess). ``trusted_modules``: as :func:`qwkboost.load_model` takes it, to read the pipeline here;
+    ``pipe``: the pipeline already read (its signature is inferred from it), so it is not read again.
     """
     import mlflow
     from mlflow.models import infer_signature
 
     from qwkboost.tracking.loading import load_pipeline
 
-    pipe = load_pipeline(pipeline_dir, trusted_modules)
+    pipe = load_pipeline(pipeline_dir, trusted_modules) if pipe is None else pipe
     example = input_example.copy()
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings(), \
             _env(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
