@@ -41,4 +41,6 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "objectives": "", "metrics": "qwkboost.evaluation", "thresholds": "qwkboost.evaluation",
     "data": "", "engines": "", "native": "", "evaluation": "", "blending": "", "runs": "", "study": "",
     "tracking": "", "distributed": "",
+    # the defaults every entry point shares (conf/, chosen on evidence)
+    "defaults": "",
 })

@@ -39,6 +39,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
+from qwkboost import defaults
 from qwkboost.data.features import FeatureSchema
 from qwkboost.distributed.allreduce import for_workers, xgboost_allreduce
 from qwkboost.engines.engine import (
@@ -372,7 +373,7 @@ class _LightGBMObjective:
 # -- training ----------------------------------------------------------------------------------------------
 
 
-def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extended_qwk", params: dict | None = None,
+def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, params: dict | None = None,
                num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
                objective_params: dict | None = None, seed: int = 0, sample_weight=None,
                early_stopping_min_delta: float | None = None) -> Model:
@@ -394,12 +395,14 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
         and the weights itself.
     y : array-like, optional
         Labels, with ``X``'s rows (omit with a :class:`DaskData` that has them).
-    engine : {"xgboost", "lightgbm"}
-    objective : str or Objective
-        As in :func:`qwkboost.train`. On ``lightgbm`` only objectives whose
+    engine : {"lightgbm", "xgboost"}, optional
+        ``None``: the default engine (:func:`qwkboost.defaults.default_engine`), as in :func:`qwkboost.train`.
+    objective : str or Objective, optional
+        As in :func:`qwkboost.train` (``None``: the default objective). On ``lightgbm`` only objectives whose
         gradient needs each row alone (``gradient_needs == "rows"``) are taken.
     params : dict, optional
-        The engine's own parameters; unknown names are refused.
+        The engine's own parameters; unknown names are refused. ``None``: the defaults that
+        :func:`qwkboost.train` uses (:func:`qwkboost.defaults.engine_params`); a dict is used as given.
     num_boost_round : int, default 100
     eval_set : tuple (X_val, y_val) or (X_val, y_val, weight_val), or DaskData, optional
         Scored every round with the objective's metric over all its rows (``xgboost`` only).
@@ -408,6 +411,8 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
     early_stopping_min_delta : float, optional
         As in :func:`qwkboost.train` (XGBoost's own ``min_delta``); ``None``: the objective's own.
     objective_params : dict, optional
+        ``None``: the objective's defaults for ``engine`` (:func:`qwkboost.defaults.objective_params`), as in
+        :func:`qwkboost.train`; a dict is used as given.
     seed : int, default 0
     sample_weight : array-like, optional
 
@@ -422,11 +427,15 @@ def train_dask(client, X, y=None, *, engine: str = "xgboost", objective="extende
         be wrong on that engine's workers, an unknown parameter, malformed
         data or labels.
     """
+    engine = defaults.default_engine() if engine is None else engine
+    objective = defaults.default_objective() if objective is None else objective
     if engine not in DASK_ENGINES:
         raise ValueError(f"engine {engine!r} has no Dask interface; on a cluster use engine=xgboost or "
                          "engine=lightgbm (the native engine trains on one machine)")
+    if objective_params is None and isinstance(objective, str):
+        objective_params = defaults.objective_params(objective, engine)
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
-    params = check_mapping(params, "params")
+    params = defaults.engine_params(engine, objective) if params is None else check_mapping(params, "params")
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
     data = X if isinstance(X, DaskData) else as_dask(X, y, sample_weight, n_partitions=n_workers, client=client)
     if isinstance(X, DaskData) and (y is not None or sample_weight is not None):

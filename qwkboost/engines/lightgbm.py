@@ -99,10 +99,15 @@ PROBE_ROWS = 10_000
 
 
 def _no_feature_message(n: int, params: dict) -> str:
-    return (f"lightgbm can split no feature of these {n} training rows with min_data_in_leaf="
+    known = aliases()
+    # advise the name the parameters already use (min_child_samples in conf/engine/lightgbm.yaml): a second
+    # alias beside it would be refused
+    key = next((k for k in params if known.get(k) == "min_data_in_leaf"), None)
+    lower = (f"engine.params.{key}=3" if key else "+engine.params.min_data_in_leaf=5")
+    return (f"lightgbm can split no feature of these {n} training rows with {key or 'min_data_in_leaf'}="
             f"{_param(params, 'min_data_in_leaf', 20)} and min_data_in_bin={_param(params, 'min_data_in_bin', 3)} "
-            "(every split needs that many rows on each side); lower them (e.g. engine.params.min_data_in_leaf=5, "
-            "or +engine.params.min_data_in_leaf=5 in a config) or give more rows")
+            f"(every split needs that many rows on each side); lower them (e.g. {lower}; in Python "
+            f"params={{'{key or 'min_data_in_leaf'}': ...}}) or give more rows")
 
 
 def check_data(X, params: dict, categorical="auto") -> None:

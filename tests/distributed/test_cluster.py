@@ -130,6 +130,7 @@ def test_parquet_read_by_dask_trains_like_the_arrays(client, data, tmp_path):
 
 def test_bad_input_is_refused_before_training(client, data):
     X, y, _, _ = data
+    ORDINAL = dict(engine="xgboost", objective="extended_qwk")
     with pytest.raises(ValueError, match="engine 'native' has no Dask interface"):
         train_dask(client, X, y, engine="native")
     with pytest.raises(ValueError, match="not numeric"):
@@ -137,11 +138,11 @@ def test_bad_input_is_refused_before_training(client, data):
     bad = y.copy()
     bad[5] = np.nan
     with pytest.raises(ValueError, match="missing or infinite labels"):
-        train_dask(client, X, bad)
+        train_dask(client, X, bad, **ORDINAL)
     with pytest.raises(ValueError, match="whole-numbered"):
-        train_dask(client, X, y + 0.5)
+        train_dask(client, X, y + 0.5, **ORDINAL)
     with pytest.raises(ValueError, match="unknown xgboost parameter"):
-        train_dask(client, X, y, params={"max_dept": 3})
+        train_dask(client, X, y, engine="xgboost", params={"max_dept": 3})
     with pytest.raises(ValueError, match="sample_weight must be finite and >= 0"):
         train_dask(client, X, y, sample_weight=-np.ones(y.size))
 

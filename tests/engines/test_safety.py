@@ -62,9 +62,16 @@ def test_lightgbm_on_too_few_rows_is_a_clear_error():
     X, y = rs.rand(40, 5), np.arange(40) % 4
     for n in (30, 40):       # 40 rows pass 2 x min_data_in_leaf, yet LightGBM found no feature (a fatal check)
         with pytest.raises(ValueError, match=f"lightgbm can split no feature of these {n} training rows with "
-                                             "min_data_in_leaf=20 and min_data_in_bin=3"):
-            qb.train(X[:n], y[:n], "lightgbm", num_boost_round=5)
+                                             r"min_data_in_leaf=20 and min_data_in_bin=3 .*\+engine.params"):
+            qb.train(X[:n], y[:n], "lightgbm", params={}, num_boost_round=5)      # LightGBM's own defaults
+    # qwkboost's defaults name min_child_samples: the advice names that key, not a second alias that is refused
+    with pytest.raises(ValueError, match="of these 12 training rows with min_child_samples=7 .*"
+                                         r"engine.params.min_child_samples=3"):
+        qb.train(X[:12], y[:12], "lightgbm", num_boost_round=5)
     m = qb.train(X, y, "lightgbm", params={"min_data_in_leaf": 5}, num_boost_round=5)   # the advice works
+    assert m.num_rounds == 5
+    m = qb.train(X[:12], y[:12], "lightgbm", params={**qb.defaults.engine_params("lightgbm"), "min_child_samples": 3},
+                 num_boost_round=5)
     assert m.num_rounds == 5
 
 

@@ -18,7 +18,7 @@ SPACE = ["~engine.search_space", "+engine.search_space={learning_rate:{type:cate
 
 
 def tune(tmp_path, store, n_trials, *extra, name="pruning"):
-    return run_in_process([*TINY_OVERRIDES, "engine=xgboost", "engine.early_stopping_rounds=60", *SPACE,
+    return run_in_process([*TINY_OVERRIDES, "engine=xgboost", "protocol=article", "engine.early_stopping_rounds=60", *SPACE,
                            f"tracking.uri={store}", f"tracking.experiment_name={name}", "tracking.log_models=false",
                            f"tune.storage=sqlite:///{tmp_path}/optuna.db", f"tune.n_trials={n_trials}",
                            "tune.study_name=s", "tune.sampler=random", *extra], tmp_path / "out", config_name="tune")
