@@ -2,6 +2,9 @@
 blend by hand, on the five large packaged sets with every training row.
 
     python benchmarks/auto_budget.py --json benchmarks/results/auto_budget.json --workdir outputs/auto_budget
+    python benchmarks/auto_budget.py --long 0 --by-hand-engines lightgbm xgboost \
+        --json benchmarks/results/auto_budget.json --workdir outputs/auto_budget          # as in RESULTS.md
+    python benchmarks/auto_budget.py --json benchmarks/results/auto_budget.json --report-only   # its tables
     python benchmarks/auto_budget.py --sets happiness --budgets 60 --no-autogluon --no-by-hand \
         --json /tmp/smoke.json                                              # a smoke run, two minutes
 
@@ -52,6 +55,7 @@ def auto(name: str, budget: float, seed: int, work: str) -> dict:
             "test_qwk": blend["test_qwk"] if blend else float(best["test_qwk"]),
             "nested_oof_qwk": blend["nested_oof_qwk"] if blend else float(best["nested_oof_qwk"]),
             "finished": int(len(finished)), "stopped": int((board.status == "stopped").sum()),
+            "pruned": int((board.status == "pruned").sum()),
             "trials": int(finished.candidate.str.contains("-trial-").sum()),
             "members": int((board.weight > 0).sum()),
             "best_single": str(best.candidate), "best_single_test_qwk": float(best["test_qwk"])}
@@ -80,9 +84,13 @@ def main() -> None:
     ap.add_argument("--by-hand-engines", nargs="*", default=["lightgbm", "xgboost", "catboost"])
     ap.add_argument("--workdir", help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--json", required=True, help="every row as it finishes; finished rows are not rerun")
+    ap.add_argument("--report-only", action="store_true", help="print the tables of --json and run nothing")
     args = ap.parse_args()
-    print(json.dumps(machine()), flush=True)
     rows = json.load(open(args.json)) if os.path.exists(args.json) else []
+    if args.report_only:
+        report(rows)
+        return
+    print(json.dumps(machine()), flush=True)
 
     def have(**key) -> bool:
         return any(all(r.get(k) == v for k, v in key.items()) for r in rows)
@@ -113,12 +121,14 @@ def main() -> None:
 
 
 def report(rows: list[dict]) -> None:
-    """The table of RESULTS.md: per set and budget, auto's test QWK and time against AutoGluon's presets."""
+    """The table of RESULTS.md: per set and budget, auto's test QWK and time against AutoGluon's presets, and at
+    300 s the path by hand; then how each budget was kept."""
     budgets = sorted({r["budget"] for r in rows if r["kind"] == "auto"})
     presets = list(dict.fromkeys(r["preset"] for r in rows if r["kind"] == "autogluon"))
-    print("| set | budget, s | auto: test QWK (nested OOF), wall s, candidates (trials) | "
+    print("| set | budget, s | auto: test QWK (nested OOF) | auto: wall s | candidates finished / pruned / out of time "
+          "(finished trials) | "
           + "".join(f"AutoGluon {p}: test QWK, s | " for p in presets) + "by hand: test QWK, s |")
-    print("|---|---:|---|" + "---|" * len(presets) + "---|")
+    print("|---|---:|---|---:|---|" + "---|" * len(presets) + "---|")
     for name in dict.fromkeys(r["set"] for r in rows):
         hand = next((r for r in rows if r["kind"] == "by_hand" and r["set"] == name), None)
         for b in budgets:
@@ -129,9 +139,26 @@ def report(rows: list[dict]) -> None:
                 (lambda g: f"{g['test_qwk']:.4f}, {g['seconds']:.0f} | " if g else "- | ")(
                     next((r for r in rows if r["kind"] == "autogluon" and r["set"] == name and r["budget"] == b
                           and r["preset"] == p), None)) for p in presets)
-            by_hand = f"{hand['test_qwk']:.4f}, {hand['seconds']:.0f} |" if hand and b == 300 else " |"
-            print(f"| {name} | {b:g} | {a['test_qwk']:.4f} ({a['nested_oof_qwk']:.4f}), {a['wall_seconds']:.0f}, "
-                  f"{a['finished']} ({a['trials']}) | {ags}{by_hand}")
+            by_hand = f"{hand['test_qwk']:.4f}, {hand['wall_seconds']:.0f} |" if hand and b == 300 else " |"
+            print(f"| {name} | {b:g} | **{a['test_qwk']:.4f}** ({a['nested_oof_qwk']:.4f}) | {a['wall_seconds']:.0f} | "
+                  f"{a['finished']} / {a.get('pruned', 0)} / {a['stopped']} ({a['trials']}) | {ags}{by_hand}")
+    autos = [r for r in rows if r["kind"] == "auto"]
+    if autos:
+        worst = max(autos, key=lambda r: r["wall_seconds"] / r["budget"])
+        print(f"\nauto's wall time (the process, from outside) at most {worst['wall_seconds'] / worst['budget']:.0%} "
+              f"of its budget ({worst['set']}, {worst['budget']:g} s); its own clock "
+              f"{min(r['auto_seconds'] / r['budget'] for r in autos):.0%}-"
+              f"{max(r['auto_seconds'] / r['budget'] for r in autos):.0%}")
+        for p in presets:
+            gaps = [a["test_qwk"] - g["test_qwk"] for a in autos for g in rows
+                    if g["kind"] == "autogluon" and g.get("preset") == p and g["set"] == a["set"]
+                    and g["budget"] == a["budget"]]
+            if gaps:
+                print(f"auto minus AutoGluon {p}: {min(gaps):+.4f} to {max(gaps):+.4f} over {len(gaps)} (set, budget)")
+        hands = [(a["test_qwk"] - h["test_qwk"]) for a in autos if a["budget"] == 300 for h in rows
+                 if h["kind"] == "by_hand" and h["set"] == a["set"]]
+        if hands:
+            print(f"auto at 300 s minus the path by hand: {min(hands):+.4f} to {max(hands):+.4f} over {len(hands)} sets")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,9 @@ PYFUNC_SECONDS = 4.0
 #: model is checked.
 SECONDS_PER_MB = 0.07           # measured: 7.4 s for 133 MB (chem97, five members: copied, checked, read back)
 SECONDS_PER_MB_TRACKED = 0.12   # measured: 13.6 s for the same with MLflow (two copies, one more read)
+#: The closing log line lists the blend's members and this many best finished candidates; lists longer than this
+#: are counted (leaderboard.csv holds every row)
+SHOWN = 15
 
 
 def _megabytes(directory: Path) -> float:
@@ -237,7 +240,11 @@ class AutoRun:
                                  output_dir=self.out / directory, dataset=self.ds, on_fold=on_fold,
                                  on_round=guard.on_round, progress=False)
         except RunStopped as stop:
-            state.candidates[cand.name] = {"status": "stopped", "reason": str(stop), "engine": cand.engine,
+            # a trial the pruner stopped is "pruned", one the time guard stopped "stopped": the leaderboard tells
+            # tuning's work from the budget's
+            pruned = stop.tags.get("qwkboost.trial_state") == "PRUNED"
+            state.candidates[cand.name] = {"status": "pruned" if pruned else "stopped", "reason": str(stop),
+                                           "engine": cand.engine,
                                            "objective": cand.objective,
                                            "seconds": round(time.monotonic() - t0, 2)}
             state.save()
@@ -310,7 +317,19 @@ class AutoRun:
         board = self._leaderboard(state, weights)
         board.to_csv(self.out / "leaderboard.csv", index=False)
         left_out = board[board["status"] == "left out"]
-        shown = board[board["status"] != "left out"]
+        # the log shows the blend's members and the best finished runs; the rest are counted (leaderboard.csv
+        # has every row)
+        finished = board[board["status"] == "finished"]
+        shown = finished[(finished["weight"] > 0) | (finished.index.isin(
+            finished.sort_values("nested_oof_qwk", ascending=False).index[:SHOWN]))]
+        others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else f"{len(names)}")
+                         for label, names in (
+                             ("finished, not shown", list(finished.loc[~finished.index.isin(shown.index),
+                                                                       "candidate"])),
+                             ("stopped for time", list(board.loc[board["status"] == "stopped", "candidate"])),
+                             ("tuning trials pruned", list(board.loc[board["status"] == "pruned", "candidate"])),
+                             ("left out for time", list(left_out["candidate"])))
+                         if names)
         pipeline = load_pipeline(self.out / "pipeline")
         elapsed = self.budget.elapsed
         metrics.update({"seconds": elapsed, "time_limit": float(self.settings.time_limit),
@@ -333,8 +352,7 @@ class AutoRun:
                  "one run (nothing to blend)" if result is None else
                  f"blended {sum(w > 0 for w in weights.values())} of them ({self.settings.blend_method})",
                  metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
-                 shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")
-                 + (f"\n  left out for time: {', '.join(left_out['candidate'])}" if len(left_out) else ""),
+                 shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others,
                  self.out / "submission.csv")
         return AutoResult(self.out, board, result, pipeline, metrics, self.parent_id, stopped)
 

@@ -77,8 +77,9 @@ def test_a_directory_of_another_configuration_is_refused(finished, frames):
         qb.auto(X, y, X_test, time_limit=30, tune=False, output_dir=out, **{**SMALL, "n_splits": 4})
 
 
-def test_a_short_budget_is_kept_and_tuning_fills_it(frames, tmp_path):
+def test_a_short_budget_is_kept_and_tuning_fills_it(frames, tmp_path, caplog):
     X, y, X_test, _ = frames
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
     limit = 25.0
     t = time.monotonic()
     result = qb.auto(X, y, X_test, time_limit=limit, engines=["lightgbm"], objectives=["squared_error"], n_splits=3,
@@ -88,6 +89,16 @@ def test_a_short_budget_is_kept_and_tuning_fills_it(frames, tmp_path):
     trials = [c for c in result.leaderboard["candidate"] if "-trial-" in c]
     assert trials, "the time left after the one default candidate goes to tuning it"
     assert (tmp_path / "short" / "tuning.db").is_file()
+    # a trial its pruner stopped is "pruned", one the time guard stopped "stopped": never confused
+    board = result.leaderboard
+    assert set(board["status"]) <= {"finished", "pruned", "stopped", "left out"}
+    record = json.loads((tmp_path / "short" / "auto.json").read_text())["candidates"]
+    for name, rec in record.items():
+        assert (rec["status"] == "pruned") == rec.get("reason", "").startswith("pruned by"), (name, rec)
+    # the closing line lists the members and the best finished runs, and counts long lists instead of printing them
+    (closing,) = [r.message for r in caplog.records if r.message.startswith("auto: done in")]
+    members = int((board["weight"] > 0).sum())
+    assert len(closing.splitlines()) <= 3 + 15 + members + 4, closing      # title, header, rows, counts, file
 
 
 def test_sigterm_writes_the_blend_of_what_finished(frames, tmp_path):
