@@ -5,6 +5,8 @@ blend by hand, on the five large packaged sets with every training row.
     python benchmarks/auto_budget.py --long 0 --by-hand-engines lightgbm xgboost \
         --json benchmarks/results/auto_budget.json --workdir outputs/auto_budget          # as in RESULTS.md
     python benchmarks/auto_budget.py --json benchmarks/results/auto_budget.json --report-only   # its tables
+    python benchmarks/auto_budget.py --json benchmarks/results/auto_budget.json --workdir outputs/auto_budget \
+        --reblend                       # the finished runs' candidates blended again with the current pool rule
     python benchmarks/auto_budget.py --sets happiness --budgets 60 --no-autogluon --no-by-hand \
         --json /tmp/smoke.json                                              # a smoke run, two minutes
 
@@ -61,6 +63,28 @@ def auto(name: str, budget: float, seed: int, work: str) -> dict:
             "best_single": str(best.candidate), "best_single_test_qwk": float(best["test_qwk"])}
 
 
+def reblend(name: str, budget: float, seed: int, work: str) -> dict:
+    """An auto run's finished candidates blended again as its last step does now (the pool of
+    ``qwkboost.autoblend.driver.diverse_pool``, greedy selection, exact cut points): what the blend rule alone
+    changes, on the same candidates."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from qwkboost.autoblend.driver import diverse_pool
+    from qwkboost.blending import blend, read_members
+
+    out = Path(work) / f"{name}-{seed}" / f"auto-{budget:g}" / "out"
+    rec = json.loads((out / "auto.json").read_text())
+    done = [(n, r) for n, r in rec["candidates"].items()
+            if r.get("status") == "finished" and (out / r["dir"] / "oof.parquet").exists()]
+    pool = diverse_pool(done, 15)
+    members = [replace(m, name=n) for m, (n, _) in zip(read_members([out / r["dir"] for _, r in pool]), pool)]
+    result = blend(members, method="greedy", thresholds="exact")
+    return {"set": name, "seed": seed, "budget": budget, "pool": len(pool),
+            "members": int(sum(w > 0 for w in result.weights)), "test_qwk": result.metrics["test_qwk"],
+            "nested_oof_qwk": result.metrics["nested_oof_qwk"]}
+
+
 def autogluon(name: str, budget: float, preset: str, seed: int, work: str) -> dict:
     from large_sets import autogluon as ag_run
 
@@ -85,9 +109,19 @@ def main() -> None:
     ap.add_argument("--workdir", help="keep the runs here (default: a temporary directory)")
     ap.add_argument("--json", required=True, help="every row as it finishes; finished rows are not rerun")
     ap.add_argument("--report-only", action="store_true", help="print the tables of --json and run nothing")
+    ap.add_argument("--reblend", action="store_true",
+                    help="re-blend every finished auto run in --workdir with the current blend pool (no training) "
+                         "and keep the figures as kind=reblend rows")
     args = ap.parse_args()
     rows = json.load(open(args.json)) if os.path.exists(args.json) else []
-    if args.report_only:
+    if args.reblend:
+        rows = [r for r in rows if r["kind"] != "reblend"]
+        for r in [r for r in rows if r["kind"] == "auto"]:
+            rows.append({"kind": "reblend", **reblend(r["set"], r["budget"], r["seed"], args.workdir)})
+            print(json.dumps(rows[-1]), flush=True)
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.report_only or args.reblend:
         report(rows)
         return
     print(json.dumps(machine()), flush=True)
@@ -125,10 +159,10 @@ def report(rows: list[dict]) -> None:
     300 s the path by hand; then how each budget was kept."""
     budgets = sorted({r["budget"] for r in rows if r["kind"] == "auto"})
     presets = list(dict.fromkeys(r["preset"] for r in rows if r["kind"] == "autogluon"))
-    print("| set | budget, s | auto: test QWK (nested OOF) | auto: wall s | candidates finished / pruned / out of time "
-          "(finished trials) | "
+    print("| set | budget, s | auto: test QWK (nested OOF) | the same candidates re-blended (pool of each pair's best "
+          "first) | auto: wall s | candidates finished / pruned / out of time (finished trials) | "
           + "".join(f"AutoGluon {p}: test QWK, s | " for p in presets) + "by hand: test QWK, s |")
-    print("|---|---:|---|---:|---|" + "---|" * len(presets) + "---|")
+    print("|---|---:|---|---|---:|---|" + "---|" * len(presets) + "---|")
     for name in dict.fromkeys(r["set"] for r in rows):
         hand = next((r for r in rows if r["kind"] == "by_hand" and r["set"] == name), None)
         for b in budgets:
@@ -140,8 +174,11 @@ def report(rows: list[dict]) -> None:
                     next((r for r in rows if r["kind"] == "autogluon" and r["set"] == name and r["budget"] == b
                           and r["preset"] == p), None)) for p in presets)
             by_hand = f"{hand['test_qwk']:.4f}, {hand['wall_seconds']:.0f} |" if hand and b == 300 else " |"
-            print(f"| {name} | {b:g} | **{a['test_qwk']:.4f}** ({a['nested_oof_qwk']:.4f}) | {a['wall_seconds']:.0f} | "
-                  f"{a['finished']} / {a.get('pruned', 0)} / {a['stopped']} ({a['trials']}) | {ags}{by_hand}")
+            rb = next((r for r in rows if r["kind"] == "reblend" and r["set"] == name and r["budget"] == b), None)
+            again = f" {rb['test_qwk']:.4f} ({rb['nested_oof_qwk']:.4f}) |" if rb else " |"
+            print(f"| {name} | {b:g} | **{a['test_qwk']:.4f}** ({a['nested_oof_qwk']:.4f}) |{again} "
+                  f"{a['wall_seconds']:.0f} | {a['finished']} / {a.get('pruned', 0)} / {a['stopped']} ({a['trials']}) | "
+                  f"{ags}{by_hand}")
     autos = [r for r in rows if r["kind"] == "auto"]
     if autos:
         worst = max(autos, key=lambda r: r["wall_seconds"] / r["budget"])

@@ -4,6 +4,7 @@ import pytest
 
 from qwkboost.autoblend.budget import Budget, TimeGuard
 from qwkboost.autoblend.candidates import ORDER, Candidate, CostModel, plan
+from qwkboost.autoblend.driver import diverse_pool
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.exceptions import RunStopped
 
@@ -114,3 +115,22 @@ def test_a_fold_that_runs_longer_than_the_folds_after_it_can_get_is_stopped_in_t
     with pytest.raises(RunStopped, match=r"stopped in fold 1/5: it has run 19 s, and the 4 folds after it would "
                                          r"need at least 76 s of the 71 s left"):
         guard.on_round(0, 60, {})
+
+
+def test_the_blend_pool_takes_every_pair_s_best_before_any_pair_s_second():
+    def rec(engine, objective, q):
+        return {"engine": engine, "objective": objective, "qwk_thresholds_oof_nested": q}
+
+    # twenty tuning trials of one pair score above every other pair's run
+    trials = [(f"lightgbm-squared_error-trial-{i}", rec("lightgbm", "squared_error", 0.50 - i / 1000))
+              for i in range(20)]
+    others = [("catboost-squared_error", rec("catboost", "squared_error", 0.40)),
+              ("xgboost-extended_qwk", rec("xgboost", "extended_qwk", 0.45)),
+              ("xgboost-extended_qwk-trial-0", rec("xgboost", "extended_qwk", 0.46)),
+              ("native-squared_error", rec("native", "squared_error", float("nan")))]   # nan: never first
+    pool = [n for n, _ in diverse_pool(trials + others, 5)]
+    # round 1: each pair's best, pairs by that score (nan last); round 2: second bests, by their own order
+    assert pool == ["lightgbm-squared_error-trial-0", "xgboost-extended_qwk-trial-0", "catboost-squared_error",
+                    "native-squared_error", "lightgbm-squared_error-trial-1"]
+    assert [n for n, _ in diverse_pool(trials + others, 100)][-1] == "lightgbm-squared_error-trial-19"
+    assert len(diverse_pool(trials + others, 100)) == 24 and diverse_pool([], 5) == []
