@@ -370,9 +370,10 @@ class AutoRun:
         log.info("auto: %s in %.0f s of auto.time_limit=%g s%s; %d candidate(s) finished, %s; nested out-of-fold QWK "
                  "%.4f%s\n%s\n  submission: %s", "stopped" if stopped else "done", metrics["seconds"],
                  self.settings.time_limit, f" ({over:.1f} s over, {100 * over / self.settings.time_limit:.1f} %)"
-                 if over > 0 else "", len(members),
+                 if over > 0 else "", self._n_finished(state),
                  "one run (nothing to blend)" if result is None else
-                 f"blended {sum(w > 0 for w in weights.values())} of them ({self.settings.blend_method})",
+                 f"blended {sum(w > 0 for w in weights.values())} of a pool of {len(members)} "
+                 f"({self.settings.blend_method})",
                  metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
                  shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others,
                  self.out / "submission.csv")
