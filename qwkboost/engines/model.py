@@ -210,17 +210,7 @@ def load_model(path, trusted_modules=None) -> Model:
         raise ValueError(f"{where} does not exist")
     if not path.is_file():
         raise ValueError(f"{where} is not a file")
-    payload = read_json(path, where, "a qwkboost model file")
-    try:
-        return _model_of(payload, where, trusted)
-    except ValueError as exc:
-        if where in str(exc):
-            raise
-        raise ValueError(f"{where}: {exc}") from None
-    except (RecursionError, MemoryError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
-        reason = str(exc).splitlines()[0][:200] if str(exc) else ""
-        raise ValueError(f"{where} is not a valid qwkboost model file ({type(exc).__name__}"
-                         f"{': ' + reason if reason else ''})") from None
+    return _read_model(path, where, trusted, build=True)
 
 
 def check_model_file(path, trusted_modules=None) -> None:
@@ -235,10 +225,15 @@ def check_model_file(path, trusted_modules=None) -> None:
         As :func:`load_model` does.
     """
     path = Path(path)
-    where = f"path {str(path)!r}"
+    _read_model(path, f"path {str(path)!r}", check_trusted_modules(trusted_modules), build=False)
+
+
+def _read_model(path: Path, where: str, trusted: tuple[str, ...], build: bool) -> Model | None:
+    """A model file read and turned into a model (``build=False``: checked only); any malformation is one
+    ``ValueError`` naming the file."""
     payload = read_json(path, where, "a qwkboost model file")
     try:
-        _model_of(payload, where, check_trusted_modules(trusted_modules), build=False)
+        return _model_of(payload, where, trusted, build=build)
     except ValueError as exc:
         if where in str(exc):
             raise
