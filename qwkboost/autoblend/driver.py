@@ -76,6 +76,22 @@ def diverse_pool(done: list[tuple[str, dict]], size: int) -> list[tuple[str, dic
     return pool[:size]
 
 
+def _closing_rows(board) -> tuple[Any, str]:
+    """What the closing log line shows of the leaderboard: the blend's members and the ``SHOWN`` best finished
+    candidates as a table, and one line per other kind of row (names, or their count when there are more than
+    ``SHOWN``); ``leaderboard.csv`` has every row."""
+    finished = board[board["status"] == "finished"]
+    best = finished.sort_values("nested_oof_qwk", ascending=False).index[:SHOWN]
+    shown = finished[(finished["weight"] > 0) | finished.index.isin(best)]
+    groups = (("finished, not shown", finished.loc[~finished.index.isin(shown.index), "candidate"]),
+              ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
+              ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
+              ("left out for time", board.loc[board["status"] == "left out", "candidate"]))
+    others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else str(len(names)))
+                     for label, names in groups if len(names))
+    return shown, others
+
+
 def _megabytes(directory: Path) -> float:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2 ** 20
 
@@ -338,20 +354,7 @@ class AutoRun:
         blend_seconds = time.monotonic() - t_blend
         board = self._leaderboard(state, weights)
         board.to_csv(self.out / "leaderboard.csv", index=False)
-        left_out = board[board["status"] == "left out"]
-        # the log shows the blend's members and the best finished runs; the rest are counted (leaderboard.csv
-        # has every row)
-        finished = board[board["status"] == "finished"]
-        shown = finished[(finished["weight"] > 0) | (finished.index.isin(
-            finished.sort_values("nested_oof_qwk", ascending=False).index[:SHOWN]))]
-        others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else f"{len(names)}")
-                         for label, names in (
-                             ("finished, not shown", list(finished.loc[~finished.index.isin(shown.index),
-                                                                       "candidate"])),
-                             ("stopped for time", list(board.loc[board["status"] == "stopped", "candidate"])),
-                             ("tuning trials pruned", list(board.loc[board["status"] == "pruned", "candidate"])),
-                             ("left out for time", list(left_out["candidate"])))
-                         if names)
+        shown, others = _closing_rows(board)
         pipeline = load_pipeline(self.out / "pipeline")
         elapsed = self.budget.elapsed
         metrics.update({"seconds": elapsed, "time_limit": float(self.settings.time_limit),
