@@ -20,7 +20,13 @@ QWK through the lookup path (a subclass of ``ExtendedQWK``, as a user's own obje
 objective with sums took before the compiled kernels. Every run is a fresh process; a run's figure is its wall
 time per round over rounds 6..60 (from the after-iteration callback); configurations are interleaved and each is
 repeated, a configuration's figure being the median of its repeats. The ratio is against ``builtin_rmse`` of the
-same repeat (``multiclass``: against ``builtin_multiclass``).
+same repeat (``multiclass``: against ``builtin_multiclass``); the last column is against the compiled floor
+(``compiled_loss_and_metric``) of the same repeat.
+
+``--parts`` times, in this process on one thread, what the compiled-kernel objectives add to the floor: the
+objectives' own metric on the training rows and round state in NumPy (what every engine computes once a round),
+extended QWK's one compiled pass that replaces them on CatBoost, and each kernel per row on blocks of 500 rows
+(the call included), beside numba's scalar exponential alone.
 
 ``--multiclass`` times instead what a Python loss with several scores per row costs: CatBoost calls its
 ``calc_ders_multi`` once per row (a softmax written as plainly as CatBoost's documentation shows it, then the same
@@ -49,6 +55,8 @@ CONFIGS = ("builtin_rmse", "builtin_rmse_defaults", "builtin_multiclass", "pytho
            "extended_qwk_lookup", "ordinal_logit")
 #: Each configuration's peer for the ratio (else builtin_rmse).
 PEER = {"multiclass": "builtin_multiclass"}
+#: The compiled floor: what any loss CatBoost calls from Python costs, with a metric scored every round.
+FLOOR = "compiled_loss_and_metric"
 
 CHILD = r"""
 import json, sys, time, warnings
@@ -180,6 +188,63 @@ def multiclass(rows: int, threads: int) -> None:
         print(f"| {name} | {(time.perf_counter() - t) / 2:.2f} s per iteration |")
 
 
+def parts(rows: int) -> None:
+    import time
+
+    from numba import njit
+
+    from qwkboost.data.sources import quartiles
+    from qwkboost.engines import catboost_kernels as kernels
+    from qwkboost.engines.catboost_losses import KernelLoss, Rounds
+    from qwkboost.engines.engine import EngineObjective
+    from qwkboost.objectives import ExtendedQWK, OrdinalLogit
+
+    def per_call(f, n=300):
+        f()
+        t = time.perf_counter()
+        for _ in range(n):
+            f()
+        return (time.perf_counter() - t) / n
+
+    @njit(cache=True)
+    def exps(a, out):
+        for i in range(a.size):
+            out[i] = np.exp(a[i])
+
+    ds = quartiles(n_train=rows, n_test=10)
+    y = ds.y_train.astype(np.float64)
+    rs = np.random.default_rng(0)
+    print(f"| part ({rows:,} rows, one thread) | ms a round | ns a row |\n|---|---:|---:|")
+    for objective in (ExtendedQWK(), OrdinalLogit()):
+        objective.fit(y)
+        seen = EngineObjective(objective)
+        rounds = Rounds(seen, y, None, None)
+        rounds.new_round(rs.normal(scale=0.5, size=y.size))
+        score = rounds.f0 + rounds.approx
+        numpy_round = per_call(lambda: (seen.metric(y, score), seen.round_state(y, score)))
+        print(f"| {objective.name}: its metric on the training rows and round state, NumPy | "
+              f"{numpy_round * 1e3:.2f} | {numpy_round / rows * 1e9:.1f} |")
+        loss = KernelLoss(rounds)
+        if loss.one_pass is not None:
+            one = per_call(lambda: loss._prepare())
+            print(f"| {objective.name}: the same in one compiled pass (with the round's fingerprint) | "
+                  f"{one * 1e3:.2f} | {one / rows * 1e9:.1f} |")
+        args = loss.prepare()
+        blocks = [(rounds.approx[i:i + 500], rounds.labels32[i:i + 500]) for i in range(0, rows, 500)]
+
+        def every_block():
+            for a, t in blocks:
+                loss.kernel(a, t, kernels.EMPTY_WEIGHTS, *args, np.empty((a.size, 2)))
+
+        k = per_call(every_block, 30)
+        print(f"| {objective.name}: its kernel on every row once, blocks of 500 (two passes a round) | "
+              f"{k * 1e3:.2f} | {k / rows * 1e9:.1f} |")
+    out = np.empty(rows)
+    e = per_call(lambda: exps(rounds.approx, out))
+    print(f"| numba's scalar exponential alone (ordinal logit's kernel takes one a row) | {e * 1e3:.2f} | "
+          f"{e / rows * 1e9:.1f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=80_000)
@@ -187,13 +252,18 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--multiclass", action="store_true", help="time a K-output Python loss instead")
+    ap.add_argument("--parts", action="store_true", help="time what the compiled-kernel objectives add, in-process")
     args = ap.parse_args()
     print(json.dumps(machine()))
     if args.multiclass:
         multiclass(args.rows, args.threads)
         return
+    if args.parts:
+        parts(args.rows)
+        return
     got: dict[str, dict[str, list[float]]] = {k: {c: [] for c in CONFIGS} for k in ("ms", "cpu_ms")}
     ratios: dict[str, dict[str, list[float]]] = {k: {c: [] for c in CONFIGS} for k in ("ms", "cpu_ms")}
+    floor: dict[str, dict[str, list[float]]] = {k: {c: [] for c in CONFIGS} for k in ("ms", "cpu_ms")}
     for rep in range(args.repeats):
         order = CONFIGS if rep % 2 == 0 else CONFIGS[::-1]
         now = {c: run(c, args.rows, args.rounds, args.threads) for c in order}
@@ -201,14 +271,17 @@ def main() -> None:
             for c in CONFIGS:
                 got[k][c].append(now[c][k])
                 ratios[k][c].append(now[c][k] / now[PEER.get(c, "builtin_rmse")][k])
+                floor[k][c].append(now[c][k] / now[FLOOR][k])
         print(f"repeat {rep + 1} ({os.getloadavg()[0]:.1f} load): " +
               ", ".join(f"{c} {now[c]['ms']:.1f} ms ({now[c]['cpu_ms']:.1f} cpu)" for c in CONFIGS), flush=True)
     print(f"\n{args.rows:,} training rows x 5, {args.rows // 4:,} eval rows, depth 6, {args.threads} threads, "
           f"median of {args.repeats} repeats (ms per round; ratio to the peer, median of the repeats' ratios)")
-    print("| configuration | ms / round | x peer | CPU ms / round | x peer (CPU) | peer |\n|---|---:|---:|---:|---:|---|")
+    print("| configuration | ms / round | x peer | CPU ms / round | x peer (CPU) | peer | x compiled floor |\n"
+          "|---|---:|---:|---:|---:|---|---:|")
     for c in CONFIGS:
         print(f"| {c} | {np.median(got['ms'][c]):.1f} | {np.median(ratios['ms'][c]):.2f} | "
-              f"{np.median(got['cpu_ms'][c]):.1f} | {np.median(ratios['cpu_ms'][c]):.2f} | {PEER.get(c, 'builtin_rmse')} |")
+              f"{np.median(got['cpu_ms'][c]):.1f} | {np.median(ratios['cpu_ms'][c]):.2f} | {PEER.get(c, 'builtin_rmse')} | "
+              f"{np.median(floor['ms'][c]):.2f} |")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,19 @@ objective whose gradient needs sums over every row (extended QWK's numerator and
 learns while boosting (ordinal logit's cut points) gives, once a round, those quantities at every training
 row's scores (:meth:`qwkboost.objectives.Objective.round_state`); given them, each row's gradient depends only
 on its own score and label. The kernels here compute a block's rows from that state in one compiled call
-(numba, ``nogil``: CatBoost's threads may run two blocks at once), and write CatBoost's derivatives
-:math:`(-g, -h)` into an ``(n, 2)`` array.
+(numba), and write CatBoost's derivatives :math:`(-g, -h)` into an ``(n, 2)`` array.
+
+**The kernels keep the GIL.** CatBoost's two threads call the loss under the GIL; a block's kernel takes about
+2 microseconds, less than handing the GIL to the other thread and taking it back costs: measured at 80,000 rows on
+2 cores, a round took 16.3 ms with ``nogil=True`` and 12.9 ms without (``benchmarks/RESULTS.md``). They divide
+with IEEE semantics (``error_model="numpy"``: no zero-division check a division, which made ordinal logit's kernel
+1.6 times slower): no divisor here can be 0, extended QWK's :math:`g \ge bn/2` with :math:`b > 0` (the labels'
+variance, or a user's :math:`b`, refused unless positive) and ordinal logit's :math:`1 + t \ge 1`.
+
+**Extended QWK's round in one pass** (:func:`extended_qwk_round`): the metric on the training rows, the round's
+state and its fingerprint come from one compiled loop over the rows, in place of the objective's NumPy metric and
+:meth:`~qwkboost.objectives.ExtendedQWK.round_state` (equal to rounding: ``tests/engines/test_catboost_paths.py``),
+while CatBoost's threads wait between iterations.
 
 **The blocks' scores are the round's** (:func:`fingerprint`). The round's state is computed from the scores
 CatBoost's metric was given after the last iteration; a block whose (score, label) pairs were not among the
@@ -31,8 +42,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["fingerprint", "extended_qwk_block", "ordinal_logit_block", "EMPTY_WEIGHTS", "QWK_STATE",
-           "OLOGIT_STATE"]
+__all__ = ["fingerprint", "extended_qwk_block", "extended_qwk_round", "ordinal_logit_block", "EMPTY_WEIGHTS", "QWK_STATE",
+           "OLOGIT_STATE", "QWK_ROUND"]
 
 #: The weights a kernel is given for a block CatBoost hands without weights.
 EMPTY_WEIGHTS = np.zeros(0, dtype=np.float32)
@@ -40,10 +51,13 @@ EMPTY_WEIGHTS = np.zeros(0, dtype=np.float32)
 QWK_STATE = ("f0", "offset", "lo", "hi", "a", "f", "g", "n", "clip", "hold", "gauss_newton")
 #: Slots of :func:`ordinal_logit_block`'s state array (then the cut points' :math:`c_j = e^{-\theta_j}`).
 OLOGIT_STATE = ("f0", "lo", "cap", "floor")
+#: Slots of :func:`extended_qwk_round`'s constants: the score's shift and clip, the fitted :math:`a, b`, whether
+#: the objective clips, and the evaluated labels' own :math:`a, b` (the metric's).
+QWK_ROUND = ("f0", "offset", "lo", "hi", "a", "b", "clip", "metric_a", "metric_b")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, error_model="numpy")
 def _mix(x):
     """splitmix64's finaliser (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA
     2014): every bit of ``x`` moves every bit of the result."""
@@ -52,7 +66,7 @@ def _mix(x):
     return x ^ (x >> np.uint64(31))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, error_model="numpy")
 def fingerprint(score_bits, label_bits):
     """The sum (modulo :math:`2^{64}`) of a 64-bit hash of every row's (score, label) pair: equal sums for
     equal multisets of pairs, in any order and any split into blocks."""
@@ -62,7 +76,7 @@ def fingerprint(score_bits, label_bits):
     return total
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, error_model="numpy")
 def extended_qwk_block(approx, target, weight, state, out):
     r"""``out[:, 0], out[:, 1] = -g, -h`` of extended QWK for a block (``weight`` empty: unweighted), from
     ``state`` (:data:`QWK_STATE`); returns the block's :func:`fingerprint`."""
@@ -88,7 +102,7 @@ def extended_qwk_block(approx, target, weight, state, out):
     return fingerprint(approx.view(np.uint64), target.view(np.uint32))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, error_model="numpy")
 def ordinal_logit_block(approx, target, weight, state, out):
     r"""``-g, -h`` of ordinal logit's :eq:`ol-logit` for a block, with :math:`u = e^F` clipped as the NumPy
     code clips it and :math:`c_j = e^{-\theta_j}` of the round's cut points (``state``: :data:`OLOGIT_STATE`,
@@ -119,3 +133,37 @@ def ordinal_logit_block(approx, target, weight, state, out):
         out[i, 0] = -grad
         out[i, 1] = -hess
     return fingerprint(approx.view(np.uint64), target.view(np.uint32))
+
+
+@njit(cache=True, error_model="numpy")
+def extended_qwk_round(approx, target, weight, label_bits, consts):
+    r"""One pass over the training rows at a round's scores :math:`F_0 + \text{approx}` (``weight`` empty:
+    unweighted; ``consts``: :data:`QWK_ROUND`): returns ``(metric, f, g, n, fingerprint)``.
+
+    ``metric`` is :math:`\tilde\kappa` of the scores clipped to the label range, with the labels' own
+    :math:`a, b` (:meth:`qwkboost.objectives.ExtendedQWK.metric`); :math:`f = \tfrac12\sum w(p - y)^2`,
+    :math:`g = \tfrac12(\sum w(p - a)^2 + bW)` and :math:`n = W` are the round's state at :math:`p`, the
+    scores clipped only if the objective clips (:meth:`~qwkboost.objectives.ExtendedQWK.round_state`); the
+    fingerprint is :func:`fingerprint`'s of the rows' (score, label) pairs."""
+    f0, off, lo, hi, a, b = consts[0], consts[1], consts[2], consts[3], consts[4], consts[5]
+    clip, ma, mb = consts[6] > 0.0, consts[7], consts[8]
+    weighted = weight.size > 0
+    sf = 0.0
+    sg = 0.0
+    mr = 0.0
+    ms = 0.0
+    total = 0.0
+    for i in range(approx.size):
+        s = (f0 + approx[i]) + off
+        y = target[i] + off
+        pm = min(max(s, lo), hi)
+        p = pm if clip else s
+        w = weight[i] if weighted else 1.0
+        sf += w * (p - y) * (p - y)
+        sg += w * (p - a) * (p - a)
+        mr += w * (pm - y) * (pm - y)
+        ms += w * (pm - ma) * (pm - ma)
+        total += w
+    n = total if weighted else np.float64(approx.size)
+    metric = 1.0 - mr / (ms + mb * n)
+    return metric, 0.5 * sf, 0.5 * (sg + b * n), n, fingerprint(approx.view(np.uint64), label_bits)

@@ -216,6 +216,19 @@ class KernelLoss(_Shared):
         self.label_bits = rounds.labels32.view(np.uint32)
         self.kernel = kernels.extended_qwk_block if type(obj.objective) is ExtendedQWK else kernels.ordinal_logit_block
         self.fingerprint, self.no_weights = kernels.fingerprint, kernels.EMPTY_WEIGHTS
+        # extended QWK's metric, state and fingerprint in one compiled pass (not distributed: its sums are local)
+        self.one_pass = None
+        inner = obj.objective
+        if type(inner) is ExtendedQWK and inner.allreduce is None:
+            from qwkboost.evaluation.metrics import weighted_mean_var
+
+            w = rounds.weight
+            ma, mb = weighted_mean_var(rounds.y + self.offset, w)     # the metric's a, b: the labels' own
+            self.one_pass = kernels.extended_qwk_round
+            self.consts = np.array([rounds.f0, self.offset, inner.lo_, inner.hi_, inner.a_, inner.b_,
+                                    float(inner.clip != "none"), ma, mb])
+            self.weights64 = self.no_weights.astype(np.float64) if w is None else np.asarray(w, dtype=np.float64)
+        self.metric_value = None    # the training rows' metric, when the one pass computed it
         self.args = None
         self.expected = None        # the fingerprint of the round's (score, label) pairs
         self.seen: list = []        # (rows, fingerprint) of each block of the round (list.append: thread-safe)
@@ -223,8 +236,13 @@ class KernelLoss(_Shared):
     def _prepare(self) -> tuple:
         """The kernel's arguments for this round from the objective's round state, and the round's fingerprint."""
         r = self.rounds
-        state = r.objective.round_state(r.y, r.f0 + r.approx)
         obj = r.objective.objective
+        if self.one_pass is not None:
+            value, f, g, n, fp = self.one_pass(r.approx, r.y, self.weights64, self.label_bits, self.consts)
+            self.metric_value, self.expected = float(value), int(fp)
+            return (np.array([r.f0, self.offset, obj.lo_, obj.hi_, obj.a_, f, g, n, float(obj.clip != "none"),
+                              float(obj.clip == "hold"), float(obj.hessian == "gauss_newton")]),)
+        state = r.objective.round_state(r.y, r.f0 + r.approx)
         if type(obj) is ExtendedQWK:
             packed = (np.array([r.f0, self.offset, obj.lo_, obj.hi_, obj.a_, state["f"], state["g"], state["n"],
                                 float(obj.clip != "none"), float(obj.clip == "hold"),
@@ -296,7 +314,11 @@ class Metric(_Shared):
             if self.loss is not None:
                 self.loss.check_round()
             r.new_round(a)
-            value = r.objective.metric(r.y, r.f0 + a, r.weight)
+            if self.loss is not None and self.loss.one_pass is not None:
+                self.loss.prepare()                 # the next round's state, and the metric, in one pass
+                value = self.loss.metric_value
+            else:
+                value = r.objective.metric(r.y, r.f0 + a, r.weight)
         else:
             v = r.valid
             value = r.objective.metric(v.y, r.f0 + a, v.weight)

@@ -172,6 +172,33 @@ def test_the_kernels_give_the_lookups_gradients(objective, weighted):
         assert seen.objective.cuts_ == ref_seen.objective.cuts_
 
 
+@pytest.mark.parametrize("objective", CASES[:3], ids=repr)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_extended_qwks_one_pass_is_its_metric_and_round_state(objective, weighted):
+    """The compiled pass gives the objective's own metric on the training rows and its round state (to
+    rounding), and the fingerprint of the rows' pairs; the Python metric hands CatBoost that value."""
+    from qwkboost.engines import catboost_kernels as kernels
+
+    rs = np.random.RandomState(4)
+    y = rs.randint(0, 5, 3000).astype(np.float64) + 100.0
+    w = rs.uniform(0.2, 3.0, y.size) if weighted else None
+    seen, rounds, loss, yy = _kernel_case(objective.clone(), y, w, rs)
+    assert loss.one_pass is not None
+    metric = Metric(rounds, loss)
+    for _ in range(3):
+        scores = rounds.approx + rs.normal(scale=0.2, size=y.size)
+        value, _ = metric.evaluate([scores], None, None)
+        metric.calls = 0
+        expected = seen.metric(yy, rounds.f0 + scores, w)
+        assert value == pytest.approx(expected, rel=1e-12, abs=1e-12)
+        state = seen.round_state(yy, rounds.f0 + scores)
+        got = dict(zip(kernels.QWK_STATE, loss.args[0]))
+        for key in ("f", "g", "n"):
+            assert got[key] == pytest.approx(state[key], rel=1e-12)
+        assert loss.expected == int(kernels.fingerprint(scores.view(np.uint64), rounds.labels32.view(np.uint32)))
+        loss.seen = [(y.size, loss.expected)]          # the round's blocks, as CatBoost hands them
+
+
 def test_a_round_at_other_scores_is_refused():
     """A round's blocks must hold every row's (score, label) pair, each pass once, and no other."""
     rs = np.random.RandomState(1)
