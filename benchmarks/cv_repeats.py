@@ -22,7 +22,7 @@ from machine import machine
 
 
 def run(repeats: int, seed: int, n_train: int) -> dict:
-    from qwkboost.evaluation.cv import cross_validate
+    from qwkboost.cv.crossval import cross_validate
     from qwkboost.data.sources import quartiles
     from qwkboost.runs.experiment import evaluate
 

@@ -45,7 +45,7 @@ def naive_xgboost(client, X, y, rounds, seed):
     """xgboost.dask with extended QWK's sums from each worker's own rows."""
     from xgboost import dask as dxgb
 
-    from qwkboost.distributed.cluster import _WorkerObjective
+    from qwkboost.engines.xgboost import _WorkerObjective
     from qwkboost.objectives import resolve
 
     obj = resolve("extended_qwk").fit(y.compute())         # a, b and F0 from every label, as train_dask does
@@ -60,7 +60,7 @@ def naive_lightgbm(client, X, y, rounds, seed):
     import dask.array as da
     import lightgbm as lgb
 
-    from qwkboost.distributed.cluster import _LightGBMObjective
+    from qwkboost.engines.lightgbm import _WorkerObjective as _LightGBMObjective
     from qwkboost.objectives import resolve
 
     obj = resolve("extended_qwk").fit(y.compute())

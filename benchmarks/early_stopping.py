@@ -74,9 +74,9 @@ def dataset(name: str, seed: int = 0):
 
 
 def replay(curve, delta: float, rounds: int, higher_is_better: bool = True) -> tuple[int, int]:
-    """(rounds trained, best round), both 1-based, of :class:`qwkboost.engines.callback.EarlyStopping` with
+    """(rounds trained, best round), both 1-based, of :class:`qwkboost.callback.EarlyStopping` with
     ``min_delta = delta`` on the per-round validation ``curve``."""
-    from qwkboost.engines.callback import CallbackEnv, EarlyStopException, EarlyStopping
+    from qwkboost.callback import CallbackEnv, EarlyStopException, EarlyStopping
 
     stopper = EarlyStopping(rounds, "m", higher_is_better, min_delta=delta)
     for i, v in enumerate(curve):

@@ -22,17 +22,13 @@ os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [
 import hydra
 from omegaconf import DictConfig
 
-from qwkboost.autoblend.command import auto_command
-from qwkboost.runs.command import run_command
+from qwkboost.commands import run_command
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
 def main(cfg: DictConfig) -> float | None:
     with report_config_errors():
-        if cfg.get("auto"):
-            auto_command(cfg)
-            return None
         return run_command(cfg)
 
 

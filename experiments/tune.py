@@ -12,7 +12,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from qwkboost.runs.command import tune_command
+from qwkboost.commands import tune_command
 from qwkboost.tracking.interrupt import main_guard, report_config_errors
 
 

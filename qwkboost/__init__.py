@@ -4,7 +4,7 @@ The public API, in one place. Everything here is imported when first used, so
 ``import qwkboost`` costs milliseconds; the stages live in subpackages, in the
 order data flows through a run:
 
-``data`` -> ``evaluation.cv`` -> ``engines`` (+ ``objectives``, ``native``; ``explain`` beside them) ->
+``data`` -> ``cv`` -> ``engines`` (+ ``objectives``, ``native``; ``explain`` beside them) ->
 ``evaluation.thresholds``
 -> ``evaluation.metrics`` -> ``tracking``; ``runs`` drives them from a config, ``blending`` combines
 finished runs and ``study`` compares methods over seeds; ``distributed`` scales training out.
@@ -25,7 +25,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "auto": "qwkboost.autoblend.api",
     "AutoResult": "qwkboost.autoblend.driver",
     # cross-validate, blend, reload a run
-    "cross_validate": "qwkboost.evaluation.cv",
+    "cross_validate": "qwkboost.cv.crossval",
     "blend": "qwkboost.blending.fit",
     "load_run": "qwkboost.tracking.loading",
     "FittedPipeline": "qwkboost.tracking.pipeline",

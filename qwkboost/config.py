@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from qwkboost.callback import check_min_delta
+from qwkboost.distributed.cluster import ClusterSpec, dask_engines, dask_support
 from qwkboost.engines import ENGINES, check_engine_params
-from qwkboost.engines.callback import check_min_delta
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import available as available_objectives
@@ -78,19 +79,17 @@ def objective_ref(objective) -> str:
 
 
 def _check_cluster(cfg: Mapping) -> None:
-    """A Dask cluster trains on engines with a Dask interface only (:mod:`qwkboost.distributed.cluster`)."""
-    from qwkboost.distributed.cluster import DASK_ENGINES, ClusterSpec
-
+    """A Dask cluster trains on engines with a Dask interface only (:attr:`qwkboost.engines.base.Engine.dask`),
+    and takes early stopping where their workers score the whole validation fold."""
     if ClusterSpec.from_config(cfg.get("cluster")) is None:
         return
     engine = cfg["engine"]
-    if engine.get("name") not in DASK_ENGINES:
-        raise ValueError(f"engine={engine.get('name')} has no Dask interface; with cluster=... use engine=xgboost "
-                         "or engine=lightgbm (the native engine and catboost train on one machine)")
-    if engine.get("name") == "lightgbm" and engine.get("early_stopping_rounds") is not None:
-        raise ValueError("engine=lightgbm on a cluster: lightgbm.dask scores the validation fold on each worker's "
-                         "own rows, so it cannot stop early on the fold's metric; set engine.early_stopping_rounds=null "
-                         "(and engine.num_boost_round), or use engine=xgboost")
+    dask_support(engine.get("name"))
+    if engine.get("early_stopping_rounds") is not None and not dask_support(engine["name"]).allreduce:
+        raise ValueError(f"engine={engine['name']} on a cluster: {engine['name']}.dask scores the validation fold on "
+                         "each worker's own rows, so it cannot stop early on the fold's metric; set "
+                         "engine.early_stopping_rounds=null (and engine.num_boost_round), or use "
+                         + " or ".join(f"engine={n}" for n in dask_engines(allreduce=True)))
 
 
 def check_config(cfg: Mapping) -> None:

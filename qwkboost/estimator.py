@@ -21,7 +21,7 @@ from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.data.labels import ClassLabels, warn_given_order
 from qwkboost.data.dataset import class_range
 from qwkboost.engines.registry import ENGINES
-from qwkboost.evaluation.cv import cross_validate
+from qwkboost.cv.crossval import cross_validate
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS, apply_thresholds, fit_thresholds
 from qwkboost.tracking.pipeline import FittedPipeline

@@ -9,13 +9,13 @@ from qwkboost.data.sources import quartiles
 
 def pytest_configure(config):
     """Under pytest-xdist, each worker's engines get its share of the cores, as Hydra's joblib jobs do
-    (:func:`qwkboost.distributed.parallel.threads_per_job`): two workers whose engines each spin an OpenMP thread
+    (:func:`qwkboost.engines.threads.threads_per_job`): two workers whose engines each spin an OpenMP thread
     per core fight for the cores and train many times slower. The share reaches
-    :func:`~qwkboost.distributed.parallel.available_cores` (and the commands the tests start) through joblib's
+    :func:`~qwkboost.engines.threads.available_cores` (and the commands the tests start) through joblib's
     ``LOKY_MAX_CPU_COUNT``; a value set by the user is kept."""
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers and "LOKY_MAX_CPU_COUNT" not in os.environ:
-        from qwkboost.distributed.parallel import available_cores
+        from qwkboost.engines.threads import available_cores
 
         os.environ["LOKY_MAX_CPU_COUNT"] = str(max(1, available_cores() // int(workers)))
 
@@ -186,8 +186,8 @@ CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 def run_in_process(overrides, output_dir, config_name: str = "config"):
     """``experiments/run.py <overrides>`` (``tune.py`` with ``config_name="tune"``) in this process: the config composed as Hydra's command line would
-    compose it, Hydra's state set as ``@hydra.main`` sets it, then :func:`qwkboost.runs.command.run_command` (or
-    :func:`qwkboost.autoblend.command.auto_command` for ``experiment=auto``).
+    compose it, Hydra's state set as ``@hydra.main`` sets it, then :func:`qwkboost.commands.run_command` (or
+    :func:`qwkboost.runs.command.tune_command`), as the scripts do.
 
     For what the command computes and refuses; the real process (exit codes, signals, launchers, one-line
     errors on stderr) is tested through subprocesses in ``tests/runs/test_run_cli.py``.
@@ -196,8 +196,7 @@ def run_in_process(overrides, output_dir, config_name: str = "config"):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from qwkboost.autoblend.command import auto_command
-    from qwkboost.runs.command import run_command, tune_command
+    from qwkboost.commands import run_command, tune_command
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -212,7 +211,7 @@ def run_in_process(overrides, output_dir, config_name: str = "config"):
         try:
             if config_name == "tune":
                 return tune_command(cfg)
-            return auto_command(cfg) if cfg.get("auto") else run_command(cfg)     # as experiments/run.py does
+            return run_command(cfg)     # as experiments/run.py does
         finally:
             HydraConfig.instance().cfg = None
 

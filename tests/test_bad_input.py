@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
-from qwkboost.evaluation.cv import cross_validate
+from qwkboost.cv.crossval import cross_validate
 from qwkboost.data.sources import chisq, from_file, quartiles
 from qwkboost.evaluation.metrics import extended_qwk, qwk
 from qwkboost.native.sklearn import NativeGBDTRegressor
@@ -141,7 +141,7 @@ def cv(**kw):
     (dict(stratified="false"), "cv.stratified must be true or false; got 'false'"),
 ])
 def test_cross_validate_checks_before_the_first_fold(kw, match, monkeypatch):
-    import qwkboost.evaluation.cv as cvmod
+    import qwkboost.cv.crossval as cvmod
 
     trained = []
     monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from qwkboost.engines.callback import EarlyStopException
+from qwkboost.callback import EarlyStopException
 from qwkboost.exceptions import RunStopped
 
 __all__ = ["Budget", "TimeGuard", "OUT_OF_TIME"]
@@ -67,7 +67,7 @@ class TimeGuard:
     With ``share_folds`` (the first candidate, when nothing has finished yet and a budget without any result
     would be worth nothing) every fold instead gets an equal share of the time left when it starts,
     :math:`t_{\\max} = \\text{left} / (\\text{folds left})`, and a fold that reaches it ends its boosting there
-    (:class:`~qwkboost.engines.callback.EarlyStopException`: the model keeps the rounds it trained), so the
+    (:class:`~qwkboost.callback.EarlyStopException`: the model keeps the rounds it trained), so the
     candidate finishes with every fold, each with fewer rounds than early stopping would have given it
     (``capped`` counts those folds).
 

@@ -192,7 +192,7 @@ class AutoRun:
     def __init__(self, settings: AutoSettings, configs: Mapping[tuple[str, str], dict], dataset: Dataset,
                  output_dir, experiment_id: str | None = None, run_name: str = "auto", budget: Budget | None = None,
                  progress: bool | None = None, command: str | None = None):
-        from qwkboost.evaluation.cv import progress_enabled
+        from qwkboost.cv.crossval import progress_enabled
 
         self.settings, self.configs, self.ds = settings, dict(configs), dataset
         self.out = Path(output_dir)

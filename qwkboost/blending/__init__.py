@@ -13,7 +13,7 @@ files, :func:`log_blend` its MLflow run, and :class:`FittedBlend` scores new row
 from qwkboost.blending.fit import BlendResult, blend, log_blend, write_blend
 from qwkboost.blending.members import BlendInputError, Member, align, read_members
 from qwkboost.blending.methods import BLEND_METHODS, fit_weights, vote
-from qwkboost.blending.pipeline import FittedBlend
+from qwkboost.tracking.blend import FittedBlend
 
 __all__ = ["blend", "BlendResult", "write_blend", "log_blend", "Member", "read_members", "align", "BlendInputError",
            "BLEND_METHODS", "fit_weights", "vote", "FittedBlend"]

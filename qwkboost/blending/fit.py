@@ -149,7 +149,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     T = np.column_stack([m.test for m in members]) - lo
     folds = next((m.folds[0] for m in members if m.folds is not None), None)
     if folds is None:       # check_folds=false and no member knows its folds: stratified folds for the estimate
-        from qwkboost.evaluation.cv import make_folds
+        from qwkboost.cv.folds import make_folds
 
         folds = np.empty(len(y_idx), dtype=np.int64)
         counts = np.bincount(y_idx)
@@ -266,7 +266,7 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     fig.savefig(files[4], dpi=110)
     plt.close(fig)
     if all(m.pipeline_dir is not None for m in result.members):
-        from qwkboost.blending.pipeline import FittedBlend
+        from qwkboost.tracking.blend import FittedBlend
 
         FittedBlend.write_result(result, out / "pipeline", result.trusted_modules)
     return files

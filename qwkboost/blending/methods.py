@@ -34,20 +34,17 @@ held-out classes; ``oof_qwk - nested_oof_qwk`` is what the fit flatters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import permutations
 
 import numpy as np
 
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+from qwkboost.tracking.blend import BLEND_METHODS, WEIGHTED_SUMS, BlendFit, apply_rank, vote
 
 __all__ = ["BLEND_METHODS", "WEIGHTED_SUMS", "BlendFit", "fit_blend", "fit_nested", "fit_weights", "fit_greedy",
            "rank_transform", "apply_rank", "vote"]
 
-BLEND_METHODS = ("weights", "mean", "rank_mean", "greedy", "vote")
-#: The methods whose score is a weighted sum of the members' scores (so zero-weight members can be left out).
-WEIGHTED_SUMS = ("weights", "mean", "greedy")
 #: Steps of the greedy forward selection (AutoGluon's default ensemble also takes 25).
 GREEDY_STEPS = 25
 #: Above this many rows, the greedy search scores a blend by cut points fitted on its scores binned into
@@ -64,18 +61,6 @@ _STEPS = (0.2, 0.1, 0.05, 0.02, 0.01)
 def rank_transform(reference: np.ndarray, n_quantiles: int = N_QUANTILES) -> np.ndarray:
     """The quantiles of ``reference`` that :func:`apply_rank` interpolates (the empirical CDF)."""
     return np.quantile(np.asarray(reference, dtype=float), np.linspace(0.0, 1.0, n_quantiles))
-
-
-def apply_rank(scores: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
-    r"""Scores mapped to :math:`[0, 1]` by the distribution whose quantiles are given.
-
-    Ties in the quantiles (a score many rows share) map to the middle of their run.
-    """
-    q = np.asarray(quantiles, dtype=float)
-    p = np.linspace(0.0, 1.0, q.size)
-    lo = np.interp(scores, q, p, left=0.0, right=1.0)
-    hi = -np.interp(-np.asarray(scores, dtype=float), -q[::-1], -p[::-1], left=-1.0, right=-0.0)
-    return 0.5 * (lo + hi)
 
 
 def _qwk_after_cuts(s: np.ndarray, y_idx: np.ndarray, k: int, w, method: str) -> float:
@@ -207,47 +192,6 @@ def fit_greedy(S: np.ndarray, y_idx: np.ndarray, n_classes: int, sample_weight=N
         if scored[j] > best_q + 1e-12:
             best_q, best_counts = scored[j], counts.copy()
     return best_counts / best_counts.sum()
-
-
-def vote(classes: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """The median of the members' classes (columns) per row.
-
-    With an even number of members whose two middle classes differ, the one
-    nearer the members' mean score wins (the higher on a tie), so no side is
-    favoured by construction.
-    """
-    med = np.median(classes, axis=1)
-    half = med != np.floor(med)
-    out = np.floor(med)
-    if half.any():
-        mean = scores.mean(axis=1)
-        out[half] = np.where(mean[half] >= med[half], np.ceil(med[half]), np.floor(med[half]))
-    return out.astype(np.int64)
-
-
-@dataclass
-class BlendFit:
-    """What one fit of a blend learned, on the index scale (classes 0..K-1): :meth:`score` and
-    :meth:`classes` apply it to the members' scores ``S`` (one column per member)."""
-
-    method: str
-    weights: np.ndarray                    # (M,); the mean's equal weights for mean and rank_mean
-    cuts: np.ndarray | None                # the blend's cut points (None for vote)
-    member_cuts: np.ndarray | None         # (M, K-1) for vote
-    quantiles: np.ndarray | None           # (M, N_QUANTILES) for rank_mean
-
-    def score(self, S: np.ndarray) -> np.ndarray:
-        if self.method == "rank_mean":
-            S = np.column_stack([apply_rank(S[:, j], q) for j, q in enumerate(self.quantiles)])
-        if self.method == "vote":
-            return self.classes(S).astype(float)
-        return S @ self.weights
-
-    def classes(self, S: np.ndarray) -> np.ndarray:
-        if self.method == "vote":
-            c = np.column_stack([apply_thresholds(S[:, j], cuts) for j, cuts in enumerate(self.member_cuts)])
-            return vote(c, S)
-        return apply_thresholds(self.score(S), self.cuts)
 
 
 def fit_blend(method: str, S: np.ndarray, y_idx: np.ndarray, k: int, w, thresholds: str) -> "BlendFit":

@@ -16,10 +16,10 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     # allreduce
     "xgboost_allreduce": "allreduce",
     "for_workers": "allreduce",
-    # parallel
-    "available_cores": "parallel",
-    "threads_per_job": "parallel",
-    "blas_single_thread": "parallel",
+    # thread budgets (kept with the engines, which use them)
+    "available_cores": "qwkboost.engines.threads",
+    "threads_per_job": "qwkboost.engines.threads",
+    "blas_single_thread": "qwkboost.engines.threads",
     "cluster": "",
     "allreduce": "",
     "parallel": "",

@@ -11,7 +11,7 @@ objective stays *one* objective:
   from the labels' (weighted) counts computed on the cluster;
 * an objective whose gradient needs sums over every row (``gradient_needs ==
   "sums"``: extended QWK's :math:`f` and :math:`g`) gets them all-reduced over
-  XGBoost's workers (:func:`qwkboost.distributed.allreduce.for_workers`), so each row's
+  XGBoost's workers (:func:`qwkboost.engines.engine.for_workers`), so each row's
   gradient equals the one-process gradient;
 * the metric is all-reduced the same way (:meth:`~qwkboost.objectives.Objective.metric_sums`),
   so early stopping sees the metric of all validation rows. XGBoost would
@@ -22,6 +22,10 @@ exposes no collective operation to it. Objectives that need sums are refused
 there (they would silently optimise a different objective on each worker), as
 are its per-worker eval sets and early stopping; squared error and other
 per-row objectives train exactly.
+
+What each engine's Dask interface can do is on the engine (:attr:`~qwkboost.engines.base.Engine.dask`, a
+:class:`~qwkboost.engines.base.DaskSupport`: whether its workers all-reduce, how many scores per row, and its
+training function in the engine's module); nothing here names an engine.
 
 The trained :class:`~qwkboost.engines.model.Model` is an ordinary one: it
 predicts, saves and loads on one machine like any other;
@@ -41,26 +45,82 @@ import numpy as np
 
 from qwkboost import defaults
 from qwkboost.data.features import FeatureSchema
-from qwkboost.distributed.allreduce import for_workers, xgboost_allreduce
+from qwkboost.engines.base import DaskSupport
 from qwkboost.engines.engine import (
-    EngineObjective,
     check_early_stopping,
     check_engine_params,
     check_label_span,
+    for_workers,
     label_offset,
     min_delta,
 )
 from qwkboost.engines.model import Model
+from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.validation import check_int, check_mapping, check_seed
 
-__all__ = ["ClusterSpec", "connect", "DaskData", "read_parquet", "train_dask", "predict_dask", "DASK_ENGINES"]
+__all__ = ["ClusterSpec", "connect", "DaskData", "read_parquet", "train_dask", "predict_dask", "dask_engines",
+           "dask_support", "check_dask_objective", "DASK_ENGINES"]
 
 log = logging.getLogger(__name__)
 
-#: Engines with a Dask interface; the native engine trains on one machine.
-DASK_ENGINES = ("xgboost", "lightgbm")
+
+def dask_engines(allreduce: bool = False) -> tuple[str, ...]:
+    """The engines with a Dask interface (:attr:`~qwkboost.engines.base.Engine.dask`); with ``allreduce``, those
+    whose workers add up an objective's sums and the metric over all of them."""
+    return tuple(n for n in ENGINES if get_engine(n).dask is not None and (get_engine(n).dask.allreduce
+                                                                           or not allreduce))
+
+
+def __getattr__(name: str):
+    if name == "DASK_ENGINES":      # the engines with a Dask interface, read from them when asked
+        return dask_engines()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _choices(engines) -> str:
+    return " or ".join(f"engine={n}" for n in engines)
+
+
+def dask_support(engine: str) -> DaskSupport:
+    """``engine``'s Dask interface.
+
+    Raises
+    ------
+    ValueError
+        For an engine that trains on one machine only, naming those that do not.
+    """
+    support = get_engine(engine).dask
+    if support is None:
+        raise ValueError(f"engine {engine!r} has no Dask interface; on a cluster use {_choices(dask_engines())} "
+                         f"(engine={engine} trains on one machine)")
+    return support
+
+
+def check_dask_objective(engine: str, objective, scores_valid: bool = False) -> None:
+    """Refuse, before training, what ``engine``'s Dask interface would get wrong: an objective whose gradient
+    needs sums over every row, and (with ``scores_valid``) an eval set or early stopping, on workers that cannot
+    add them up; an objective that needs sums it does not all-reduce.
+
+    Raises
+    ------
+    ValueError
+        Naming the objective or the setting, and the engines to use instead.
+    """
+    support = dask_support(engine)
+    if support.allreduce:
+        for_workers(objective)       # refuses objectives that need sums they cannot all-reduce
+        return
+    if objective.gradient_needs == "sums":
+        raise ValueError(f"objective {objective.name!r} needs sums over every training row for its gradient, and "
+                         f"{engine}.dask calls the objective on each worker's rows with no all-reduce to combine "
+                         f"them: each worker would optimise a different objective. Use {_choices(dask_engines(True))} "
+                         "on a cluster (its workers all-reduce the sums), or a per-row objective such as squared_error")
+    if scores_valid:
+        raise ValueError(f"{engine}.dask scores eval sets and stops early on each worker's own rows; qwkboost "
+                         "takes no eval_set or early_stopping_rounds for it (set engine.early_stopping_rounds=null, "
+                         f"or use {_choices(dask_engines(True))}, whose metric covers every row)")
 
 
 @dataclass(frozen=True)
@@ -322,54 +382,6 @@ def _label_counts(y, weight, weighted: bool = True) -> tuple[np.ndarray, np.ndar
     return vals, np.asarray(counts, dtype=np.float64)
 
 
-# -- the engines' workers ----------------------------------------------------------------------------------
-
-
-class _WorkerObjective:
-    """XGBoost's ``obj(predt, dmatrix)`` on a worker: the labels and weights come from its local DMatrix."""
-
-    def __init__(self, objective, offset: float):
-        self.objective = objective
-        self.offset = offset
-
-    def __call__(self, predt, dmat):
-        y = dmat.get_label().astype(np.float64)
-        w = dmat.get_weight()
-        seen = EngineObjective(self.objective, self.offset, sample_weight=w.astype(np.float64) if w.size else None)
-        return seen.grad_hess(y, np.asarray(predt, dtype=np.float64))
-
-
-class _WorkerMetric:
-    """XGBoost's ``custom_metric(predt, dmatrix)`` on a worker: the metric of every worker's rows."""
-
-    def __init__(self, objective, offset: float):
-        self.objective = objective
-        self.offset = offset
-
-    def __call__(self, predt, dmat):
-        y = dmat.get_label().astype(np.float64) + self.offset
-        p = np.asarray(predt, dtype=np.float64) + self.offset
-        w = dmat.get_weight()
-        w = w.astype(np.float64) if w.size else None
-        if not self.objective.metric_adds_up():     # XGBoost averages the workers' own values
-            return self.objective.metric_name, EngineObjective(self.objective).metric(y, p, w)
-        sums = self.objective.metric_sums(y, p, w)
-        return self.objective.metric_name, self.objective.metric_from_sums(xgboost_allreduce(sums))
-
-
-class _LightGBMObjective:
-    """LightGBM's ``objective(y_true, y_pred, weight)`` on a worker (per-row objectives only)."""
-
-    def __init__(self, objective, offset: float):
-        self.objective = objective
-        self.offset = offset
-
-    def __call__(self, y_true, y_pred, weight):
-        w = None if weight is None else np.asarray(weight, dtype=np.float64)
-        seen = EngineObjective(self.objective, self.offset, sample_weight=w)
-        return seen.grad_hess(np.asarray(y_true, dtype=np.float64), np.asarray(y_pred, dtype=np.float64))
-
-
 # -- training ----------------------------------------------------------------------------------------------
 
 
@@ -395,19 +407,21 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
         and the weights itself.
     y : array-like, optional
         Labels, with ``X``'s rows (omit with a :class:`DaskData` that has them).
-    engine : {"lightgbm", "xgboost"}, optional
-        ``None``: the default engine (:func:`qwkboost.defaults.default_engine`), as in :func:`qwkboost.train`.
+    engine : str, optional
+        An engine with a Dask interface (:func:`dask_engines`: lightgbm, xgboost). ``None``: the default engine
+        (:func:`qwkboost.defaults.default_engine`), as in :func:`qwkboost.train`.
     objective : str or Objective, optional
-        As in :func:`qwkboost.train` (``None``: the default objective). On ``lightgbm`` only objectives whose
-        gradient needs each row alone (``gradient_needs == "rows"``) are taken.
+        As in :func:`qwkboost.train` (``None``: the default objective). On an engine whose workers do not all-reduce
+        (lightgbm) an objective whose gradient needs sums over every row (``gradient_needs == "sums"``) is refused.
     params : dict, optional
         The engine's own parameters; unknown names are refused. ``None``: the defaults that
         :func:`qwkboost.train` uses (:func:`qwkboost.defaults.engine_params`); a dict is used as given.
     num_boost_round : int, default 100
     eval_set : tuple (X_val, y_val) or (X_val, y_val, weight_val), or DaskData, optional
-        Scored every round with the objective's metric over all its rows (``xgboost`` only).
+        Scored every round with the objective's metric over all its rows (on an engine whose workers all-reduce:
+        xgboost).
     early_stopping_rounds : int, optional
-        Needs ``eval_set`` (``xgboost`` only).
+        Needs ``eval_set`` (on an engine whose workers all-reduce).
     early_stopping_min_delta : float, optional
         As in :func:`qwkboost.train` (XGBoost's own ``min_delta``); ``None``: the objective's own.
     objective_params : dict, optional
@@ -423,15 +437,13 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     Raises
     ------
     ValueError
-        Before any training: for the native engine, an objective that would
+        Before any training: for an engine without a Dask interface, an objective that would
         be wrong on that engine's workers, an unknown parameter, malformed
         data or labels.
     """
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective
-    if engine not in DASK_ENGINES:
-        raise ValueError(f"engine {engine!r} has no Dask interface; on a cluster use engine=xgboost or "
-                         "engine=lightgbm (the native engine trains on one machine)")
+    support = dask_support(engine)
     if objective_params is None and isinstance(objective, str):
         objective_params = defaults.objective_params(objective, engine)
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
@@ -460,10 +472,7 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     early_stopping_rounds, early_stopping_min_delta = check_early_stopping(
         early_stopping_rounds, early_stopping_min_delta, valid is not None)
     delta = min_delta(obj, engine, params, early_stopping_min_delta)
-    if engine == "lightgbm":
-        _check_lightgbm(obj, valid, early_stopping_rounds)
-    else:
-        for_workers(obj)       # refuses objectives that need sums they cannot all-reduce
+    check_dask_objective(engine, obj, valid is not None or early_stopping_rounds is not None)
     base_score = params.get("base_score")
     params = check_engine_params(engine, params, data.n_features)
 
@@ -484,99 +493,18 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
             raise ValueError(f"params.base_score is one number; objective {obj.name!r} has several outputs")
         obj.init_score_ = float(base_score)
     k = int(getattr(obj, "n_outputs_", 1))
-    if engine == "lightgbm" and k > 1:
-        raise ValueError(f"objective {obj.name!r} has {k} outputs, which qwkboost trains on lightgbm.dask's "
-                         "regressor only with one output; use engine=xgboost on a cluster")
+    if support.max_outputs is not None and k > support.max_outputs:
+        others = [n for n in dask_engines() if get_engine(n).dask.max_outputs is None]
+        raise ValueError(f"objective {obj.name!r} has {k} outputs, which qwkboost trains on {engine}.dask with at "
+                         f"most {support.max_outputs}; use {_choices(others)} on a cluster")
     offset = label_offset(vals) if getattr(obj, "centre_labels", True) else 0.0
-    fit = _train_xgboost if engine == "xgboost" else _train_lightgbm
-    booster, num_rounds, best, evals_result = fit(client, data, valid, obj, offset, params, num_boost_round,
-                                                  early_stopping_rounds, seed, delta)
-    best_iteration = num_rounds if best is None or not num_rounds else best + 1
+    fit = support.train(client, data, valid, obj, offset=offset, params=params, num_boost_round=num_boost_round,
+                        early_stopping_rounds=early_stopping_rounds, seed=seed, min_delta=delta)
+    best = fit.stopped_at_best
+    best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
     obj.finish(best_iteration)
-    return Model(engine, obj, obj.init_score_, booster, num_rounds, best_iteration, evals_result,
+    return Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
                  label_offset=offset, schema=FeatureSchema.numeric(data.n_features, data.feature_names))
-
-
-def _check_lightgbm(obj, valid, early_stopping_rounds) -> None:
-    if obj.gradient_needs == "sums":
-        raise ValueError(f"objective {obj.name!r} needs sums over every training row for its gradient, and "
-                         "lightgbm.dask calls the objective on each worker's rows with no all-reduce to combine "
-                         "them: each worker would optimise a different objective. Use engine=xgboost on a "
-                         "cluster (its workers all-reduce the sums), or a per-row objective such as squared_error")
-    if valid is not None or early_stopping_rounds is not None:
-        raise ValueError("lightgbm.dask scores eval sets and stops early on each worker's own rows; qwkboost "
-                         "takes no eval_set or early_stopping_rounds for it (set engine.early_stopping_rounds=null, "
-                         "or use engine=xgboost, whose metric covers every row)")
-
-
-def _margin(X, f0: np.ndarray):
-    """Initial scores as XGBoost's per-row ``base_margin``, chunked as ``X``'s rows."""
-    import dask.array as da
-
-    return da.ones((X.shape[0], f0.size), chunks=(X.chunks[0], f0.size)) * f0
-
-
-def _train_xgboost(client, data: DaskData, valid: DaskData | None, obj, offset, params, num_boost_round,
-                   early_stopping_rounds, seed, min_delta=0.0):
-    import xgboost as xgb
-    from xgboost import dask as dxgb
-
-    from qwkboost.engines.xgboost import DEFAULTS
-
-    k = int(getattr(obj, "n_outputs_", 1))
-    if k > 1:     # one base_margin per output, as on one machine
-        f0 = np.asarray(obj.init_score_, dtype=np.float64)
-        params = {**DEFAULTS, **params, "num_class": k, "base_score": 0.0}
-        margin = lambda d: _margin(d.X, f0)
-    else:
-        params = {**DEFAULTS, **params, "base_score": obj.init_score_ - offset}
-        margin = lambda d: None
-    params = {**params, "seed": seed, "disable_default_eval_metric": 1}
-    worker = for_workers(obj)
-
-    def dmatrix(d: DaskData):
-        # no feature names: the Model matches a DataFrame's columns itself, as on one machine
-        return dxgb.DaskDMatrix(client, d.X, d.y - offset, weight=d.weight, base_margin=margin(d))
-
-    client.run(xgb.set_config, verbosity=0)    # quiet the workers' "got rank" lines
-    evals = [(dmatrix(data), "train")]
-    if valid is not None:
-        evals.append((dmatrix(valid), "valid"))
-    callbacks = [] if early_stopping_rounds is None else [xgb.callback.EarlyStopping(
-        rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid", maximize=obj.higher_is_better,
-        save_best=False, min_delta=min_delta)]
-    if not obj.metric_adds_up():
-        log.warning("objective %r has no metric_sums: XGBoost reports the mean of each worker's own %s, not the "
-                    "%s of all rows", obj.name, obj.metric_name, obj.metric_name)
-    out = dxgb.train(client, params, evals[0][0], num_boost_round=num_boost_round, evals=evals,
-                     obj=_WorkerObjective(worker, offset), custom_metric=_WorkerMetric(worker, offset),
-                     callbacks=callbacks, verbose_eval=False)
-    booster = out["booster"]
-    best = None
-    if early_stopping_rounds is not None:
-        # XGBoost's callback decides when to stop; the round kept is the best of all trained, as on one
-        # machine (EarlyStopping keeps gains under min_delta, XGBoost's attribute would not)
-        scores = np.asarray(out["history"]["valid"][obj.metric_name], dtype=np.float64)
-        best = int(np.argmax(scores if obj.higher_is_better else -scores))
-    return booster, booster.num_boosted_rounds(), best, out["history"]
-
-
-def _train_lightgbm(client, data: DaskData, valid, obj, offset, params, num_boost_round, early_stopping_rounds,
-                    seed, min_delta=0.0):
-    import dask.array as da
-    import lightgbm as lgb
-
-    if num_boost_round == 0:        # as on one machine: no booster, predictions are F0
-        return None, 0, None, {}
-    init = da.full(data.y.shape[0], obj.init_score_ - offset, chunks=data.X.chunks[0])
-    reg = lgb.DaskLGBMRegressor(client=client, objective=_LightGBMObjective(obj, offset),
-                                n_estimators=num_boost_round, random_state=seed,
-                                **{"verbosity": -1, **params})
-    with warnings.catch_warnings():      # lightgbm.dask sets its own threads per worker and says so
-        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
-        reg.fit(data.X, data.y - offset, sample_weight=data.weight, init_score=init)
-    booster = reg.to_local().booster_
-    return booster, booster.current_iteration(), None, {}
 
 
 def predict_dask(model: Model, X, num_iteration: int | None = None):

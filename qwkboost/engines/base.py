@@ -8,8 +8,16 @@ training as a :class:`FitResult`.
 Every engine trains on labels centred by :func:`qwkboost.engines.label_offset`
 and calls the objective through :class:`qwkboost.engines.EngineObjective`, so
 an engine never sees either detail. After each round it calls every callback
-with a :class:`qwkboost.engines.callback.CallbackEnv`, and stops when one raises
-:class:`qwkboost.engines.callback.EarlyStopException`.
+with a :class:`qwkboost.callback.CallbackEnv`, and stops when one raises
+:class:`qwkboost.callback.EarlyStopException`.
+
+What the other stages need to know about an engine is on its class, so that none of them names an engine: its
+default learning rate, whether it checks the objective's outputs itself, the data it cannot train on
+(:meth:`Engine.check_data`) and its Dask interface (:class:`DaskSupport`). Every engine reads an objective's
+``gradient_needs`` alike: ``"rows"`` (each row's gradient from its own label and score), ``"sums"`` (sums over
+every row), or ``None`` when the objective does not say, which no engine takes for ``"rows"`` where that would
+change the gradient (CatBoost's blocks look such an objective's rows up; a cluster all-reduces its sums only
+when it says ``"sums"``).
 """
 
 from __future__ import annotations
@@ -19,9 +27,9 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence, runtime_checkabl
 
 import numpy as np
 
-from qwkboost.engines.callback import run_callbacks
+from qwkboost.callback import run_callbacks
 
-__all__ = ["EvalSet", "FitResult", "Engine", "run_callbacks"]
+__all__ = ["EvalSet", "FitResult", "DaskSupport", "Engine", "run_callbacks"]
 
 
 @dataclass(frozen=True)
@@ -55,13 +63,48 @@ class FitResult:
     evals_result: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DaskSupport:
+    """An engine's Dask interface (:attr:`Engine.dask`), as :func:`qwkboost.distributed.train_dask` uses it.
+
+    Attributes
+    ----------
+    train : callable
+        ``train(client, data, valid, objective, *, offset, params, num_boost_round, early_stopping_rounds, seed,
+        min_delta) -> FitResult``: boost on the rows of ``data`` (a :class:`~qwkboost.distributed.DaskData`), the
+        fitted ``objective`` called on each worker's rows (labels centred by ``offset``).
+    allreduce : bool
+        Whether its workers add up partial sums over all of them: an objective whose gradient needs sums over
+        every row (``gradient_needs == "sums"``) then trains as on one machine, and the metric of an eval set
+        covers every worker's rows (so eval sets and early stopping are taken). Without it, each worker would see
+        its own rows only: such objectives, eval sets and early stopping are refused.
+    max_outputs : int or None
+        The most scores per row it trains on a cluster; ``None``: as many as on one machine.
+    """
+
+    train: Callable[..., "FitResult"]
+    allreduce: bool
+    max_outputs: int | None = None
+
+
 @runtime_checkable
 class Engine(Protocol):
-    """The methods every engine implements (keyword-only beyond the data)."""
+    """The methods every engine implements (keyword-only beyond the data), and what the stages ask of it."""
 
     name: ClassVar[str]
     #: the engine's names for its thread count, e.g. ``("nthread", "n_jobs")``
     thread_params: ClassVar[tuple[str, ...]]
+    #: the learning rate the engine's library uses when the parameters name none
+    default_learning_rate: ClassVar[float]
+    #: whether the engine checks the objective's gradients and hessians for finiteness in its own passes (else
+    #: :class:`~qwkboost.engines.EngineObjective` checks them every round)
+    checks_gradients: ClassVar[bool]
+    #: its Dask interface; ``None``: it trains on one machine
+    dask: ClassVar[DaskSupport | None]
+
+    def check_data(self, X: np.ndarray, params: dict) -> None:
+        """Refuse, before any training, training rows the engine could not train on with ``params`` (``ValueError``
+        naming the parameters to change); rows of a cross-validation fold are checked before the folds run."""
 
     def check_params(self, params: dict, *, n_features: int | None) -> None:
         """Refuse unknown names and bad values before training (``ValueError`` naming them); with

@@ -235,6 +235,12 @@ class CatBoostEngine:
 
     name = "catboost"
     thread_params = THREAD_PARAMS
+    default_learning_rate = 0.03
+    checks_gradients = False
+    dask = None
+
+    def check_data(self, X, params: dict) -> None:
+        """CatBoost trains on any rows :func:`qwkboost.train` takes."""
 
     def check_params(self, params: dict, *, n_features: int | None) -> None:
         check_params(params, n_features)

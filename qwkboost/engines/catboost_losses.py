@@ -14,7 +14,7 @@ are computed by a compiled kernel, directly, or looked up (:func:`path`).
     in a compiled kernel (:mod:`qwkboost.engines.catboost_kernels`); a round whose blocks were not at the
     metric's scores stops training.
 ``"rows"``
-    An objective whose own class declares ``gradient_needs = "rows"``: ``grad_hess`` on each block.
+    An objective that declares ``gradient_needs = "rows"``: ``grad_hess`` on each block.
 ``"lookup"``
     Any other objective (a user's own, a subclass of a built-in one, ordinal logit's probit link): ``grad_hess``
     once a round on every row, each block looked up by (score, label).
@@ -30,7 +30,7 @@ import threading
 import numpy as np
 
 from qwkboost.engines.base import EvalSet, run_callbacks
-from qwkboost.engines.callback import EarlyStopException
+from qwkboost.callback import EarlyStopException
 from qwkboost.objectives import ExtendedQWK, Multiclass, Objective, OrdinalLogit, SquaredError
 from qwkboost.objectives.ordinal_logit import EXP_CAP
 
@@ -44,14 +44,9 @@ MISMATCH = ("catboost asked for derivatives at scores that are not the round's (
 
 
 def declares_rows(objective) -> bool:
-    """Whether the objective's own class says each row's gradient needs only that row (``gradient_needs =
-    "rows"``, not the base class's default): its blocks are then computed directly, not looked up."""
-    for cls in type(objective).__mro__:
-        if cls is Objective:
-            return False
-        if "gradient_needs" in cls.__dict__:
-            return cls.__dict__["gradient_needs"] == "rows"
-    return False
+    """Whether the objective says each row's gradient needs only that row (``gradient_needs = "rows"``; an
+    objective that does not say is ``None``): its blocks are then computed directly, not looked up."""
+    return objective.gradient_needs == "rows"
 
 
 def _has_kernel(objective) -> bool:

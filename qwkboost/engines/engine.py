@@ -4,12 +4,13 @@ The stages meet at named objects: an engine is an
 :class:`~qwkboost.engines.base.Engine` (:mod:`qwkboost.engines.registry` names
 them), it sees the objective through :class:`EngineObjective`, the validation
 rows as an :class:`~qwkboost.engines.base.EvalSet`, its callbacks as
-:mod:`qwkboost.engines.callback`, and returns a :class:`~qwkboost.engines.base.FitResult`,
+:mod:`qwkboost.callback`, and returns a :class:`~qwkboost.engines.base.FitResult`,
 which :func:`train` turns into a :class:`~qwkboost.engines.model.Model`.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import numbers
 from typing import Callable
@@ -18,9 +19,9 @@ import numpy as np
 
 from qwkboost import defaults
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.distributed.parallel import available_cores, blas_single_thread
+from qwkboost.engines.threads import available_cores, blas_single_thread
 from qwkboost.engines.base import Engine, EvalSet, FitResult
-from qwkboost.engines.callback import EarlyStopping, RoundFunction, check_min_delta
+from qwkboost.callback import EarlyStopping, RoundFunction, check_min_delta
 from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, resolve
@@ -36,20 +37,19 @@ from qwkboost.validation import (
 )
 
 __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "check_early_stopping",
-           "label_offset", "EngineObjective", "Engine", "EvalSet", "FitResult"]
+           "label_offset", "EngineObjective", "for_workers", "Engine", "EvalSet", "FitResult"]
 
 #: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
 LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
-#: Each engine's learning rate when its parameters name none.
-DEFAULT_LEARNING_RATE = {"xgboost": 0.3, "lightgbm": 0.1, "native": 0.3, "catboost": 0.03}
 
 
 def learning_rate(engine: str, params: dict) -> float:
-    """The learning rate ``params`` give ``engine`` (any of its names), else the engine's default."""
+    """The learning rate ``params`` give ``engine`` (any of its names), else the engine's default
+    (:attr:`~qwkboost.engines.base.Engine.default_learning_rate`)."""
     for k in LEARNING_RATE_NAMES:
         if params.get(k) is not None:
             return float(params[k])
-    return DEFAULT_LEARNING_RATE.get(engine, 0.1)
+    return get_engine(engine).default_learning_rate
 
 
 def min_delta(objective: Objective, engine: str, params: dict, given: float | None) -> float:
@@ -231,6 +231,35 @@ class EngineObjective:
         return self.objective.loss(*self._shift(y, score))
 
 
+def for_workers(objective: Objective, allreduce: Callable[[np.ndarray], np.ndarray] | None = None) -> Objective:
+    r"""A copy of a fitted ``objective`` for the workers of a cluster whose engine all-reduces
+    (:attr:`~qwkboost.engines.base.DaskSupport.allreduce`): it forms its gradient from sums over all workers.
+
+    A distributed engine calls the custom objective on each worker's own rows. For an objective whose gradient
+    needs sums over *every* row (``gradient_needs == "sums"``; extended QWK's :math:`f = \tfrac12\sum (\hat y -
+    y)^2` and :math:`g = \tfrac12\sum((\hat y - a)^2 + b)`), each worker would otherwise optimise its own
+    objective. Instead the worker's partial sums are all-reduced (``allreduce``: summed over the workers) before
+    the gradient is formed, so every row's gradient equals the one-process gradient; the label statistics (``a``,
+    ``b``, the label range, the initial score) are fitted once on the whole training set and shipped with the
+    objective. ``allreduce=None`` only checks the objective.
+
+    Raises
+    ------
+    ValueError
+        For an objective whose gradient needs sums over every row but does not
+        take them through :meth:`~qwkboost.objectives.Objective.global_sums`:
+        trained on each worker's rows alone it would silently optimise something else.
+    """
+    if objective.gradient_needs == "sums" and not objective.allreduce_ready:
+        raise ValueError(f"objective {objective.name!r} needs sums over every training row for its gradient, which "
+                         "qwkboost does not all-reduce across workers for it; distributed training would optimise a "
+                         "different objective on each worker. Train it on one machine")
+    out = copy.copy(objective)
+    if objective.gradient_needs == "sums":
+        out.allreduce = allreduce
+    return out
+
+
 def _takes(method, name: str) -> bool:
     """Whether ``method`` has a parameter called ``name`` (not only ``**kwargs``)."""
     try:
@@ -295,7 +324,7 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
         Scored every round with the objective's metric (weighted by ``weight_val``).
     early_stopping_rounds : int, optional
         Stop when the eval-set metric has not improved for this many rounds
-        (:class:`qwkboost.engines.callback.EarlyStopping`); needs ``eval_set``.
+        (:class:`qwkboost.callback.EarlyStopping`); needs ``eval_set``.
     early_stopping_min_delta : float, optional
         The smallest gain of the eval-set metric that counts as an improvement
         (XGBoost's and LightGBM's ``min_delta``); needs ``early_stopping_rounds``.
@@ -309,7 +338,7 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
         as given.
     callbacks : list of callable, optional
         Each is called as ``fn(round, {"train": {...}, "valid": {...}})`` after every round,
-        on every engine; raising :class:`qwkboost.engines.callback.EarlyStopException` stops training.
+        on every engine; raising :class:`qwkboost.callback.EarlyStopException` stops training.
     seed : int, default 0
     n_jobs : int, optional
         Engine threads; default every core this process may use. A thread
@@ -386,7 +415,7 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
     adapter.check_objective(obj)           # an objective the engine cannot run, refused before training
     # class objectives index their labels themselves; centring would shift their class scores
     offset = label_offset(y) if getattr(obj, "centre_labels", True) else 0.0
-    seen = EngineObjective(obj, offset, check_finite=engine != "native", sample_weight=weight)
+    seen = EngineObjective(obj, offset, check_finite=not adapter.checks_gradients, sample_weight=weight)
     y_seen = freeze(y - offset)        # the engines' own label arrays, recognised by identity every round
     valid = None if eval_set is None else EvalSet(eval_set[0], freeze(eval_set[1] - offset), eval_set[2])
     stopper = None if early_stopping_rounds is None else \

@@ -10,12 +10,14 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+import warnings
 
 import lightgbm as lgb
 import numpy as np
 
-from qwkboost.engines.callback import EarlyStopException
-from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
+from qwkboost.callback import EarlyStopException
+from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
+from qwkboost.engines.engine import EngineObjective
 
 __all__ = ["LightGBMEngine", "check_params", "check_data", "aliases"]
 
@@ -157,6 +159,38 @@ def _load(text: str):
         raise ValueError(f"the lightgbm booster in the model file is malformed: {_reason(exc)}") from None
 
 
+class _WorkerObjective:
+    """LightGBM's ``objective(y_true, y_pred, weight)`` on a worker (per-row objectives only)."""
+
+    def __init__(self, objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+
+    def __call__(self, y_true, y_pred, weight):
+        w = None if weight is None else np.asarray(weight, dtype=np.float64)
+        seen = EngineObjective(self.objective, self.offset, sample_weight=w)
+        return seen.grad_hess(np.asarray(y_true, dtype=np.float64), np.asarray(y_pred, dtype=np.float64))
+
+
+def train_dask(client, data, valid, objective, *, offset, params, num_boost_round, early_stopping_rounds, seed,
+               min_delta=0.0) -> FitResult:
+    """:class:`lightgbm.DaskLGBMRegressor` on the objective, called on each worker's rows
+    (:attr:`LightGBMEngine.dask`: no eval set, no early stopping, one score per row)."""
+    import dask.array as da        # optional: the cluster extra
+
+    if num_boost_round == 0:        # as on one machine: no booster, predictions are F0
+        return FitResult(None, 0)
+    init = da.full(data.y.shape[0], objective.init_score_ - offset, chunks=data.X.chunks[0])
+    reg = lgb.DaskLGBMRegressor(client=client, objective=_WorkerObjective(objective, offset),
+                                n_estimators=num_boost_round, random_state=seed,
+                                **{"verbosity": -1, **params})
+    with warnings.catch_warnings():      # lightgbm.dask sets its own threads per worker and says so
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        reg.fit(data.X, data.y - offset, sample_weight=data.weight, init_score=init)
+    booster = reg.to_local().booster_
+    return FitResult(booster, booster.current_iteration())
+
+
 class LightGBMEngine:
     """LightGBM under qwkboost's objective (see :class:`~qwkboost.engines.base.Engine`).
 
@@ -167,6 +201,14 @@ class LightGBMEngine:
     """
 
     name = "lightgbm"
+    default_learning_rate = 0.1
+    checks_gradients = False
+    #: ``lightgbm.dask`` calls the objective and the metric on each worker's rows, with nothing to add them up
+    dask = DaskSupport(train_dask, allreduce=False, max_outputs=1)
+
+    def check_data(self, X, params: dict) -> None:
+        """Refuse rows on which LightGBM would find no usable feature (:func:`check_data`)."""
+        check_data(X, params)
 
     @property
     def thread_params(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import numpy as np
 from qwkboost.engines.base import EvalSet, FitResult
 from qwkboost.native.boosting import NativeBooster, boost
 from qwkboost.native.params import ALIASES, resolve_params
-from qwkboost.distributed.parallel import blas_single_thread
+from qwkboost.engines.threads import blas_single_thread
 
 __all__ = ["NativeEngine", "THREAD_PARAMS"]
 
@@ -23,6 +23,13 @@ class NativeEngine:
 
     name = "native"
     thread_params = THREAD_PARAMS
+    default_learning_rate = 0.3
+    #: the booster checks gradients and hessians for finiteness in its own passes over them
+    checks_gradients = True
+    dask = None
+
+    def check_data(self, X, params: dict) -> None:
+        """The native engine trains on any rows :func:`qwkboost.train` takes."""
 
     def check_objective(self, objective) -> None:
         """Every objective runs here (one score per row or several)."""

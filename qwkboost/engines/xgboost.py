@@ -10,16 +10,20 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import logging
 import re
 import warnings
 
 import numpy as np
 import xgboost as xgb
 
-from qwkboost.engines.callback import EarlyStopException
-from qwkboost.engines.base import EvalSet, FitResult, run_callbacks
+from qwkboost.callback import EarlyStopException
+from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
+from qwkboost.engines.engine import EngineObjective, for_workers
 
-__all__ = ["XGBoostEngine", "boost", "check_params", "valid_params"]
+__all__ = ["XGBoostEngine", "boost", "check_params", "valid_params", "xgboost_allreduce"]
+
+log = logging.getLogger(__name__)
 
 DEFAULTS = {"tree_method": "hist", "verbosity": 0}
 #: XGBoost's names for its thread count; qwkboost sets ``nthread`` when none is given.
@@ -48,7 +52,7 @@ def boost(params: dict, dtrain, num_boost_round: int, evals, obj, feval, callbac
     ``Booster`` (same data caches), gradients and boosting calls. Metric values are rounded to 6 decimals,
     as ``xgb.train`` passes them through its ``"%f"`` eval strings, so that early stopping and the learning
     curves are those of ``xgb.train``. ``history`` receives
-    ``{set: {metric: [...]}}``; a callback raising :class:`~qwkboost.engines.callback.EarlyStopException`
+    ``{set: {metric: [...]}}``; a callback raising :class:`~qwkboost.callback.EarlyStopException`
     stops training after that round.
     """
     bst = xgb.Booster(params, [dtrain] + [d for d, _ in evals])
@@ -173,11 +177,109 @@ def _dmatrix(X, types, **kw) -> "xgb.DMatrix":
     return xgb.DMatrix(X, **kw)
 
 
+def xgboost_allreduce(values: np.ndarray) -> np.ndarray:
+    """Sum ``values`` over XGBoost's workers (inside a ``CommunicatorContext``, e.g. an ``xgboost.dask`` task)."""
+    from xgboost import collective
+
+    return collective.allreduce(np.ascontiguousarray(values, dtype=np.float64), collective.Op.SUM)
+
+
+class _WorkerObjective:
+    """XGBoost's ``obj(predt, dmatrix)`` on a worker: the labels and weights come from its local DMatrix."""
+
+    def __init__(self, objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+
+    def __call__(self, predt, dmat):
+        y = dmat.get_label().astype(np.float64)
+        w = dmat.get_weight()
+        seen = EngineObjective(self.objective, self.offset, sample_weight=w.astype(np.float64) if w.size else None)
+        return seen.grad_hess(y, np.asarray(predt, dtype=np.float64))
+
+
+class _WorkerMetric:
+    """XGBoost's ``custom_metric(predt, dmatrix)`` on a worker: the metric of every worker's rows."""
+
+    def __init__(self, objective, offset: float):
+        self.objective = objective
+        self.offset = offset
+
+    def __call__(self, predt, dmat):
+        y = dmat.get_label().astype(np.float64) + self.offset
+        p = np.asarray(predt, dtype=np.float64) + self.offset
+        w = dmat.get_weight()
+        w = w.astype(np.float64) if w.size else None
+        if not self.objective.metric_adds_up():     # XGBoost averages the workers' own values
+            return self.objective.metric_name, EngineObjective(self.objective).metric(y, p, w)
+        sums = self.objective.metric_sums(y, p, w)
+        return self.objective.metric_name, self.objective.metric_from_sums(xgboost_allreduce(sums))
+
+
+def _margin(X, f0: np.ndarray):
+    """Initial scores as XGBoost's per-row ``base_margin``, chunked as ``X``'s rows."""
+    import dask.array as da        # optional: the cluster extra
+
+    return da.ones((X.shape[0], f0.size), chunks=(X.chunks[0], f0.size)) * f0
+
+
+def train_dask(client, data, valid, objective, *, offset, params, num_boost_round, early_stopping_rounds, seed,
+               min_delta=0.0) -> FitResult:
+    """:func:`xgboost.dask.train` on the objective, its sums and its metric all-reduced over the workers
+    (:attr:`XGBoostEngine.dask`)."""
+    from xgboost import dask as dxgb        # optional: dask, the cluster extra
+
+    obj = objective
+    k = int(getattr(obj, "n_outputs_", 1))
+    if k > 1:     # one base_margin per output, as on one machine
+        f0 = np.asarray(obj.init_score_, dtype=np.float64)
+        params = {**DEFAULTS, **params, "num_class": k, "base_score": 0.0}
+        margin = lambda d: _margin(d.X, f0)
+    else:
+        params = {**DEFAULTS, **params, "base_score": obj.init_score_ - offset}
+        margin = lambda d: None
+    params = {**params, "seed": seed, "disable_default_eval_metric": 1}
+    worker = for_workers(obj, xgboost_allreduce)
+
+    def dmatrix(d):
+        # no feature names: the Model matches a DataFrame's columns itself, as on one machine
+        return dxgb.DaskDMatrix(client, d.X, d.y - offset, weight=d.weight, base_margin=margin(d))
+
+    client.run(xgb.set_config, verbosity=0)    # quiet the workers' "got rank" lines
+    evals = [(dmatrix(data), "train")]
+    if valid is not None:
+        evals.append((dmatrix(valid), "valid"))
+    callbacks = [] if early_stopping_rounds is None else [xgb.callback.EarlyStopping(
+        rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid", maximize=obj.higher_is_better,
+        save_best=False, min_delta=min_delta)]
+    if not obj.metric_adds_up():
+        log.warning("objective %r has no metric_sums: XGBoost reports the mean of each worker's own %s, not the "
+                    "%s of all rows", obj.name, obj.metric_name, obj.metric_name)
+    out = dxgb.train(client, params, evals[0][0], num_boost_round=num_boost_round, evals=evals,
+                     obj=_WorkerObjective(worker, offset), custom_metric=_WorkerMetric(worker, offset),
+                     callbacks=callbacks, verbose_eval=False)
+    booster = out["booster"]
+    best = None
+    if early_stopping_rounds is not None:
+        # XGBoost's callback decides when to stop; the round kept is the best of all trained, as on one
+        # machine (EarlyStopping keeps gains under min_delta, XGBoost's attribute would not)
+        scores = np.asarray(out["history"]["valid"][obj.metric_name], dtype=np.float64)
+        best = int(np.argmax(scores if obj.higher_is_better else -scores))
+    return FitResult(booster, booster.num_boosted_rounds(), best, out["history"])
+
+
 class XGBoostEngine:
     """XGBoost's ``hist`` trees under qwkboost's objective (see :class:`~qwkboost.engines.base.Engine`)."""
 
     name = "xgboost"
     thread_params = THREAD_PARAMS
+    default_learning_rate = 0.3
+    checks_gradients = False
+    #: ``xgboost.dask``: its workers all-reduce an objective's sums and the metric (:func:`xgboost_allreduce`)
+    dask = DaskSupport(train_dask, allreduce=True)
+
+    def check_data(self, X, params: dict) -> None:
+        """XGBoost trains on any rows :func:`qwkboost.train` takes."""
 
     def check_objective(self, objective) -> None:
         """Every objective runs here (one score per row or several)."""

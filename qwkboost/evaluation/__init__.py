@@ -1,24 +1,13 @@
-"""The evaluation stage: cross-validation, cut points, metrics, paired statistics and plots.
+"""The evaluation stage: cut points, metrics, paired statistics and plots. It evaluates scores and trains nothing
+(cross-validation, which trains, is the stage above the engines: :mod:`qwkboost.cv`).
 
-Data flows ``cv`` (out-of-fold and test scores) -> ``thresholds`` (cut points on
-the OOF scores) -> ``metrics`` (QWK, extended QWK, RMSE) -> ``stats`` (intervals,
-paired tests over seeds); ``plots`` draws a run's curves and histograms.
+Data flows ``thresholds`` (cut points on the out-of-fold scores) -> ``metrics`` (QWK, extended QWK, RMSE) ->
+``stats`` (intervals, paired tests over seeds); ``plots`` draws a run's curves and histograms.
 """
 
 from qwkboost._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
-    # cv
-    "CVResult": "cv",
-    "cross_validate": "cv",
-    "make_folds": "cv",
-    "make_repeated_folds": "cv",
-    "fold_assignment": "cv",
-    "check_groups": "cv",
-    "duplicate_rows": "cv",
-    "warn_duplicates": "cv",
-    "progress_enabled": "cv",
-    "DUPLICATE_SHARE": "cv",
     # thresholds
     "METHODS": "thresholds",
     "apply_thresholds": "thresholds",
@@ -47,9 +36,10 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "confusion_matrix": "plots",
     "class_probabilities": "plots",
     "blend_members": "plots",
-    "cv": "",
     "thresholds": "",
     "metrics": "",
     "stats": "",
     "plots": "",
-})
+}, moved={"cv": "qwkboost.cv", **{name: f"qwkboost.cv.{name}" for name in (
+    "CVResult", "cross_validate", "make_folds", "make_repeated_folds", "fold_assignment", "check_groups",
+    "duplicate_rows", "warn_duplicates", "progress_enabled", "DUPLICATE_SHARE")}})

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from threadpoolctl import threadpool_limits
 
-from qwkboost.engines.callback import EarlyStopException, EarlyStopping, RoundFunction, run_callbacks
+from qwkboost.callback import EarlyStopException, EarlyStopping, RoundFunction, run_callbacks
 from qwkboost.native.binning import MAX_BINS, MISSING_BIN, BinMapper
 from qwkboost.native.bundling import make_layout
 from qwkboost.native.grower import GrowerParams, grow_tree
@@ -343,10 +343,10 @@ def train_booster(X, y, objective, params: dict | None = None, num_boost_round: 
     eval_set : (X_val, y_val), optional
     early_stopping_rounds : int, optional
         Stop when the eval set's metric has not improved for this many rounds
-        (:class:`qwkboost.engines.callback.EarlyStopping`).
+        (:class:`qwkboost.callback.EarlyStopping`).
     callbacks : list of callable
         ``fn(round, {"train": {metric: value}, "valid": {...}})`` after every
-        round; raising :class:`qwkboost.engines.callback.EarlyStopException` stops training.
+        round; raising :class:`qwkboost.callback.EarlyStopException` stops training.
     seed : int
         Seeds binning subsample, row/column sampling and GOSS.
     categorical : sequence of int, optional
@@ -389,8 +389,8 @@ def boost(X, y, objective, params, num_boost_round, eval_set, callbacks, seed, b
     ``sample_weight`` (training rows) and an ``eval_set``'s third entry weigh the
     metric and the refits' loss; the objective weighs its own gradients.
 
-    ``callbacks`` take a :class:`qwkboost.engines.callback.CallbackEnv` after every
-    round; when one raises :class:`~qwkboost.engines.callback.EarlyStopException`,
+    ``callbacks`` take a :class:`qwkboost.callback.CallbackEnv` after every
+    round; when one raises :class:`~qwkboost.callback.EarlyStopException`,
     training stops and ``stopped_at_best`` is its 0-based best round (else ``None``).
     """
     X = np.asarray(X, dtype=np.float64)

@@ -29,7 +29,9 @@ uses it for line searches.
 **Rows or sums.** ``gradient_needs`` says what a row's gradient depends on:
 ``"rows"`` -- only its own label and score (given the fitted state), so any
 subset of rows can be processed alone; ``"sums"`` -- also sums over every
-training row (extended QWK's numerator and denominator). A distributed engine
+training row (extended QWK's numerator and denominator); ``None`` (the default) -- the objective does not say,
+and no engine computes its rows apart where that could change the gradient (see
+:mod:`qwkboost.engines.base`). A distributed engine
 gives such an objective an :attr:`Objective.allreduce` (the sum of an array
 over all workers), and the objective passes its partial sums through
 :meth:`Objective.global_sums`; on one machine that is the identity, and the
@@ -112,8 +114,9 @@ class Objective:
     #: Whether labels far from zero may be centred before the engines see them (see
     #: :func:`qwkboost.engines.label_offset`); class objectives index their labels themselves.
     centre_labels: ClassVar[bool] = True
-    #: What a row's gradient needs: "rows" (its own label and score) or "sums" (over every training row).
-    gradient_needs: ClassVar[str] = "rows"
+    #: What a row's gradient needs: "rows" (its own label and score), "sums" (over every training row), or None
+    #: when the objective does not say (read by every engine alike: :mod:`qwkboost.engines.base`).
+    gradient_needs: ClassVar[str | None] = None
     #: Whether an objective that needs sums takes them through :meth:`global_sums`.
     allreduce_ready: ClassVar[bool] = False
     #: Set by a distributed engine: sums a float array over all workers. ``None`` on one machine.

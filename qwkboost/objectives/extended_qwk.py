@@ -174,7 +174,7 @@ class ExtendedQWK(Objective):
         makes is proportional to the learning rate :math:`\eta` (boosting follows one path in
         :math:`\eta \times` rounds), so the threshold is too: at :math:`\eta = 0.03` it is 0.0003. It only
         decides when training stops; the best round trained is kept
-        (:class:`qwkboost.engines.callback.EarlyStopping`).
+        (:class:`qwkboost.callback.EarlyStopping`).
         """
         return self.MIN_DELTA_PER_RATE * float(learning_rate)
 

@@ -20,7 +20,7 @@ class SquaredError(Objective):
     metric_name = "rmse"
     higher_is_better = False
     hessian_kind = "exact"          # the true curvature, which happens to be constant
-    gradient_needs = "rows"         # said here (not only inherited): a row's gradient is its own residual
+    gradient_needs = "rows"         # a row's gradient is its own residual
 
     def __init__(self):
         pass

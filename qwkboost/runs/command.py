@@ -1,14 +1,16 @@
-"""The ``experiments/run.py`` and ``experiments/tune.py`` commands in the package: one configuration, a sweep's
-job, the QWK table, the study; an Optuna study.
+"""The runs' commands: one configuration, a sweep's job or the QWK table (:func:`experiment_command`), and an
+Optuna study (:func:`tune_command`, ``experiments/tune.py``).
 
-The scripts are thin ``@hydra.main`` wrappers around :func:`run_command` and :func:`tune_command`, so tests and
-notebooks can run the same code in-process on a config composed with Hydra's
+``experiments/run.py`` reaches :func:`experiment_command` through :func:`qwkboost.commands.run_command`, the
+dispatcher above the stages (a study and a time budget are stages above the runs). The scripts are thin
+``@hydra.main`` wrappers, so tests and notebooks can run the same code in-process on a config composed with Hydra's
 compose API (as lightning-hydra-template tests its ``train(cfg)``).
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -16,8 +18,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
+from qwkboost._lazy import moved_names
 from qwkboost.config import apply_protocol, check_config, optimized_metric
-from qwkboost.distributed.parallel import threads_per_job
+from qwkboost.engines.threads import threads_per_job
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.experiment import run_experiment
 from qwkboost.runs.sweep import read_parent
@@ -25,10 +28,15 @@ from qwkboost.runs.table import run_table
 
 log = logging.getLogger("qwkboost")
 
-__all__ = ["run_command", "tune_command", "row_configs", "compose_choices", "study_cells"]
+__all__ = ["experiment_command", "tune_command", "row_configs", "compose_choices", "override_key"]
+
+#: the dispatcher and the study's cells moved up, above the runs
+__getattr__ = moved_names(__name__, {"run_command": "qwkboost.commands.run_command",
+                                     "study_cells": "qwkboost.study.command.study_cells"})
 
 
-def _key(override: str) -> str:
+def override_key(override: str) -> str:
+    """The key an override sets: ``+engine.params.max_depth=3`` -> ``engine.params.max_depth``."""
     return override.split("=", 1)[0].lstrip("+~")
 
 
@@ -48,8 +56,8 @@ def compose_choices(choices, label=lambda choice: " ".join(choice)) -> list[dict
     LightGBM no ``max_depth``. Needs Hydra's state (:class:`~hydra.core.hydra_config.HydraConfig`).
     """
     hc = HydraConfig.get()
-    keep = [o for o in hc.overrides.task if _key(o) not in ("engine", "objective")]
-    grouped = [o for o in keep if _key(o).startswith(("engine.", "objective."))]
+    keep = [o for o in hc.overrides.task if override_key(o) not in ("engine", "objective")]
+    grouped = [o for o in keep if override_key(o).startswith(("engine.", "objective."))]
     common = [o for o in keep if o not in grouped]
     out = []
     for choice in choices:
@@ -57,7 +65,7 @@ def compose_choices(choices, label=lambda choice: " ".join(choice)) -> list[dict
         if grouped:     # a first composition tells which group overrides apply (each costs a few tenths of a second)
             base = hydra.compose(config_name=hc.job.config_name, overrides=[*common, *choice])
             for o in grouped:
-                if o.startswith("+") or _has(base, _key(o)):
+                if o.startswith("+") or _has(base, override_key(o)):
                     fits.append(o)
                 else:
                     log.info("%s: %s does not apply (no such key), skipped", label(choice), o)
@@ -74,57 +82,33 @@ def row_configs(cfg: DictConfig) -> list[dict]:
                            label=lambda choice: "row " + "/".join(c.split("=", 1)[1] for c in choice))
 
 
-def study_cells(cfg: DictConfig):
-    """The study's spec and cells: each (regime, engine, method) composed with the user's other overrides."""
-    from qwkboost.study import StudySpec, build_cells
-
-    hc = HydraConfig.get()
-    spec = StudySpec.from_config(OmegaConf.to_container(cfg.study, resolve=True))
-    keep = [o for o in hc.overrides.task if _key(o) not in ("data", "engine", "objective")
-            and not _key(o).startswith("study.")]
-
-    def compose(overrides):
-        rc = hydra.compose(config_name=hc.job.config_name, overrides=[*keep, *overrides])
-        return apply_protocol(OmegaConf.to_container(rc, resolve=True), [*keep, *overrides])
-
-    return spec, build_cells(spec, compose)
-
-
-def run_command(cfg: DictConfig) -> float | None:
-    """What ``experiments/run.py`` does with its composed config: a study, the QWK table, or one run.
+def experiment_command(cfg: DictConfig) -> float | None:
+    """What ``experiments/run.py`` does with a composed config that is neither a study nor a time budget (those
+    :func:`qwkboost.commands.run_command` hands to their stages): the QWK table, or one run.
 
     Needs Hydra's state (:class:`~hydra.core.hydra_config.HydraConfig`, and an initialised config
-    search path for the table's and the study's per-row configs): inside ``@hydra.main``, or in a test
+    search path for the table's per-row configs): inside ``@hydra.main``, or in a test
     after ``hydra.initialize_config_dir`` and ``HydraConfig().set_config`` on a config composed with
     ``return_hydra_config=True``.
 
     Returns
     -------
     float or None
-        A single run's ``optimized_metric`` (an out-of-fold result) for Hydra sweepers; ``None`` otherwise.
+        A single run's ``optimized_metric`` (an out-of-fold result) for Hydra sweepers; ``None`` for the table.
 
     Raises
     ------
     ConfigError
-        For bad settings or data, before any training.
+        For bad settings or data, before any training; for a study's or a time budget's config (run it with
+        :func:`qwkboost.commands.run_command`).
     """
     hc = HydraConfig.get()
     out_dir = hc.runtime.output_dir
     container = apply_protocol(OmegaConf.to_container(cfg, resolve=True), hc.overrides.task)
-    if cfg.study:
-        from qwkboost.study import check_cells, run_study
-
+    if cfg.get("study") or cfg.get("auto"):
         with config_errors():
-            check_config(container)
-            spec, cells = study_cells(cfg)
-            for rc in [c.config for c in cells if c.method.peer is None and not c.method.is_blend
-                       and c.seed == spec.first_seed]:
-                check_config(rc)
-            check_cells(cells)
-        experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
-        run_study(spec, cells, experiment_id, out_dir, command=tracking.command_line(),
-                  run_name=cfg.run_name or "study")
-        return None
+            raise ValueError(f"experiment={'study' if cfg.get('study') else 'auto'} is a stage above the runs: run it "
+                             "with qwkboost.commands.run_command (what experiments/run.py does)")
     if cfg.table:
         with config_errors():
             check_config(container)
@@ -164,7 +148,7 @@ def tune_command(cfg: DictConfig):
     ConfigError
         For bad settings, a bad search space or storage, or an unreachable tracking server, before any trial.
     """
-    from qwkboost.runs.tuning import best_overrides, tune
+    from qwkboost.runs.tuning import best_overrides, tune     # optuna: loaded for tuning only
 
     container = apply_protocol(OmegaConf.to_container(cfg, resolve=True), HydraConfig.get().overrides.task)
     with config_errors():
@@ -173,8 +157,6 @@ def tune_command(cfg: DictConfig):
         tracking.check_reachable(tracking.resolve_tracking_uri(container["tracking"]["uri"]))
     study = tune(container)
     if study.best_trials:
-        import shlex
-
         # quoted for the shell, as the user had to type them (data.classes=[not too happy,...])
         keep = [shlex.quote(o) for o in HydraConfig.get().overrides.task
                 if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra"))]

@@ -21,14 +21,10 @@ from qwkboost.config import objective_ref
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.files import from_file
 from qwkboost.data.sources import SOURCES
-from qwkboost.distributed.cluster import ClusterSpec, connect
+from qwkboost.distributed.cluster import ClusterSpec, connect, dask_engines, dask_support
 from qwkboost.evaluation import plots
-from qwkboost.evaluation.cv import (
-    CVResult,
-    check_groups,
-    cross_validate,
-    fold_assignment,
-)
+from qwkboost.cv.crossval import CVResult, cross_validate
+from qwkboost.cv.folds import check_groups, fold_assignment
 from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
 from qwkboost.evaluation.thresholds import (
     apply_thresholds,
@@ -175,11 +171,11 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     on_start : callable, optional
         Called with the MLflow run id once the run exists (the tuner records it on the trial).
     on_fold : callable, optional
-        Called after each CV fold (:func:`qwkboost.evaluation.cv.cross_validate`); raising
+        Called after each CV fold (:func:`qwkboost.cv.crossval.cross_validate`); raising
         :class:`~qwkboost.exceptions.RunStopped` there stops the run (a pruned trial): no cut points, no
         outputs, its MLflow run KILLED with the reason.
     on_round : callable, optional
-        Called after every boosting round (:func:`qwkboost.evaluation.cv.cross_validate`); raising
+        Called after every boosting round (:func:`qwkboost.cv.crossval.cross_validate`); raising
         :class:`~qwkboost.exceptions.RunStopped` there stops the run in the middle of a fold, as ``on_fold`` does.
     progress : bool, optional
         The folds' progress bar (default: on a terminal); a driver with a bar of its own turns it off.
@@ -270,11 +266,8 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     engine = cfg["engine"]["name"]
     try:
         params = check_engine_params(engine, dict(cfg["engine"].get("params") or {}), ds.X_train.shape[1])
-        if engine == "lightgbm":     # a CV training fold is this many rows: can LightGBM split them?
-            from qwkboost.engines.lightgbm import check_data
-
-            k = int(cfg["cv"]["n_splits"])
-            check_data(ds.X_train[: len(ds.X_train) * (k - 1) // k], params)
+        k = int(cfg["cv"]["n_splits"])     # a CV training fold is this many rows: can the engine split them?
+        get_engine(engine).check_data(ds.X_train[: len(ds.X_train) * (k - 1) // k], params)
     except ValueError as exc:
         raise ValueError(f"engine.params ({engine}): {exc}") from None
     k = int(cfg["cv"]["n_splits"])
@@ -301,11 +294,12 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
                          "regression target; use objective=squared_error")
-    if engine == "lightgbm" and ClusterSpec.from_config(cfg.get("cluster")) is not None \
-            and obj.gradient_needs == "sums":
+    if ClusterSpec.from_config(cfg.get("cluster")) is not None and obj.gradient_needs == "sums" \
+            and not dask_support(engine).allreduce:
         raise ValueError(f"objective={obj.name} needs sums over every training row for its gradient, which "
-                         "lightgbm.dask cannot combine across workers; on a cluster use engine=xgboost, or a per-row "
-                         "objective such as objective=squared_error")
+                         f"{engine}.dask cannot combine across workers; on a cluster use "
+                         + " or ".join(f"engine={n}" for n in dask_engines(allreduce=True))
+                         + ", or a per-row objective such as objective=squared_error")
     try:
         obj.fit(ds.y_train)     # what it learns from the labels (a label mean outside their range, ...)
     except ValueError as exc:

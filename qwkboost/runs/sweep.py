@@ -73,7 +73,7 @@ def _parallel_jobs(config: DictConfig, n_jobs: int) -> int:
     launcher = config.hydra.get("launcher") or {}
     if "joblib" not in str(launcher.get("_target_", "")):
         return 1
-    from qwkboost.distributed.parallel import available_cores
+    from qwkboost.engines.threads import available_cores
 
     k = launcher.get("n_jobs", -1)
     k = available_cores() if k is None or k < 0 else int(k)

@@ -5,11 +5,25 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
-__all__ = ["CellCache"]
+__all__ = ["CellCache", "replaced"]
+
+
+@contextmanager
+def replaced(path: Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` to write; it replaces ``path`` in one step when the block ends (a process
+    killed while writing leaves the previous file, or none), and is removed if the block fails."""
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 class CellCache:
@@ -37,10 +51,8 @@ class CellCache:
 
     def put_scores(self, key: str, scores: dict) -> None:
         self.scores.mkdir(exist_ok=True)
-        path = self.scores / f"{key}.npz"
-        tmp = path.with_name(f"{key}.tmp{os.getpid()}.npz")
-        np.savez_compressed(tmp, oof=scores["oof"], test=scores["test"])
-        os.replace(tmp, path)
+        with replaced(self.scores / f"{key}.npz") as tmp:
+            np.savez_compressed(tmp, oof=scores["oof"], test=scores["test"])
 
     def get(self, key: str) -> dict | None:
         path = self.cells / f"{key}.json"
@@ -60,10 +72,8 @@ class CellCache:
         return [r for r in map(json.loads, path.read_text().splitlines()) if r["study"] == fingerprint]
 
     def put(self, key: str, record: dict) -> None:
-        path = self.cells / f"{key}.json"
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(record, indent=1, default=float))
-        os.replace(tmp, path)
+        with replaced(self.cells / f"{key}.json") as tmp:
+            tmp.write_text(json.dumps(record, indent=1, default=float))
         with open(self.journal, "a") as fh:
             fh.write(json.dumps({"key": key, "label": record.get("label"), "pid": os.getpid(),
                                  "time": time.time()}) + "\n")

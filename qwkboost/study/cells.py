@@ -165,8 +165,9 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         shift_weights,
         target_moments,
     )
-    from qwkboost.distributed.parallel import blas_single_thread
-    from qwkboost.evaluation.cv import cross_validate, make_repeated_folds
+    from qwkboost.engines.threads import blas_single_thread
+    from qwkboost.cv.crossval import cross_validate
+    from qwkboost.cv.folds import make_repeated_folds
     from qwkboost.evaluation.metrics import qwk
     from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
     from qwkboost.runs.peers import cross_validate_peer
@@ -266,7 +267,7 @@ def run_blend_cell(config: Mapping[str, Any], method: MethodSpec, scores: list[d
     out-of-fold QWK (:func:`qwkboost.blending.methods.fit_nested`)."""
     from qwkboost.blending.methods import fit_nested
     from qwkboost.data.shift import shift_weights
-    from qwkboost.evaluation.cv import make_folds
+    from qwkboost.cv.folds import make_folds
     from qwkboost.evaluation.metrics import qwk
 
     t0 = time.perf_counter()

@@ -7,8 +7,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from qwkboost.evaluation.stats import TESTS, holm, mean_interval, paired_comparison
 from qwkboost.study.cells import Cell
-from qwkboost.evaluation.stats import TESTS
 from qwkboost.study.spec import TUNED, StudySpec
 
 __all__ = ["cells_frame", "ceilings", "summarise", "blend_comparison", "tuning_comparison", "regime_verdict",
@@ -81,8 +81,6 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
     headline : DataFrame
         One row per regime: ``best_eqwk``, ``reference``, ``diff``, interval, ``p``, ``p_holm``, ``verdict``.
     """
-    from qwkboost.evaluation.stats import holm, mean_interval, paired_comparison
-
     out, heads = [], []
     for regime, g in df.groupby("regime", sort=False):
         wide = g.pivot_table(index="seed", columns="row", values="qwk", aggfunc="first").dropna()
@@ -118,10 +116,8 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
         if eq_rows:
             best_eq = eq_rows[0]
             ref = refs[g.loc[g["row"] == best_eq, "engine"].iloc[0]]
-            pc = paired_comparison(wide[best_eq], wide[ref], confidence, test)
-            heads.append({"regime": regime, "best_eqwk": best_eq, "reference": ref, "diff": pc.diff.mean,
-                          "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins,
-                          "losses": pc.losses, "n": pc.diff.n, "best": best})
+            heads.append({"regime": regime, "best_eqwk": best_eq, "reference": ref,
+                          **_paired(wide[best_eq], wide[ref], confidence, test), "best": best})
     summary = pd.DataFrame(out)
     headline = pd.DataFrame(heads, columns=["regime", "best_eqwk", "reference", "diff", "diff_low", "diff_high", "p",
                                             "wins", "losses", "n", "best"])
@@ -132,64 +128,84 @@ def summarise(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
     return summary, headline
 
 
+#: The fields of a paired comparison (a minus b over the seeds both have) in the report's tables.
+PAIRED = ["diff", "diff_low", "diff_high", "p", "wins", "losses", "n"]
+
+
+def _paired(a: pd.Series, b: pd.Series, confidence: float, test: str) -> dict:
+    """``a`` minus ``b``, paired over seeds (:func:`~qwkboost.evaluation.stats.paired_comparison`), as the
+    :data:`PAIRED` fields."""
+    pc = paired_comparison(a, b, confidence, test)
+    return {"diff": pc.diff.mean, "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value,
+            "wins": pc.wins, "losses": pc.losses, "n": pc.diff.n}
+
+
+def _paired_table(df: pd.DataFrame, by, columns, pairs, cols: list[str], confidence: float, test: str,
+                  complete: bool = False) -> pd.DataFrame:
+    """The comparisons ``pairs`` names, one row each: for each group of ``df`` by ``by``, the test QWK as a table
+    of seeds by ``columns`` (with ``complete``, only the seeds every column has), and for each ``(a, b, fields)``
+    that ``pairs(group, rows, wide)`` yields, ``a`` minus ``b`` over the seeds both have (:func:`_paired`) beside
+    ``fields(pair)``, the row's other columns from the two columns' seeds. A pair missing a column, or with no
+    seed in common, is left out."""
+    out = []
+    for key, g in (df.groupby(by, sort=False) if len(df) else ()):
+        wide = g.pivot_table(index="seed", columns=columns, values="qwk", aggfunc="first")
+        wide = wide.dropna() if complete else wide
+        for a, b, fields in pairs(key, g, wide):
+            if a not in wide or b not in wide:
+                continue
+            pair = wide[[a, b]].dropna()
+            if pair.empty:
+                continue
+            out.append({**fields(pair), **_paired(pair[a], pair[b], confidence, test)})
+    return pd.DataFrame(out, columns=cols)
+
+
 def blend_comparison(df: pd.DataFrame, confidence: float = 0.95, test: str = "wilcoxon") -> pd.DataFrame:
     """Each blend row against the regime's best single method (highest mean test QWK among the rows that are
     not blends), paired over seeds: ``diff`` with its interval, ``p`` of ``test``, wins and losses, and the
     blend's mean nested out-of-fold QWK beside its in-sample one."""
-    from qwkboost.evaluation.stats import paired_comparison
-
-    cols = ["regime", "blend", "best_single", "blend_mean", "single_mean", "diff", "diff_low", "diff_high", "p",
-            "wins", "losses", "n", "oof", "oof_nested"]
+    cols = ["regime", "blend", "best_single", "blend_mean", "single_mean", *PAIRED, "oof", "oof_nested"]
     if not len(df) or "blend" not in df or not df["blend"].any():
         return pd.DataFrame(columns=cols)
-    out = []
-    for regime, g in df.groupby("regime", sort=False):
-        wide = g.pivot_table(index="seed", columns="row", values="qwk", aggfunc="first").dropna()
+
+    def pairs(regime, g, wide):
         blends = [r for r in dict.fromkeys(g.loc[g["blend"], "row"]) if r in wide]
         singles = [r for r in dict.fromkeys(g.loc[~g["blend"], "row"]) if r in wide]
         if not blends or not singles:
-            continue
+            return
         best = wide[singles].mean().idxmax()
         for b in blends:
-            pc = paired_comparison(wide[b], wide[best], confidence, test)
             rows = g[g["row"] == b]
-            out.append({"regime": regime, "blend": b, "best_single": best, "blend_mean": float(wide[b].mean()),
-                        "single_mean": float(wide[best].mean()), "diff": pc.diff.mean, "diff_low": pc.diff.low,
-                        "diff_high": pc.diff.high, "p": pc.p_value, "wins": pc.wins, "losses": pc.losses,
-                        "n": pc.diff.n, "oof": float(rows["qwk_oof"].mean()),
-                        "oof_nested": float(rows["qwk_oof_nested"].mean())})
-    return pd.DataFrame(out, columns=cols)
+            yield b, best, lambda pair, b=b, rows=rows: {
+                "regime": regime, "blend": b, "best_single": best, "blend_mean": float(pair[b].mean()),
+                "single_mean": float(pair[best].mean()), "oof": float(rows["qwk_oof"].mean()),
+                "oof_nested": float(rows["qwk_oof_nested"].mean())}
+
+    return _paired_table(df, "regime", "row", pairs, cols, confidence, test, complete=True)
 
 
 def tuning_comparison(df: pd.DataFrame, confidence: float = 0.95, test: str = "wilcoxon") -> pd.DataFrame:
     """Each tuned row against the same method's default row (same engine and decoder), paired over seeds:
     ``diff`` (tuned minus default) with its interval, ``p`` of ``test``, wins and losses; the tuned cells' mean
     tuning seconds and pruned trials. Whether the configured defaults are fair to an objective shows here."""
-    from qwkboost.evaluation.stats import paired_comparison
-
-    cols = ["regime", "engine", "method", "decoder", "default_mean", "tuned_mean", "diff", "diff_low", "diff_high",
-            "p", "wins", "losses", "n", "tune_seconds", "tune_pruned"]
+    cols = ["regime", "engine", "method", "decoder", "default_mean", "tuned_mean", *PAIRED, "tune_seconds",
+            "tune_pruned"]
     if not len(df) or "tuned" not in df or not df["tuned"].any():
         return pd.DataFrame(columns=cols)
-    out = []
-    for (regime, engine), g in df.groupby(["regime", "engine"], sort=False):
-        wide = g.pivot_table(index="seed", columns=["method", "decoder"], values="qwk", aggfunc="first")
+
+    def pairs(key, g, wide):
+        regime, engine = key
         for m, dec in dict.fromkeys(zip(g.loc[g["tuned"], "method"], g.loc[g["tuned"], "decoder"])):
             base = m[: -len(TUNED)]
-            if (base, dec) not in wide:
-                continue
-            pair = wide[[(m, dec), (base, dec)]].dropna()
-            if pair.empty:
-                continue
-            pc = paired_comparison(pair[(m, dec)], pair[(base, dec)], confidence, test)
             rows = g[(g["method"] == m) & (g["decoder"] == dec)]
-            out.append({"regime": regime, "engine": engine, "method": base, "decoder": dec,
-                        "default_mean": float(pair[(base, dec)].mean()), "tuned_mean": float(pair[(m, dec)].mean()),
-                        "diff": pc.diff.mean, "diff_low": pc.diff.low, "diff_high": pc.diff.high, "p": pc.p_value,
-                        "wins": pc.wins, "losses": pc.losses, "n": pc.diff.n,
-                        "tune_seconds": float(rows["tune_seconds"].mean()),
-                        "tune_pruned": float(rows["tune_pruned"].mean())})
-    return pd.DataFrame(out, columns=cols)
+            yield (m, dec), (base, dec), lambda pair, m=m, base=base, dec=dec, rows=rows: {
+                "regime": regime, "engine": engine, "method": base, "decoder": dec,
+                "default_mean": float(pair[(base, dec)].mean()), "tuned_mean": float(pair[(m, dec)].mean()),
+                "tune_seconds": float(rows["tune_seconds"].mean()),
+                "tune_pruned": float(rows["tune_pruned"].mean())}
+
+    return _paired_table(df, ["regime", "engine"], ["method", "decoder"], pairs, cols, confidence, test)
 
 
 def engine_comparison(df: pd.DataFrame, confidence: float = 0.95, alpha: float = 0.05,
@@ -199,28 +215,18 @@ def engine_comparison(df: pd.DataFrame, confidence: float = 0.95, alpha: float =
     reference), with the mean difference :math:`\bar d = \overline{q^{\mathrm{eqwk}}_s - q^{\mathrm{ref}}_s}`,
     its interval, ``p`` of ``test``, and ``p_holm`` corrected across the regimes of each engine and method. No
     row is picked as the best of several, so nothing here is flattered by selection."""
-    from qwkboost.evaluation.stats import holm, paired_comparison
+    cols = ["regime", "engine", "method", "reference", "ref_mean", "eqwk_mean", *PAIRED, "p_holm", "verdict"]
 
-    cols = ["regime", "engine", "method", "reference", "ref_mean", "eqwk_mean", "diff", "diff_low", "diff_high",
-            "p", "wins", "losses", "n", "p_holm", "verdict"]
-    out = []
-    if len(df):
-        exact = df[(df["decoder"] == "exact") & ~df["blend"] & (df["engine"] != "-")]
-        for (regime, engine), g in exact.groupby(["regime", "engine"], sort=False):
-            wide = g.pivot_table(index="seed", columns="method", values="qwk", aggfunc="first")
-            for m in dict.fromkeys(g.loc[g["objective"] == "extended_qwk", "method"]):
-                ref = reference + (TUNED if m.endswith(TUNED) else "")
-                if ref not in wide:
-                    continue
-                pair = wide[[m, ref]].dropna()
-                if pair.empty:
-                    continue
-                pc = paired_comparison(pair[m], pair[ref], confidence, test)
-                out.append({"regime": regime, "engine": engine, "method": m, "reference": ref,
-                            "ref_mean": float(pair[ref].mean()), "eqwk_mean": float(pair[m].mean()),
-                            "diff": pc.diff.mean, "diff_low": pc.diff.low, "diff_high": pc.diff.high,
-                            "p": pc.p_value, "wins": pc.wins, "losses": pc.losses, "n": pc.diff.n})
-    res = pd.DataFrame(out, columns=cols[:-2])
+    def pairs(key, g, wide):
+        regime, engine = key
+        for m in dict.fromkeys(g.loc[g["objective"] == "extended_qwk", "method"]):
+            ref = reference + (TUNED if m.endswith(TUNED) else "")
+            yield m, ref, lambda pair, m=m, ref=ref: {
+                "regime": regime, "engine": engine, "method": m, "reference": ref,
+                "ref_mean": float(pair[ref].mean()), "eqwk_mean": float(pair[m].mean())}
+
+    exact = df[(df["decoder"] == "exact") & ~df["blend"] & (df["engine"] != "-")] if len(df) else df
+    res = _paired_table(exact, ["regime", "engine"], "method", pairs, cols[:-2], confidence, test)
     res["p_holm"] = np.nan
     for _, idx in res.groupby(["engine", "method"], sort=False).groups.items():
         res.loc[idx, "p_holm"] = holm(res.loc[idx, "p"].to_numpy(dtype=float))

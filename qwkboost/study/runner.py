@@ -73,8 +73,8 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
     from joblib import Parallel, delayed
     from tqdm.auto import tqdm
 
-    from qwkboost.distributed.parallel import threads_per_job
-    from qwkboost.evaluation.cv import progress_enabled
+    from qwkboost.engines.threads import threads_per_job
+    from qwkboost.cv.crossval import progress_enabled
 
     t_start = time.perf_counter()
     out = Path(output_dir)

@@ -94,7 +94,7 @@ class StudySpec:
 
     @classmethod
     def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
-        from qwkboost.distributed.parallel import available_cores
+        from qwkboost.engines.threads import available_cores
         from qwkboost.engines import ENGINES
         from qwkboost.runs.peers import check_peer
         from qwkboost.validation import check_bool, check_int, check_real

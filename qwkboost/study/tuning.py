@@ -15,10 +15,15 @@ the training's variation, not the tuner's, and the study costs one tuning per da
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+from filelock import FileLock
+
+from qwkboost.study.cache import replaced
 
 __all__ = ["tune_cell", "tuned_once"]
 
@@ -31,7 +36,7 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
     ----------
     cross_validate : callable
         ``cross_validate(params, on_fold)`` runs the cell's CV on its training rows with ``params`` and returns
-        a :class:`~qwkboost.evaluation.cv.CVResult`; ``on_fold`` reports each fold's score to the trial.
+        a :class:`~qwkboost.cv.crossval.CVResult`; ``on_fold`` reports each fold's score to the trial.
     y, classes : ndarray
         The training labels and the label scale.
     space : mapping
@@ -94,25 +99,19 @@ def tuned_once(directory: str | None, key: str, tune: Callable[[], dict]) -> dic
 
     ``key`` is the hash of everything the tuning depends on (:func:`qwkboost.study.cells.cell_key` of the
     tuning seed's configuration and the method, its budget and pruner). Parallel cells that need the same tuning
-    wait for the first one (a file lock, released also when its process dies) and read its result; the copies
-    say ``reused``. ``directory=None`` tunes without keeping anything.
+    wait for the first one (:class:`filelock.FileLock`, released also when its process dies) and read its result,
+    written atomically (:func:`~qwkboost.study.cache.replaced`); the copies say ``reused``. ``directory=None``
+    tunes without keeping anything.
     """
-    import fcntl
-    import json
-    import os
-    from pathlib import Path
-
     if directory is None:
         return tune()
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{key}.json"
-    with open(root / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(root / f"{key}.lock"):
         if path.exists():
             return {**json.loads(path.read_text()), "reused": True}
         result = tune()
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(result))
-        os.replace(tmp, path)
+        with replaced(path) as tmp:
+            tmp.write_text(json.dumps(result))
         return result

@@ -6,6 +6,7 @@ pipeline a run saves, and the servable pyfunc model.
 - :mod:`~qwkboost.tracking.interrupt`: signals and clean exits for the entry points
 - :mod:`~qwkboost.tracking.outputs`: the prediction files' columns and the rule that names them
 - :mod:`~qwkboost.tracking.pipeline`: ``FittedPipeline``: a run's fold models and cut points
+- :mod:`~qwkboost.tracking.blend`: ``FittedBlend``: a blend's member pipelines, weights and cut points
 - :mod:`~qwkboost.tracking.loading`: ``load_run``: a run's or a blend's pipeline, from disk or MLflow
 - :mod:`~qwkboost.tracking.serving`: the MLflow ``pyfunc`` model of a pipeline
 """
@@ -75,6 +76,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     # pipeline
     "FittedPipeline": "pipeline",
     "FORMAT": "pipeline",
+    # blend
+    "FittedBlend": "blend",
     # loading
     "load_pipeline": "loading",
     "load_run": "loading",
@@ -89,6 +92,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "interrupt": "",
     "outputs": "",
     "pipeline": "",
+    "blend": "",
     "loading": "",
     "serving": "",
 })

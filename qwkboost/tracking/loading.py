@@ -1,7 +1,7 @@
 """Loading what a run or a blend saved: from its output directory, its ``pipeline`` folder or its MLflow run id.
 
 A run's ``pipeline.json`` names its format: a :class:`~qwkboost.tracking.pipeline.FittedPipeline`
-(``qwkboost-pipeline``) or a :class:`~qwkboost.blending.FittedBlend` (``qwkboost-blend``), whose
+(``qwkboost-pipeline``) or a :class:`~qwkboost.tracking.blend.FittedBlend` (``qwkboost-blend``), whose
 members are run pipelines.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qwkboost.blending.pipeline import BLEND_FORMAT, FittedBlend
+from qwkboost.tracking.blend import BLEND_FORMAT, FittedBlend
 from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
 from qwkboost.validation import read_json
 
@@ -18,7 +18,7 @@ __all__ = ["load_pipeline", "load_run"]
 
 def load_pipeline(path, trusted_modules=None) -> FittedPipeline | FittedBlend:
     """A pipeline directory: a run's :class:`FittedPipeline`, or a blend's
-    :class:`~qwkboost.blending.FittedBlend` (by the format its ``pipeline.json`` names).
+    :class:`~qwkboost.tracking.blend.FittedBlend` (by the format its ``pipeline.json`` names).
     ``trusted_modules``: as :func:`qwkboost.load_model` takes it."""
     d = Path(path)
     fmt = None
@@ -38,7 +38,7 @@ def load_run(run, tracking_uri: str | None = None, trusted_modules=None) -> Fitt
     run : str or path
         A run's output directory (``outputs/<date>/<time>``, which holds ``pipeline/``),
         a ``pipeline`` directory itself, or an MLflow run id. A blend's output
-        directory or run gives its :class:`~qwkboost.blending.FittedBlend`.
+        directory or run gives its :class:`~qwkboost.tracking.blend.FittedBlend`.
     tracking_uri : str, optional
         The MLflow store of a run id; default as in the experiments
         (``$MLFLOW_TRACKING_URI``, else the project's ``mlflow.db``).

@@ -82,7 +82,7 @@ def test_the_guard_stops_a_candidate_whose_other_folds_would_end_past_the_limit(
 
 
 def test_the_first_candidate_s_folds_share_the_time_and_end_early_instead_of_being_dropped():
-    from qwkboost.engines.callback import EarlyStopException
+    from qwkboost.callback import EarlyStopException
 
     clock = Clock()
     budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)

@@ -147,7 +147,7 @@ def test_members_given_as_objects_keep_distinct_names_and_a_generator_loses_none
 
 
 def test_a_cv_result_without_folds_is_refused_by_name():
-    from qwkboost.evaluation.cv import CVResult
+    from qwkboost.cv.crossval import CVResult
 
     oof, test = _frames(seed=0)
     cv = CVResult(oof=oof["score"].to_numpy(), test=test["score"].to_numpy(), models=[], folds=[], fit_seconds=0.0)

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 import qwkboost as qb
-from qwkboost.engines.callback import CallbackEnv, EarlyStopException, EarlyStopping
+from qwkboost.callback import CallbackEnv, EarlyStopException, EarlyStopping
 
 
 class OldEarlyStopping:
-    """qwkboost.engines.callback.EarlyStopping as it was before issue 23 (commit 1fd4ab2), verbatim."""
+    """qwkboost.callback.EarlyStopping as it was before issue 23 (commit 1fd4ab2), verbatim."""
 
     def __init__(self, rounds: int, metric: str, higher_is_better: bool, data: str = "valid"):
         self.rounds = int(rounds)

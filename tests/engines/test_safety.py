@@ -10,7 +10,7 @@ import scipy.sparse
 
 import qwkboost as qb
 from qwkboost.engines import label_offset
-from qwkboost.distributed.parallel import available_cores
+from qwkboost.engines.threads import available_cores
 
 ENGINES = ["xgboost", "lightgbm", "native", "catboost"]
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from qwkboost.engines.callback import EarlyStopping
+from qwkboost.callback import EarlyStopping
 from qwkboost.engines.xgboost import boost
 
 

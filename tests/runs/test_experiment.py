@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from qwkboost import tracking
-from qwkboost.evaluation.cv import cross_validate
+from qwkboost.cv.crossval import cross_validate
 from qwkboost.data.sources import quartiles
 from qwkboost.runs.experiment import evaluate, run_experiment
 from qwkboost.objectives import SquaredError, register

@@ -68,7 +68,7 @@ def test_two_job_multirun_gives_parent_and_children(tmp_path, mlflow_store, laun
     for r in children:
         assert r.info.status == "FINISHED"
         assert r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-    from qwkboost.distributed.parallel import threads_per_job
+    from qwkboost.engines.threads import threads_per_job
     expected_threads = str(threads_per_job(2)) if launcher == "joblib" else "None"
     assert {r.data.params["n_jobs"] for r in children} == {expected_threads}   # parallel jobs share the cores
     # the parent holds the sweep's summary table

@@ -95,7 +95,7 @@ def test_the_study_test_is_checked():
 
 
 def test_tuning_sees_only_the_training_folds_and_replays(small_quartiles):
-    from qwkboost.evaluation.cv import cross_validate
+    from qwkboost.cv.crossval import cross_validate
 
     X, y = small_quartiles.X_train[:1500], small_quartiles.y_train[:1500]
     calls = []

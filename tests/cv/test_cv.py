@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from qwkboost.evaluation.cv import cross_validate
+from qwkboost.cv.crossval import cross_validate
 
 
 def test_oof_covers_every_row_once_and_test_is_fold_mean(small_quartiles):
@@ -61,7 +61,7 @@ def _entities(n_entities=300, rows=3, seed=0):
 
 
 def test_groups_keep_an_entitys_rows_in_one_fold_and_classes_balanced():
-    from qwkboost.evaluation.cv import make_folds
+    from qwkboost.cv.folds import make_folds
 
     X, y, g = _entities()
     folds = make_folds(y, 5, True, True, 0, groups=g)
@@ -126,7 +126,7 @@ def test_repeats_average_the_oof_and_keep_every_fold_model(small_quartiles):
 def test_identical_rows_warn_only_where_they_tell_of_entities():
     import warnings
 
-    from qwkboost.evaluation.cv import duplicate_rows, warn_duplicates
+    from qwkboost.cv.folds import duplicate_rows, warn_duplicates
 
     X, y, g = _entities(50)
     assert duplicate_rows(X) == 150
@@ -149,7 +149,7 @@ def test_identical_rows_warn_only_where_they_tell_of_entities():
     (dict(repeats=2, shuffle=False), "cv.repeats=2 with cv.shuffle=false repeats one split 2 times"),
 ])
 def test_bad_groups_and_repeats_are_refused_before_training(kw, match, monkeypatch):
-    import qwkboost.evaluation.cv as cvmod
+    import qwkboost.cv.crossval as cvmod
 
     trained = []
     monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))
@@ -165,7 +165,7 @@ def test_a_fold_trained_without_an_end_of_the_label_range_is_refused(objective, 
     """Ten entities, the top label only in the last one's rows: the fold holding that entity would train on
     labels 0..1 and be scored on 0..2. Refused before any training for an ordinal objective; squared error,
     which takes no label range from its training rows, trains."""
-    import qwkboost.evaluation.cv as cvmod
+    import qwkboost.cv.crossval as cvmod
 
     g = np.repeat(np.arange(10), 30)
     y = np.where(g == 9, 2.0, (np.arange(300) % 2).astype(float))

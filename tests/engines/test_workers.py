@@ -6,7 +6,8 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from qwkboost.distributed.allreduce import for_workers
+from qwkboost.engines.engine import for_workers
+from qwkboost.engines.xgboost import xgboost_allreduce
 from qwkboost.objectives import get
 
 
@@ -28,7 +29,7 @@ def grads_on_two_workers(objective, y, score, w=None):
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     parts = np.array_split(np.arange(y.size), 2)
-    procs = [ctx.Process(target=_worker_grad, args=(k, args, for_workers(objective), y[p], score[p],
+    procs = [ctx.Process(target=_worker_grad, args=(k, args, for_workers(objective, xgboost_allreduce), y[p], score[p],
                                                      None if w is None else w[p], queue)) for k, p in enumerate(parts)]
     for p in procs:
         p.start()
@@ -61,7 +62,7 @@ def test_extended_qwk_gradient_on_two_workers_equals_one_process(params, weighte
 def test_row_objectives_need_nothing_and_unsupported_sums_are_refused():
     y = np.arange(8.0) % 4
     se = get("squared_error").fit(y)
-    assert for_workers(se).allreduce is None
+    assert for_workers(se, xgboost_allreduce).allreduce is None
     with pytest.raises(ValueError, match="objective 'ordinal_logit' needs sums over every training row"):
         for_workers(get("ordinal_logit").fit(y))
     with pytest.raises(ValueError, match="objective 'soft_qwk' needs sums"):
