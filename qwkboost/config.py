@@ -6,9 +6,13 @@ the user can fix the command line at once.
 
 from __future__ import annotations
 
+from pathlib import Path
+from pathlib import Path as _P
 from typing import Any, Mapping
 
 from qwkboost.callback import check_min_delta
+from qwkboost.data.labels import ClassLabels
+from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES, dataset_path
 from qwkboost.distributed.cluster import ClusterSpec, dask_engines, dask_support
 from qwkboost.engines import ENGINES, check_engine_params
 from qwkboost.evaluation.thresholds import METHODS
@@ -30,9 +34,8 @@ __all__ = ["check_config", "check_tune", "apply_protocol", "ConfigError", "confi
 
 def register_resolvers() -> None:
     """Config interpolations of qwkboost: ``${dataset:era.csv}``, the path of a shipped data set."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # slow to import: omegaconf
 
-    from qwkboost.data.sources import dataset_path
 
     if not OmegaConf.has_resolver("dataset"):
         OmegaConf.register_new_resolver("dataset", dataset_path)
@@ -84,7 +87,10 @@ def _check_cluster(cfg: Mapping) -> None:
     if ClusterSpec.from_config(cfg.get("cluster")) is None:
         return
     engine = cfg["engine"]
-    dask_support(engine.get("name"))
+    if engine.get("name") not in dask_engines():
+        raise ValueError(f"engine={engine.get('name')} has no Dask interface; with cluster=... use "
+                         + " or ".join(f"engine={n}" for n in dask_engines()) + f" (engine={engine.get('name')} "
+                         "trains on one machine)")
     if engine.get("early_stopping_rounds") is not None and not dask_support(engine["name"]).allreduce:
         raise ValueError(f"engine={engine['name']} on a cluster: {engine['name']}.dask scores the validation fold on "
                          "each worker's own rows, so it cannot stop early on the fold's metric; set "
@@ -103,7 +109,6 @@ def check_config(cfg: Mapping) -> None:
     must be set and exist; column checks need the file and happen when it is
     read (:func:`qwkboost.data.files.from_file`), still before any training.
     """
-    from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES
 
     _known_keys(cfg, TOP_KEYS, "the config")
     for group, allowed in GROUP_KEYS.items():
@@ -195,7 +200,6 @@ def check_config(cfg: Mapping) -> None:
     if data["name"] in SOURCE_CHECKS:
         SOURCE_CHECKS[data["name"]](**{k: v for k, v in data.items() if k not in ("name", "_target_")})
     else:
-        from pathlib import Path
 
         for key in ("path", "target"):
             if not data.get(key):
@@ -209,7 +213,6 @@ def check_config(cfg: Mapping) -> None:
         if "ordinal" in data:
             check_bool(data["ordinal"], "data.ordinal")
         if data.get("classes") is not None:
-            from qwkboost.data.labels import ClassLabels
 
             ClassLabels.of(data["classes"], "data.classes")
             if not data.get("ordinal", True):
@@ -229,7 +232,6 @@ def check_config(cfg: Mapping) -> None:
     table = cfg.get("table")
     if table:
         # table rows are config choices (objective=<file in conf/objective>), not registry names
-        from pathlib import Path as _P
 
         choices = sorted(p.stem for p in (_P(__file__).resolve().parents[1] / "conf" / "objective").glob("*.yaml"))
         for key, known in (("engines", list(ENGINES)), ("objectives", choices or available_objectives())):

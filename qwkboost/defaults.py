@@ -19,13 +19,14 @@ import functools
 from importlib import resources
 from typing import Any
 
+import yaml
+
 __all__ = ["default_engine", "default_objective", "engine_config", "objective_config", "engine_params",
            "objective_params", "objective_engine_params"]
 
 
 @functools.lru_cache(maxsize=None)
 def _read(*parts: str) -> dict:
-    import yaml
 
     node = resources.files("qwkboost.conf").joinpath(*parts)
     if not node.is_file():

@@ -17,11 +17,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from qwkboost import defaults
+from qwkboost.cv.crossval import cross_validate
+from qwkboost.data.dataset import class_range
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.data.labels import ClassLabels, warn_given_order
-from qwkboost.data.dataset import class_range
 from qwkboost.engines.registry import ENGINES
-from qwkboost.cv.crossval import cross_validate
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS, apply_thresholds, fit_thresholds
 from qwkboost.tracking.pipeline import FittedPipeline
@@ -131,7 +131,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
 
     def _order(self, y_raw, labels: np.ndarray) -> ClassLabels | None:
         """The classes' order: ``classes``, an ordered Categorical's, or ``None`` (numbers, or sorted words)."""
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         if self.classes is not None:
             given = ClassLabels.of(self.classes, "classes")
@@ -190,7 +190,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
                           f"{k} folds" + ("" if counts.min() >= 2 else ", not stratified"), UserWarning)
             n_splits = k
         if isinstance(X, np.ndarray) and hasattr(self, "feature_names_in_"):    # a numeric DataFrame keeps its names
-            import pandas as pd
+            import pandas as pd  # slow to import: pandas
 
             X = pd.DataFrame(X, columns=self.feature_names_in_)
         schema, Xe = FeatureSchema.fit_encode(X, self.categorical, "X")

@@ -6,6 +6,11 @@ sees *which* input is wrong and *why* before any work starts.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
 import numpy as np
 
 __all__ = [
@@ -100,7 +105,6 @@ def check_bool(value, name: str) -> bool:
 
 def check_mapping(value, name: str) -> dict:
     """``value`` as a dict (``None`` is an empty one)."""
-    from collections.abc import Mapping
 
     if value is None:
         return {}
@@ -235,7 +239,7 @@ def check_features(X, name: str = "X") -> np.ndarray:
             "are zeros (scikit-learn's reading), or a dense array with NaN where values are missing "
             "(XGBoost's and LightGBM's reading of absent entries)")
     if hasattr(X, "columns") and hasattr(X, "dtypes"):
-        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype  # slow to import: pandas
 
         bad = [str(c) for c, t in X.dtypes.items() if not (is_numeric_dtype(t) or is_bool_dtype(t))]
         if bad:
@@ -322,8 +326,6 @@ def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
     """The JSON value in the file ``path``, or a :class:`ValueError` of one line: ``"<where> is not <kind>
     (<reason>)"``, for a file that is larger than ``max_bytes``, not UTF-8 text, not JSON, or nested too deeply
     for Python's parser (a ``RecursionError`` there)."""
-    import json
-    from pathlib import Path
 
     path = Path(path)
     try:
@@ -377,7 +379,6 @@ class named_file_errors:
 
 def json_depth(text: str) -> int:
     """How deeply JSON text nests (its brackets ``[`` and ``{`` outside strings), counted without parsing it."""
-    import re
 
     # escapes first (each backslash with the character it escapes), then strings: neither holds structure, and
     # each pass is one linear scan

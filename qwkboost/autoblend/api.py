@@ -6,9 +6,14 @@ import copy
 import tempfile
 from pathlib import Path
 
+from qwkboost import defaults
+from qwkboost import tracking as trk
 from qwkboost.autoblend.budget import Budget
+from qwkboost.autoblend.candidates import plan
 from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
 from qwkboost.autoblend.settings import AutoSettings
+from qwkboost.data.files import from_file
+from qwkboost.exceptions import ConfigError, config_errors
 
 __all__ = ["auto", "candidate_config"]
 
@@ -21,7 +26,6 @@ def candidate_config(engine: str, objective: str, *, n_splits: int = 5, seed: in
     """A run's resolved config for one candidate, from the project's defaults (``conf/``): the engine's and the
     objective's configs, the objective's adjustment of the engine's parameters, 5-fold stratified CV and exact
     cut points, as ``experiments/run.py engine=<engine> objective=<objective>`` composes them."""
-    from qwkboost import defaults
 
     eng = copy.deepcopy(defaults.engine_config(engine))
     eng["params"] = {**(eng.get("params") or {}), **defaults.objective_engine_params(objective, engine)}
@@ -34,7 +38,7 @@ def candidate_config(engine: str, objective: str, *, n_splits: int = 5, seed: in
 
 
 def _frames(X, y, X_test):
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     train = X.copy() if isinstance(X, pd.DataFrame) else pd.DataFrame(X).rename(columns=lambda c: f"x{c}")
     if isinstance(y, str):
@@ -109,10 +113,6 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     ValueError
         For bad settings or data, before any training; if no candidate finished within the time limit.
     """
-    from qwkboost import tracking as trk
-    from qwkboost.autoblend.candidates import plan
-    from qwkboost.data.files import from_file
-    from qwkboost.exceptions import ConfigError, config_errors
 
     with config_errors():
         settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,

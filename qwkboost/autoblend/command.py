@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
@@ -28,8 +30,6 @@ def auto_command(cfg: DictConfig) -> AutoResult:
     ConfigError
         For bad settings or data, before any training; in a multirun (the budget is one command).
     """
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     hc = HydraConfig.get()
     container = OmegaConf.to_container(cfg, resolve=True)

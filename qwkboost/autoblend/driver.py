@@ -33,9 +33,14 @@ from qwkboost.autoblend.tuning import tune_best
 from qwkboost.blending import blend, read_members, write_blend
 from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
+from qwkboost.config import objective_ref
+from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.engines.registry import get_engine
 from qwkboost.exceptions import ConfigError, RunStopped
+from qwkboost.objectives import get as get_objective
 from qwkboost.runs.experiment import check_against_data, run_experiment
+from qwkboost.tracking.loading import load_pipeline
 
 __all__ = ["AutoRun", "AutoResult", "runnable_configs"]
 
@@ -106,9 +111,6 @@ def runnable_configs(configs: Mapping[tuple[str, str], dict], ds: Dataset) -> di
     ValueError
         For a setting the data refuses, naming it; if no pair can run.
     """
-    from qwkboost.config import objective_ref
-    from qwkboost.engines.registry import get_engine
-    from qwkboost.objectives import get as get_objective
 
     out, left = {}, []
     for (engine, objective), cfg in configs.items():
@@ -192,7 +194,6 @@ class AutoRun:
     def __init__(self, settings: AutoSettings, configs: Mapping[tuple[str, str], dict], dataset: Dataset,
                  output_dir, experiment_id: str | None = None, run_name: str = "auto", budget: Budget | None = None,
                  progress: bool | None = None, command: str | None = None):
-        from qwkboost.cv.crossval import progress_enabled
 
         self.settings, self.configs, self.ds = settings, dict(configs), dataset
         self.out = Path(output_dir)
@@ -321,7 +322,6 @@ class AutoRun:
 
     def finish(self, state: AutoState, stopped: bool = False) -> AutoResult:
         """Blend the finished candidates, write the outputs, log them in the parent run; the result."""
-        from qwkboost.tracking.loading import load_pipeline
 
         self.progress.step("blend")
         members = self.members(state)
@@ -383,7 +383,7 @@ class AutoRun:
         return AutoResult(self.out, board, result, pipeline, metrics, self.parent_id, stopped)
 
     def _leaderboard(self, state: AutoState, weights: Mapping[str, float]):
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         rows = []
         for name, r in state.candidates.items():
@@ -399,7 +399,7 @@ class AutoRun:
     def _log(self, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
         """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
         written in the output directory, already read."""
-        from qwkboost.tracking.serving import example_frame, log_pyfunc
+        from qwkboost.tracking.serving import example_frame, log_pyfunc  # slow to import: mlflow, pandas
 
         if result is not None:
             log_blend_contents(result, self.out, log_pyfunc=True, pipe=pipeline)
@@ -430,7 +430,7 @@ class AutoRun:
             tracking.run(self.experiment_id, self.run_name, run_id=self._resumable(state.parent_run_id),
                          tags={"qwkboost.auto": "parent", "data": self.base["data"].get("name", "data"),
                                **({"command": self.command} if self.command else {})})
-        from tqdm.contrib.logging import logging_redirect_tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm  # slow to import: tqdm
 
         # with the progress line on a terminal, log lines print above it
         redirect = logging_redirect_tqdm(loggers=[logging.getLogger()]) if self.progress.enabled else \
@@ -464,7 +464,7 @@ class AutoRun:
         """``run_id`` if the store still has it (a resumed directory continues its parent run)."""
         if run_id is None:
             return None
-        import mlflow
+        import mlflow  # slow to import: mlflow
 
         try:
             mlflow.MlflowClient().get_run(run_id)

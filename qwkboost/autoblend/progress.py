@@ -19,7 +19,7 @@ class Progress:
     """
 
     def __init__(self, budget: Budget, enabled: bool):
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # slow to import: tqdm
 
         self.budget, self.enabled = budget, enabled
         self.doing, self.best, self.done = "starting", None, 0

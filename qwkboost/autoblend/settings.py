@@ -7,6 +7,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from qwkboost.validation import check_bool, check_int
+
 __all__ = ["AutoSettings", "AUTO_KEYS", "AUTO_OBJECTIVES"]
 
 AUTO_KEYS = ("time_limit", "engines", "objectives", "tune", "max_members", "blend_method", "pruner")
@@ -65,10 +67,9 @@ class AutoSettings:
         ValueError
             Naming the setting (``auto.time_limit``, ...) and the problem.
         """
-        from qwkboost.blending.methods import BLEND_METHODS
-        from qwkboost.engines.registry import ENGINES
-        from qwkboost.runs.tuning.pruners import PRUNERS
-        from qwkboost.validation import check_bool, check_int
+        from qwkboost.blending.methods import BLEND_METHODS  # slow to import: scipy, scipy.optimize
+        from qwkboost.engines.registry import ENGINES  # slow to import: scipy
+        from qwkboost.runs.tuning.pruners import PRUNERS  # slow to import: optuna
 
         if not isinstance(auto, Mapping):
             raise ValueError(f"auto must be a group of settings; got {auto!r}")

@@ -17,7 +17,9 @@ import logging
 import statistics
 
 from qwkboost.autoblend.candidates import Candidate
+from qwkboost.autoblend.state import config_hash
 from qwkboost.data.dataset import class_range
+from qwkboost.runs.tuning.space import suggest
 
 __all__ = ["tune_best"]
 
@@ -27,12 +29,10 @@ log = logging.getLogger("qwkboost.autoblend")
 def tune_best(run, state) -> None:
     """Tune the best finished default candidate of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`) until the
     next trial would not fit in the time left."""
-    import optuna
+    import optuna  # slow to import: optuna
 
-    from qwkboost.autoblend.state import config_hash
-    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner
-    from qwkboost.runs.tuning.samplers import make_sampler
-    from qwkboost.runs.tuning.space import suggest
+    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
+    from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
 
     defaults = [(r.get("qwk_thresholds_oof_nested", -1.0), (r["engine"], r["objective"]))
                 for r in state.candidates.values() if r.get("status") == "finished" and r.get("trial") is None

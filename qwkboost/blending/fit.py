@@ -14,15 +14,26 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from qwkboost import tracking
 from qwkboost.blending.members import BlendInputError, Member, align, distinct_names, read_members
 from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
-from qwkboost.data.labels import ClassLabels
 from qwkboost.data.dataset import class_range
+from qwkboost.data.labels import ClassLabels
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS as THRESHOLD_METHODS
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.objectives import check_trusted_modules
-from qwkboost.tracking.outputs import CLASS, NESTED_CLASS, SCORE, OutputColumns, fold_role, member_role, write_predictions
+from qwkboost.tracking.blend import FittedBlend
+from qwkboost.tracking.loading import load_pipeline
+from qwkboost.tracking.outputs import (
+    CLASS,
+    NESTED_CLASS,
+    SCORE,
+    OutputColumns,
+    fold_role,
+    member_role,
+    write_predictions,
+)
 
 __all__ = ["BlendResult", "blend", "write_blend", "log_blend", "log_blend_contents"]
 
@@ -127,7 +138,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
         Before any fitting: an unknown method, fewer than two members, members
         that cannot be read or whose ids, labels or folds differ.
     """
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     if method not in BLEND_METHODS:
         raise BlendInputError(f"blend method={method!r} is unknown; choose one of: {', '.join(BLEND_METHODS)}")
@@ -149,7 +160,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     T = np.column_stack([m.test for m in members]) - lo
     folds = next((m.folds[0] for m in members if m.folds is not None), None)
     if folds is None:       # check_folds=false and no member knows its folds: stratified folds for the estimate
-        from qwkboost.cv.folds import make_folds
+        from qwkboost.cv.folds import make_folds  # slow to import: sklearn
 
         folds = np.empty(len(y_idx), dtype=np.int64)
         counts = np.bincount(y_idx)
@@ -212,10 +223,10 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
 
     The parquet files hold the blend's scores and classes and, as ``member_<i>``, the score of
     ``blend.json``'s ``members[i]``."""
-    import matplotlib.pyplot as plt
-    import pandas as pd
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
+    import pandas as pd  # slow to import: pandas
 
-    from qwkboost.evaluation.plots import blend_members
+    from qwkboost.evaluation.plots import blend_members  # slow to import: matplotlib, matplotlib.pyplot
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -266,7 +277,6 @@ def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     fig.savefig(files[4], dpi=110)
     plt.close(fig)
     if all(m.pipeline_dir is not None for m in result.members):
-        from qwkboost.tracking.blend import FittedBlend
 
         FittedBlend.write_result(result, out / "pipeline", result.trusted_modules)
     return files
@@ -281,7 +291,6 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
     (``weight.<i>``) and the metrics, the files, and, when every member is a
     qwkboost pipeline, the blend as a servable pyfunc model (:func:`log_blend_contents`).
     """
-    from qwkboost import tracking
 
     with tracking.run(experiment_id, run_name) as active:
         log_blend_contents(result, out, log_pyfunc, params)
@@ -292,7 +301,6 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
                        params: dict | None = None, pipe=None) -> None:
     """What :func:`log_blend` logs, into the active MLflow run (a time budget's parent run holds its blend);
     ``pipe``: the blend's pipeline already read from ``out / "pipeline"``."""
-    from qwkboost import tracking
 
     out = Path(out)
     tracking.set_tags({"blend.method": result.method, "blend.n_members": len(result.members),
@@ -312,9 +320,8 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
     if (out / "pipeline").is_dir():
         tracking.log_artifacts(out / "pipeline", "pipeline")
         if log_pyfunc:
-            from qwkboost.tracking.loading import load_pipeline
-            from qwkboost.tracking.serving import example_frame
-            from qwkboost.tracking.serving import log_pyfunc as log_model
+            from qwkboost.tracking.serving import example_frame  # slow to import: mlflow, pandas
+            from qwkboost.tracking.serving import log_pyfunc as log_model  # slow to import: mlflow, pandas
 
             pipe = load_pipeline(out / "pipeline", result.trusted_modules) if pipe is None else pipe
             log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]), result.trusted_modules,

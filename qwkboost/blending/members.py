@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from qwkboost import tracking
 from qwkboost.data.labels import ClassLabels
 from qwkboost.tracking.outputs import (
     META_KEY,
@@ -235,7 +236,7 @@ def _labels(col, order, what: str) -> np.ndarray:
     try:
         return _numbers(col, what)
     except BlendInputError:
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         text = col[pd.to_numeric(col, errors="coerce").isna() & col.notna()]
         if len(text):
@@ -352,7 +353,7 @@ def _recorded_labels(d: Path) -> list | None:
     path = _first(d, OOF_NAMES)
     if path is None or path.suffix != ".parquet":
         return None
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # slow to import: pyarrow
 
     try:
         raw = (pq.read_schema(path).metadata or {}).get(META_KEY.encode())
@@ -377,10 +378,9 @@ class _Found:
 
 
 def _from_run_id(run_id: str, uri: str, tmp: Path) -> list[_Found]:
-    import mlflow
-    from mlflow.exceptions import MlflowException
+    import mlflow  # slow to import: mlflow
+    from mlflow.exceptions import MlflowException  # slow to import: mlflow
 
-    from qwkboost import tracking
 
     client = mlflow.MlflowClient(uri)
     try:
@@ -413,7 +413,7 @@ def _from_run_id(run_id: str, uri: str, tmp: Path) -> list[_Found]:
 
 
 def _download(client, run, tmp: Path) -> _Found:
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # slow to import: mlflow
 
     run_id = run.info.run_id
     d = tmp / run_id
@@ -479,7 +479,6 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
             raise BlendInputError(f"runs[{i}]={text!r} is a file; give a run's output directory, a directory of "
                                   "runs or prediction files, or an MLflow run id")
         elif _RUN_ID.match(text):
-            from qwkboost import tracking
 
             uri = uri or tracking.resolve_tracking_uri(tracking_uri)
             tracking.bound_http_retries(uri)
@@ -509,7 +508,7 @@ def distinct_names(members: list[Member]) -> list[Member]:
 
 def _order(ids: np.ndarray, ref: np.ndarray, what: str, name: str, ref_name: str) -> np.ndarray:
     """Positions in ``ids`` of each of ``ref``'s ids, or an error naming the first difference."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     if len(ids) != len(ref):
         raise BlendInputError(f"members {ref_name!r} and {name!r} have different {what} rows ({len(ref)} and "
@@ -526,7 +525,7 @@ def _order(ids: np.ndarray, ref: np.ndarray, what: str, name: str, ref_name: str
 
 def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two fold labellings split the rows the same way (fold numbers may differ)."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     return np.array_equal(pd.factorize(a)[0], pd.factorize(b)[0])
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 from itertools import permutations
 
 import numpy as np
+from scipy.optimize import nnls
 
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
@@ -92,7 +93,6 @@ def fit_weights(S: np.ndarray, y_idx: np.ndarray, n_classes: int, sample_weight=
     -------
     ndarray of shape (M,)
     """
-    from scipy.optimize import nnls
 
     n, m = S.shape
     w_rows = None if sample_weight is None else np.asarray(sample_weight, dtype=float)

@@ -188,7 +188,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
         If ``n_splits`` is below 2 or above the smallest class count when stratified; for bad
         ``groups`` or ``repeats`` (before any training).
     """
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # slow to import: tqdm
 
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective

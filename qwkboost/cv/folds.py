@@ -31,7 +31,7 @@ def check_groups(groups, n: int, name: str = "groups") -> np.ndarray:
     ValueError
         For a length other than ``n``, a missing value, or a single group (nothing to split).
     """
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     if groups is None:
         raise ValueError(f"{name} is None")
@@ -143,7 +143,7 @@ def fold_assignment(folds: list[tuple[np.ndarray, np.ndarray]], n: int, repeats:
 
 def duplicate_rows(X: np.ndarray) -> int:
     """How many rows of ``X`` have features identical to another row's (NaN equal to NaN)."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     if len(X) < 2:
         return 0

@@ -43,7 +43,7 @@ MAX_CATEGORIES = 10_000
 
 
 def _is_categorical_dtype(dtype) -> bool:
-    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype  # slow to import: pandas
 
     return not (is_numeric_dtype(dtype) or is_bool_dtype(dtype))
 
@@ -159,7 +159,7 @@ class FeatureSchema:
 
     @staticmethod
     def _categories_of(values, col: str, name: str) -> list:
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         s = pd.Series(values)
         if isinstance(s.dtype, pd.CategoricalDtype):
@@ -236,7 +236,7 @@ class FeatureSchema:
         return out
 
     def _number_column(self, col, j: int, name: str) -> np.ndarray:
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         s = pd.Series(col)
         if _is_categorical_dtype(s.dtype):
@@ -264,8 +264,8 @@ class FeatureSchema:
         if the column were missing); text for numeric categories is read as a number, and text that is none is
         refused.
         """
-        import pandas as pd
-        from pandas.api.types import infer_dtype
+        import pandas as pd  # slow to import: pandas
+        from pandas.api.types import infer_dtype  # slow to import: pandas
 
         cats = self.categories[j]
         s = pd.Series(col)
@@ -310,7 +310,7 @@ class FeatureSchema:
     def decode(self, X: np.ndarray):
         """The table that encodes to ``X``: a DataFrame with the training column names and
         categories in place of codes (an input example for serving)."""
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         X = np.asarray(X, dtype=np.float64)
         names = self.names if self.names is not None else [f"f{j}" for j in range(self.n_features)]

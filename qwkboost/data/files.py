@@ -6,6 +6,7 @@ value, the file's data row.
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,14 +123,14 @@ def from_file(path: str, target: str, test_path: str | None = None, test_size: f
             if check_bool(stratify, "data.stratify"):
                 raise ValueError(f"data.stratify=true with cv.group={group!r}: a test split of whole groups cannot "
                                  "keep every class's share; set data.stratify=false or give data.test_path")
-            from sklearn.model_selection import GroupShuffleSplit
+            from sklearn.model_selection import GroupShuffleSplit  # slow to import: sklearn
 
             codes = _group_codes(df[group], group, "data.path")
             tr_idx, te_idx = next(GroupShuffleSplit(1, test_size=test_size, random_state=seed).split(
                 np.zeros(len(df)), groups=codes))
             dft, df = df.iloc[np.sort(te_idx)], df.iloc[np.sort(tr_idx)]
         elif check_bool(stratify, "data.stratify"):
-            from sklearn.model_selection import train_test_split
+            from sklearn.model_selection import train_test_split  # slow to import: sklearn
 
             labels = df[target].to_numpy()
             _, counts = np.unique(labels, return_counts=True)
@@ -217,7 +218,7 @@ def _class_labels(column, target: str, classes, ordinal: bool) -> ClassLabels | 
     ValueError
         For labels that are words with no order given, or ``data.classes`` with a regression target.
     """
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     if classes is not None:
         if not ordinal:
@@ -244,7 +245,7 @@ def _class_labels(column, target: str, classes, ordinal: bool) -> ClassLabels | 
 
 def _check_same_order(column, target: str, labels: ClassLabels, classes) -> None:
     """A test file's ordered categorical target must list the training file's classes in the same order."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     dtype = column.dtype
     if classes is None and isinstance(dtype, pd.CategoricalDtype) and dtype.ordered \
@@ -266,7 +267,7 @@ def _check_unique_ids(frame, id: str, src: str) -> None:
 
 def _group_codes(column, name: str, src: str) -> np.ndarray:
     """The entity column as integer codes; a missing entity is refused, naming its data row."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     missing = column.isna().to_numpy()
     if missing.any():
@@ -282,7 +283,7 @@ def _group_codes(column, name: str, src: str) -> np.ndarray:
 
 def _weights(frame, column: str, src: str) -> np.ndarray:
     """The weight column, checked: numbers >= 0, finite, not all zero (errors name the data row)."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     v = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     bad = ~np.isfinite(v) | (v < 0)
@@ -297,7 +298,7 @@ def _weights(frame, column: str, src: str) -> np.ndarray:
 
 def read_table(p: str, arg: str = "data.path") -> pd.DataFrame:
     """A CSV or Parquet file as a DataFrame; errors name the config key ``arg``."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     if not p:
         raise ValueError(f"{arg} is not set; give the path of a CSV or Parquet file")
@@ -352,7 +353,6 @@ def _encode(schema: FeatureSchema, frame, src: str) -> np.ndarray:
     except ValueError as exc:
         msg = str(exc)
         # the schema names positions in the frame; the file's data rows are its index
-        import re
 
         m = re.search(r"\brow (\d+) of ", msg)
         if m:
@@ -363,7 +363,7 @@ def _encode(schema: FeatureSchema, frame, src: str) -> np.ndarray:
 
 def _check_target_column(df, target: str, src: str) -> None:
     """The target must be numbers, with no missing value (named by its data row)."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     col = df[target]
     if not pd.api.types.is_numeric_dtype(col) or pd.api.types.is_bool_dtype(col):

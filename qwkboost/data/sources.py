@@ -7,13 +7,14 @@ Every loader returns a :class:`~qwkboost.data.dataset.Dataset`.
 from __future__ import annotations
 
 import inspect
+from math import comb, factorial
 from pathlib import Path
 
 import numpy as np
 
+from qwkboost.data import packaged
 from qwkboost.data.dataset import MAX_CLASSES, Dataset, class_range, warn_empty_classes  # noqa: F401 (re-exported)
 from qwkboost.data.files import from_file, read_table  # noqa: F401 (re-exported)
-from qwkboost.data import packaged
 from qwkboost.validation import check_int, check_real, check_seed
 
 __all__ = ["quartiles", "latent_classes", "check_latent_classes_args", "chisq", "check_quartiles_args",
@@ -78,9 +79,8 @@ def _irwin_hall_mean_quantiles(n_features: int, probs: np.ndarray) -> np.ndarray
     :math:`F(s) = \frac{1}{n!}\sum_{k=0}^{\lfloor s \rfloor} (-1)^k \binom{n}{k} (s-k)^n` for the sum
     :math:`s = n\bar x` (Irwin 1927, Hall 1927), inverted by bisection to float precision.
     """
-    from math import comb, factorial
 
-    from scipy.optimize import brentq
+    from scipy.optimize import brentq  # slow to import: scipy.optimize
 
     n = n_features
 

@@ -54,7 +54,7 @@ def entity_frames(n_entities: int = 2000, rows_per_entity: int = 3, n_test_entit
     -------
     train, test : DataFrame
     """
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     n_entities = check_int(n_entities, "n_entities", 2)
     rows_per_entity = check_int(rows_per_entity, "rows_per_entity", 1)
@@ -113,7 +113,7 @@ def id_frames(n_train: int = 50_000, n_test: int = 20_000, levels=(2500, 900), s
     train, test : DataFrame
         ``id``, ``id_1`` ... , ``x1``, ``x2``, ``x3``, ``label``.
     """
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     n_train = check_int(n_train, "n_train", 2)
     n_test = check_int(n_test, "n_test", 1)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -56,6 +55,7 @@ from qwkboost.engines.engine import (
 )
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import ENGINES, get_engine
+from qwkboost.exceptions import ConfigError
 from qwkboost.objectives import resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.validation import check_int, check_mapping, check_seed
@@ -172,9 +172,8 @@ def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[
     ConfigError
         If the scheduler at ``spec.address`` does not answer within ``timeout`` seconds.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster  # optional: distributed
 
-    from qwkboost.exceptions import ConfigError
 
     spec = spec or ClusterSpec()
     # the scheduler's and workers' lifecycle lines would drown the run's own log at INFO
@@ -245,7 +244,7 @@ def read_parquet(path, target: str | None = None, weight: str | None = None, col
     ValueError
         If ``target``, ``weight`` or a feature column is missing, or a feature column is not numeric.
     """
-    import dask.dataframe as dd
+    import dask.dataframe as dd  # optional: dask
 
     df = dd.read_parquet(path, **kwargs)
     for key, col in (("target", target), ("weight", weight)):
@@ -268,7 +267,7 @@ def read_parquet(path, target: str | None = None, weight: str | None = None, col
 
 
 def _numeric(dtype) -> bool:
-    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype  # slow to import: pandas
 
     return is_numeric_dtype(dtype) or is_bool_dtype(dtype)
 
@@ -288,9 +287,9 @@ def as_dask(X, y=None, weight=None, n_partitions: int = 2, client=None) -> DaskD
         For a non-numeric feature column (categorical columns train on one
         machine), mismatched lengths or shapes.
     """
-    import dask.array as da
-    import dask.dataframe as dd
-    import pandas as pd
+    import dask.array as da  # optional: dask
+    import dask.dataframe as dd  # optional: dask
+    import pandas as pd  # slow to import: pandas
 
     names = None
     if isinstance(X, (dd.DataFrame, pd.DataFrame)):
@@ -343,7 +342,7 @@ def as_dask(X, y=None, weight=None, n_partitions: int = 2, client=None) -> DaskD
 
 def _place_rows(client, arrays: list[np.ndarray], step: int) -> list:
     """Row blocks of ``step`` rows of each array, block ``i`` of all of them on worker ``i mod n`` (sorted)."""
-    import dask.array as da
+    import dask.array as da  # optional: dask
 
     workers = sorted(client.scheduler_info()["workers"])
     blocks: list[list] = [[] for _ in arrays]
@@ -359,9 +358,9 @@ def _place_rows(client, arrays: list[np.ndarray], step: int) -> list:
 def _label_counts(y, weight, weighted: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The distinct labels and their counts (weighted by ``weight`` if ``weighted``), computed on the cluster;
     labels and weights checked."""
-    import dask
-    import dask.array as da
-    import dask.dataframe as dd
+    import dask  # optional: dask
+    import dask.array as da  # optional: dask
+    import dask.dataframe as dd  # optional: dask
 
     if y.shape[0] == 0:
         raise ValueError("y has no rows")
@@ -514,7 +513,7 @@ def predict_dask(model: Model, X, num_iteration: int | None = None):
     -------
     dask.array.Array of shape (n,)
     """
-    import dask.array as da
+    import dask.array as da  # optional: dask
 
     data = X if isinstance(X, DaskData) else as_dask(X)
     if model.n_features is not None and data.n_features != model.n_features:

@@ -54,7 +54,6 @@ from qwkboost.engines.catboost_losses import (
 )
 from qwkboost.engines.catboost_losses import path as objective_path
 
-
 __all__ = ["CatBoostEngine", "check_params", "catboost_private", "DEFAULTS", "RESERVED", "FIXED", "FILE_PARAMS",
            "CATBOOST_RANGE"]
 
@@ -111,8 +110,8 @@ def catboost_private():
         Naming the installed release and the tested range, when either is missing or behaves otherwise: a
         parameter is never passed on unchecked or under a name qwkboost did not see.
     """
-    import catboost
-    from catboost import CatBoostError, _catboost, core
+    import catboost  # slow to import: catboost
+    from catboost import CatBoostError, _catboost, core  # slow to import: catboost
 
     process = getattr(core, "_process_synonyms", None)
     check = getattr(_catboost, "_check_train_params", None)
@@ -155,7 +154,7 @@ def check_params(params: dict, n_features: int | None) -> None:
     ValueError
         Naming the parameter and why.
     """
-    from catboost import CatBoostError
+    from catboost import CatBoostError  # slow to import: catboost
 
     _check_train_params = catboost_private()[1]
 
@@ -213,7 +212,7 @@ def _check_same_scores(params: dict, objective: str) -> None:
 
 def _frame(X: np.ndarray, categorical) -> "object":
     """``X`` as CatBoost takes it: a DataFrame whose category columns hold integer codes (missing: -1)."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     cols = {}
     cat = set(int(j) for j in categorical)
@@ -224,7 +223,7 @@ def _frame(X: np.ndarray, categorical) -> "object":
 
 
 def _pool(X, categorical, label=None, weight=None, baseline=None):
-    from catboost import Pool
+    from catboost import Pool  # slow to import: catboost
 
     cat = sorted(int(j) for j in categorical)
     return Pool(_frame(X, cat), label=label, weight=weight, cat_features=cat or None, baseline=baseline)
@@ -262,7 +261,7 @@ class CatBoostEngine:
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
             seed: int, categorical=(), sample_weight=None) -> FitResult:
-        from catboost import CatBoost, CatBoostError
+        from catboost import CatBoost, CatBoostError  # slow to import: catboost
 
         self.check_objective(objective)
         if num_boost_round == 0:
@@ -372,7 +371,7 @@ class CatBoostEngine:
             os.unlink(path)
 
     def load(self, text: str):
-        from catboost import CatBoost, CatBoostError
+        from catboost import CatBoost, CatBoostError  # slow to import: catboost
 
         if not text.startswith(_DUMP_PREFIX):
             raise ValueError("the catboost model in the model file is malformed (no catboost model header)")

@@ -29,9 +29,10 @@ import threading
 
 import numpy as np
 
-from qwkboost.engines.base import EvalSet, run_callbacks
 from qwkboost.callback import EarlyStopException
-from qwkboost.objectives import ExtendedQWK, Multiclass, Objective, OrdinalLogit, SquaredError
+from qwkboost.engines.base import EvalSet, run_callbacks
+from qwkboost.evaluation.metrics import weighted_mean_var
+from qwkboost.objectives import ExtendedQWK, Multiclass, OrdinalLogit, SquaredError
 from qwkboost.objectives.ordinal_logit import EXP_CAP
 
 __all__ = ["path", "MISMATCH", "needs_the_metrics_scores", "Rounds", "Loss", "KernelLoss", "Metric", "AfterIteration", "declares_rows", "BUILTIN"]
@@ -74,13 +75,13 @@ class _ScoreIndex:
 
     def __init__(self, scores: np.ndarray):
         try:
-            from pandas._libs.hashtable import Float64HashTable
+            from pandas._libs.hashtable import Float64HashTable  # slow to import: pandas
 
             self._table = Float64HashTable(scores.size)
             self._table.map_locations(scores)
             self.positions = self._table.lookup
         except (ImportError, AttributeError):
-            import pandas as pd
+            import pandas as pd  # slow to import: pandas
 
             self.positions = pd.Index(scores).get_indexer
 
@@ -215,7 +216,6 @@ class KernelLoss(_Shared):
         self.one_pass = None
         inner = obj.objective
         if type(inner) is ExtendedQWK and inner.allreduce is None:
-            from qwkboost.evaluation.metrics import weighted_mean_var
 
             w = rounds.weight
             ma, mb = weighted_mean_var(rounds.y + self.offset, w)     # the metric's a, b: the labels' own

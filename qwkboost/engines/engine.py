@@ -18,12 +18,12 @@ from typing import Callable
 import numpy as np
 
 from qwkboost import defaults
-from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.engines.threads import available_cores, blas_single_thread
-from qwkboost.engines.base import Engine, EvalSet, FitResult
 from qwkboost.callback import EarlyStopping, RoundFunction, check_min_delta
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.engines.base import Engine, EvalSet, FitResult
 from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
+from qwkboost.engines.threads import available_cores, blas_single_thread
 from qwkboost.objectives import Objective, resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.objectives.rows import freeze

@@ -14,6 +14,7 @@ import warnings
 
 import lightgbm as lgb
 import numpy as np
+from lightgbm.basic import _ConfigAliases
 
 from qwkboost.callback import EarlyStopException
 from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
@@ -33,7 +34,6 @@ RESERVED = {"objective": "the objective is qwkboost's (objective=...)",
 @functools.lru_cache(maxsize=1)
 def aliases() -> dict[str, str]:
     """Every name LightGBM accepts, mapped to its canonical parameter."""
-    from lightgbm.basic import _ConfigAliases
 
     return {alias: canon for canon, names in _ConfigAliases._get_all_param_aliases().items()
             for alias in (canon, *names)}
@@ -176,7 +176,7 @@ def train_dask(client, data, valid, objective, *, offset, params, num_boost_roun
                min_delta=0.0) -> FitResult:
     """:class:`lightgbm.DaskLGBMRegressor` on the objective, called on each worker's rows
     (:attr:`LightGBMEngine.dask`: no eval set, no early stopping, one score per row)."""
-    import dask.array as da        # optional: the cluster extra
+    import dask.array as da  # optional: the cluster extra
 
     if num_boost_round == 0:        # as on one machine: no booster, predictions are F0
         return FitResult(None, 0)

@@ -10,9 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.objectives import Objective, check_trusted_modules, get as get_objective, saved_objective
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
+from qwkboost.engines.registry import ENGINES, get_engine
+from qwkboost.objectives import Objective, check_trusted_modules, saved_objective
+from qwkboost.objectives import get as get_objective
 from qwkboost.validation import MAX_JSON_DEPTH, check_features, check_int, json_depth, read_json, shown
 
 __all__ = ["Model", "load_model", "check_model_file", "FORMAT_VERSION"]

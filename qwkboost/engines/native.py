@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from qwkboost.engines.base import EvalSet, FitResult
+from qwkboost.engines.threads import blas_single_thread
 from qwkboost.native.boosting import NativeBooster, boost
 from qwkboost.native.params import ALIASES, resolve_params
-from qwkboost.engines.threads import blas_single_thread
+from qwkboost.native.treeshap import booster_shap
 
 __all__ = ["NativeEngine", "THREAD_PARAMS"]
 
@@ -59,7 +60,6 @@ class NativeEngine:
     def contributions(self, booster: NativeBooster, X, *, n_iter: int, init_score):
         """qwkboost's own path-dependent TreeSHAP of the native trees (:mod:`qwkboost.native.treeshap`), category
         sets and missing values as the trees send them; the bias is the trees' expected value plus ``init_score``."""
-        from qwkboost.native.treeshap import booster_shap
 
         values, expected = booster_shap(booster, X, n_iter)
         n = values.shape[0]

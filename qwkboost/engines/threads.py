@@ -26,7 +26,7 @@ __all__ = ["available_cores", "threads_per_job", "blas_single_thread"]
 
 def available_cores() -> int:
     """CPU cores this process may use (affinity and cgroup quota aware; at least 1)."""
-    from joblib import cpu_count        # joblib: 0.1 s to import, for one call
+    from joblib import cpu_count  # joblib: 0.1 s to import, for one call
 
     return max(1, int(cpu_count(only_physical_cores=False)))
 

@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 import xgboost as xgb
+from xgboost import collective
 
 from qwkboost.callback import EarlyStopException
 from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
@@ -179,7 +180,6 @@ def _dmatrix(X, types, **kw) -> "xgb.DMatrix":
 
 def xgboost_allreduce(values: np.ndarray) -> np.ndarray:
     """Sum ``values`` over XGBoost's workers (inside a ``CommunicatorContext``, e.g. an ``xgboost.dask`` task)."""
-    from xgboost import collective
 
     return collective.allreduce(np.ascontiguousarray(values, dtype=np.float64), collective.Op.SUM)
 
@@ -218,7 +218,7 @@ class _WorkerMetric:
 
 def _margin(X, f0: np.ndarray):
     """Initial scores as XGBoost's per-row ``base_margin``, chunked as ``X``'s rows."""
-    import dask.array as da        # optional: the cluster extra
+    import dask.array as da  # optional: the cluster extra
 
     return da.ones((X.shape[0], f0.size), chunks=(X.chunks[0], f0.size)) * f0
 
@@ -227,7 +227,7 @@ def train_dask(client, data, valid, objective, *, offset, params, num_boost_roun
                min_delta=0.0) -> FitResult:
     """:func:`xgboost.dask.train` on the objective, its sums and its metric all-reduced over the workers
     (:attr:`XGBoostEngine.dask`)."""
-    from xgboost import dask as dxgb        # optional: dask, the cluster extra
+    from xgboost import dask as dxgb  # optional: dask, the cluster extra
 
     obj = objective
     k = int(getattr(obj, "n_outputs_", 1))

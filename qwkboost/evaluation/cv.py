@@ -1,6 +1,6 @@
 """Cross-validation moved to :mod:`qwkboost.cv` (the stage above the engines: it trains models, and evaluation
-trains none). Importing this module says so."""
+trains none; :mod:`qwkboost.cv.crossval` and :mod:`qwkboost.cv.folds`). Importing this module says so."""
 
 from qwkboost._lazy import moved_error
 
-raise moved_error("qwkboost.evaluation.cv", "qwkboost.cv (qwkboost.cv.crossval and qwkboost.cv.folds)")
+raise moved_error("qwkboost.evaluation.cv", "qwkboost.cv")

@@ -67,7 +67,7 @@ def mean_interval(values, confidence: float = 0.95) -> Interval:
 
     With one value the interval is that value; NaNs are refused.
     """
-    from scipy import stats
+    from scipy import stats  # slow to import: scipy.stats
 
     x = np.asarray(values, dtype=float)
     if x.ndim != 1 or x.size == 0:
@@ -84,7 +84,7 @@ def mean_interval(values, confidence: float = 0.95) -> Interval:
 def paired_comparison(a, b, confidence: float = 0.95, test: str = "wilcoxon") -> PairedComparison:
     """Compare paired scores ``a`` and ``b`` (one per seed): mean difference, t interval, and the p-value of
     ``test`` (``"wilcoxon"`` or ``"t"``, :data:`TESTS`)."""
-    from scipy import stats
+    from scipy import stats  # slow to import: scipy.stats
 
     if test not in TESTS:
         raise ValueError(f"test={test!r} is unknown; choose one of: {', '.join(TESTS)}")

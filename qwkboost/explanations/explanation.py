@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from qwkboost.data.columns import give_way
+from qwkboost.data.features import EncodedFeatures
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import get_engine
 
@@ -104,7 +105,7 @@ class Explanation:
     def importance(self):
         """A DataFrame, one row per feature (per feature and output with several outputs), largest first:
         ``mean_abs_shap`` (in score units), ``shap_share`` (normalised to 1) and ``gain_share`` (normalised)."""
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         mean_abs = np.abs(self.values).mean(axis=0)
         gain = np.zeros_like(mean_abs) if self.gain is None else np.asarray(self.gain, dtype=np.float64)
@@ -141,7 +142,7 @@ class Explanation:
         ValueError
             If ``id_name`` is also a feature's name (one column cannot hold both).
         """
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         n = self.values.shape[0]
         outputs = None if self.n_outputs == 1 else \
@@ -192,7 +193,6 @@ def explain_parts(parts: Sequence[tuple[Model, float]], X, *, outputs=None, info
     values = np.zeros((n, len(names)) if k == 1 else (n, len(names), k))
     bias = np.zeros(n if k == 1 else (n, k))
     gain = np.zeros(len(names) if k == 1 else (len(names), k))
-    from qwkboost.data.features import EncodedFeatures
 
     for m, w in parts:
         if isinstance(X, EncodedFeatures):
@@ -245,7 +245,6 @@ class Ensemble:
 
 def sample_rows(X, max_rows: int | None, seed: int = 0):
     """``X``, or ``max_rows`` of its rows drawn with ``seed`` (in their order), and their positions."""
-    from qwkboost.data.features import EncodedFeatures
 
     n = X.X.shape[0] if isinstance(X, EncodedFeatures) else len(X)
     if max_rows is None or n <= max_rows:

@@ -38,7 +38,7 @@ def row_path(exp, i: int, max_features: int | None = None):
     """Row ``i``'s walk from the bias to its score, features by decreasing :math:`|\\phi|`: a DataFrame with the
     feature, its value, its SHAP value, the score after it, the class after it, and ``crosses``: the cut points it
     crossed (empty when the class stayed)."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     _require(exp)
     phi = exp.values[i]

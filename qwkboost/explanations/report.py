@@ -24,7 +24,7 @@ DPI = 100
 
 def pick_rows(exp, n: int = 3, seed: int = 0) -> list[int]:
     """Rows whose walk crosses the most cut points (the ordinal view's most telling), ties by ``seed``."""
-    from qwkboost.explanations.ordinal import class_of
+    from qwkboost.explanations.ordinal import class_of  # slow to import: matplotlib
 
     start, end = class_of(exp, exp.bias), class_of(exp, exp.score)
     names = list(exp.labels) if exp.labels is not None else [f"{c:g}" for c in exp.classes]
@@ -40,7 +40,7 @@ def write_report(exp, out, ids=None, id_name: str | None = None, pictures: bool 
     column rule (:meth:`~qwkboost.explanations.explanation.Explanation.frame`; ``reserved``: the run's other
     columns of yours, its label, entity and weight). ``pictures=False``: the two tables only (drawing the pictures
     takes about a second)."""
-    from qwkboost.explanations import ordinal, plots
+    from qwkboost.explanations import ordinal, plots  # slow to import: matplotlib
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,6 @@ __all__ = ["NativeBooster", "train_booster", "PARAMS", "resolve_params", "Native
 def __getattr__(name):
     # the estimator imports scikit-learn; load it only when asked for
     if name == "NativeGBDTRegressor":
-        from qwkboost.native.sklearn import NativeGBDTRegressor
+        from qwkboost.native.sklearn import NativeGBDTRegressor  # scikit-learn: loaded only when asked for
         return NativeGBDTRegressor
     raise AttributeError(name)

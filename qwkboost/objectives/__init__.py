@@ -18,6 +18,7 @@ Register your own objective in a few lines; it then runs on every engine::
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from typing import Callable
@@ -80,7 +81,6 @@ def import_objective(path: str) -> type[Objective]:
     ValueError
         If the module cannot be imported (naming it), has no such class, or the class is not an Objective.
     """
-    import importlib
 
     if not isinstance(path, str) or not path.strip():
         raise ValueError(f"an objective's import path must be 'package.module.Class'; got {path!r}")

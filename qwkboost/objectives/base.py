@@ -65,6 +65,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from qwkboost.evaluation.metrics import rmse_fast
+
 __all__ = ["Objective", "takes_weight"]
 
 
@@ -168,7 +170,6 @@ class Objective:
 
     def metric(self, y: np.ndarray, score: np.ndarray, sample_weight: np.ndarray | None = None) -> float:
         """Evaluation metric for early stopping. Default: (weighted) RMSE."""
-        from qwkboost.evaluation.metrics import rmse_fast
 
         return rmse_fast(y, np.asarray(score, dtype=np.float64), sample_weight)
 

@@ -148,7 +148,7 @@ def tune_command(cfg: DictConfig):
     ConfigError
         For bad settings, a bad search space or storage, or an unreachable tracking server, before any trial.
     """
-    from qwkboost.runs.tuning import best_overrides, tune     # optuna: loaded for tuning only
+    from qwkboost.runs.tuning import best_overrides, tune  # optuna: loaded for tuning only
 
     container = apply_protocol(OmegaConf.to_container(cfg, resolve=True), HydraConfig.get().overrides.task)
     with config_errors():

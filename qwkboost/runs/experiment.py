@@ -10,21 +10,28 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import yaml
 
 from qwkboost import tracking
 from qwkboost.config import objective_ref
+from qwkboost.cv.crossval import CVResult, cross_validate
+from qwkboost.cv.folds import check_groups, fold_assignment
 from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.data.features import EncodedFeatures
 from qwkboost.data.files import from_file
 from qwkboost.data.sources import SOURCES
 from qwkboost.distributed.cluster import ClusterSpec, connect, dask_engines, dask_support
+from qwkboost.engines import check_engine_params, get_engine
 from qwkboost.evaluation import plots
-from qwkboost.cv.crossval import CVResult, cross_validate
-from qwkboost.cv.folds import check_groups, fold_assignment
 from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
 from qwkboost.evaluation.thresholds import (
     apply_thresholds,
@@ -32,6 +39,9 @@ from qwkboost.evaluation.thresholds import (
     nested_classes,
 )
 from qwkboost.exceptions import config_errors
+from qwkboost.explanations.explanation import explain, sample_rows
+from qwkboost.explanations.report import write_report
+from qwkboost.objectives import get as get_objective
 from qwkboost.tracking.outputs import CLASS, SCORE, OutputColumns, fold_role, write_predictions
 from qwkboost.tracking.pipeline import FittedPipeline
 
@@ -56,7 +66,7 @@ def load_dataset(data: Mapping[str, Any], seed: int = 0, group: str | None = Non
     ValueError
         For an unknown source, or ``group`` with a source that has no columns to name.
     """
-    from hydra.utils import get_method
+    from hydra.utils import get_method  # slow to import: hydra
 
     name = data.get("name")
     if name not in SOURCES:
@@ -260,8 +270,6 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     ValueError
         Naming the config key.
     """
-    from qwkboost.engines import check_engine_params
-    from qwkboost.objectives import get as get_objective
 
     engine = cfg["engine"]["name"]
     try:
@@ -304,7 +312,6 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
         obj.fit(ds.y_train)     # what it learns from the labels (a label mean outside their range, ...)
     except ValueError as exc:
         raise ValueError(f"objective.params: {exc}") from None
-    from qwkboost.engines import get_engine
 
     get_engine(engine).check_objective(obj)       # e.g. several scores per row on catboost
 
@@ -354,7 +361,7 @@ def output_names(ds: Dataset) -> dict[str, str | None]:
 def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation) -> PredictionTables:
     """The ``oof``, ``predictions`` and ``submission`` tables of a run, named by the rule of
     :mod:`qwkboost.tracking.outputs`: the user's columns keep their names, qwkboost's give way."""
-    import pandas as pd
+    import pandas as pd  # slow to import: pandas
 
     ordinal = ev.cuts is not None
     labels = ds.labels.to_list() if ds.labels is not None else None
@@ -403,7 +410,6 @@ def write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: Fi
 
 def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> None:
     """Curves, metrics and artifacts of one run (the active MLflow run)."""
-    import yaml
 
     # the explanations are computed while the rest is logged (the engines' TreeSHAP runs outside the GIL)
     explaining = _start_explaining(cfg, ds, pipe) if cfg.get("tracking", {}).get("explain", True) else None
@@ -439,7 +445,7 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
             tracking.log_file(f, "predictions")
         if cfg.get("tracking", {}).get("log_models", True):
             # the fold models, averaged, with the cut points: load_run's artifact and a servable model
-            from qwkboost.tracking.serving import log_pyfunc
+            from qwkboost.tracking.serving import log_pyfunc  # slow to import: mlflow, pandas
 
             tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
             if cfg.get("tracking", {}).get("log_pyfunc", True):
@@ -452,13 +458,7 @@ def _start_explaining(cfg, ds: Dataset, pipe: FittedPipeline):
     """Start explaining the run's fold ensemble on a seeded sample of its training rows (``tracking.explain_rows``,
     default 1,000) in a thread, its files (:mod:`qwkboost.explanations.report`, pictures drawn without pyplot)
     written into a directory of their own; ``(future, directory, start time)``."""
-    import tempfile
-    import time
-    from concurrent.futures import ThreadPoolExecutor
 
-    from qwkboost.data.features import EncodedFeatures
-    from qwkboost.explanations.explanation import explain, sample_rows
-    from qwkboost.explanations.report import write_report
 
     t = time.perf_counter()
     rows = cfg.get("tracking", {}).get("explain_rows", 1000)
@@ -479,8 +479,6 @@ def _start_explaining(cfg, ds: Dataset, pipe: FittedPipeline):
 def _log_explanations(future, out: str, started: float) -> None:
     """The explanation's files under ``explanations/``, and the metric ``explain_seconds`` (from the start of the
     explaining thread to the files logged)."""
-    import shutil
-    import time
 
     try:
         for f in future.result():

@@ -16,6 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from qwkboost import tracking
+from qwkboost.data.files import read_table
+from qwkboost.explanations.report import write_report
+
 __all__ = ["explain_run", "run_config"]
 
 log = logging.getLogger(__name__)
@@ -23,9 +27,9 @@ log = logging.getLogger(__name__)
 
 def _config_of_source(source: str, uri: str | None) -> dict | None:
     """The resolved config of a run given as a directory or ``run:<id>`` / a run id, or ``None``."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # slow to import: omegaconf
 
-    import qwkboost.config  # noqa: F401 - registers the ${dataset:...} resolver the data configs use
+    import qwkboost.config  # noqa: F401 - registers the ${dataset:...} resolver; deferred: scipy, slow to import
 
     p = Path(source)
     if p.is_dir():
@@ -35,7 +39,6 @@ def _config_of_source(source: str, uri: str | None) -> dict | None:
                 return cfg if isinstance(cfg, dict) and "data" in cfg else None    # a blend's has no data
         return None
     run_id = source.split(":", 1)[1] if source.startswith("run:") else source
-    from qwkboost import tracking
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -75,10 +78,8 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
         For a run that cannot be loaded, a file that cannot be read, or a run whose data cannot be found when
         no ``data_path`` is given (naming ``data.path``).
     """
-    from qwkboost.data.files import read_table
-    from qwkboost.explanations.explanation import explain, sample_rows
-    from qwkboost.explanations.report import write_report
-    from qwkboost.tracking.loading import load_run
+    from qwkboost.explanations.explanation import explain, sample_rows  # slow to import: scipy
+    from qwkboost.tracking.loading import load_run  # slow to import: scipy, scipy.optimize
 
     pipe = load_run(run, tracking_uri, trusted_modules)
     if data_path:
@@ -94,7 +95,7 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
         if cfg is None:
             raise ValueError(f"run={run!r}: its config is not found (no .hydra/config.yaml, no logged config.yaml); "
                              "give the rows to explain with data.path=<CSV or Parquet>")
-        from qwkboost.runs.experiment import load_dataset
+        from qwkboost.runs.experiment import load_dataset  # slow to import: matplotlib, scipy
 
         ds = load_dataset(cfg["data"], int(cfg.get("seed", 0)), cfg.get("cv", {}).get("group"))
         _, pos = sample_rows(np.empty((len(ds.y_train), 0)), rows, seed)
@@ -107,9 +108,8 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
     run_id = pipe.info.get("run_id") or (str(run) if not Path(str(run)).exists() else None)
     logged = None
     if log_to_run and run_id:
-        import mlflow
+        import mlflow  # slow to import: mlflow
 
-        from qwkboost import tracking
 
         uri = tracking.resolve_tracking_uri(tracking_uri)
         client = mlflow.MlflowClient(uri)

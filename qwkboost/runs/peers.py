@@ -19,6 +19,7 @@ Both packages are optional: ``pip install 'qwkboost[study]'``.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import warnings
 from dataclasses import dataclass
@@ -50,7 +51,6 @@ class PeerCV:
 
 def check_peer(name: str) -> None:
     """Refuse an unknown peer, or one whose package is not installed, naming the fix."""
-    import importlib.util
 
     if name not in PEERS:
         raise ValueError(f"study peer {name!r} is unknown; choose from: {', '.join(PEERS)}")
@@ -60,11 +60,11 @@ def check_peer(name: str) -> None:
 
 
 def _fit_predict_ogboost(X, y, X_eval, n_classes: int, seed: int) -> list[np.ndarray]:
-    from sklearn.tree import DecisionTreeRegressor
+    from sklearn.tree import DecisionTreeRegressor  # slow to import: sklearn
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")     # its default argument builds a tree with a deprecated criterion
-        from ogboost import GradientBoostingOrdinal
+        from ogboost import GradientBoostingOrdinal  # optional: ogboost
 
         model = GradientBoostingOrdinal(base_learner=DecisionTreeRegressor(max_depth=3), n_estimators=1000,
                                         n_iter_no_change=10, n_class=n_classes, random_state=seed)
@@ -73,7 +73,7 @@ def _fit_predict_ogboost(X, y, X_eval, n_classes: int, seed: int) -> list[np.nda
 
 
 def _fit_predict_ordered_model(X, y, X_eval, n_classes: int, seed: int) -> list[np.ndarray]:
-    from statsmodels.miscmodels.ordinal_model import OrderedModel
+    from statsmodels.miscmodels.ordinal_model import OrderedModel  # optional: statsmodels
 
     keep = X.max(axis=0) > X.min(axis=0)       # a constant column would be a second intercept
     with warnings.catch_warnings():
@@ -108,7 +108,7 @@ def cross_validate_peer(name: str, X, y, X_test, folds, n_classes: int, seed: in
         local = np.searchsorted(present, y[tr])       # the peers want classes 0..m-1, all present
         X_tr, X_va, X_te = X[tr], X[va], X_test
         if missing:
-            from sklearn.impute import SimpleImputer
+            from sklearn.impute import SimpleImputer  # slow to import: sklearn
 
             imp = SimpleImputer(strategy="median", add_indicator=True, keep_empty_features=True).fit(X_tr)
             X_tr, X_va, X_te = imp.transform(X_tr), imp.transform(X_va), imp.transform(X_te)

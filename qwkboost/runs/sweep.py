@@ -32,11 +32,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import hydra
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
-from qwkboost.exceptions import ConfigError
+from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.tracking.interrupt import interrupted
 
 __all__ = ["MLflowSweepParent", "PARENT_FILE", "read_parent", "sweep_shape", "SUMMARY_METRICS", "check_jobs",
@@ -58,7 +62,6 @@ def read_parent(sweep_dir: str | Path) -> dict | None:
 
 def sweep_shape(overrides: list[str]) -> tuple[list[str], int]:
     """The keys a sweep varies and its number of jobs, from its command-line overrides."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     varying, n = [], 1
     for o in OverridesParser.create().parse_overrides(overrides):
@@ -73,7 +76,7 @@ def _parallel_jobs(config: DictConfig, n_jobs: int) -> int:
     launcher = config.hydra.get("launcher") or {}
     if "joblib" not in str(launcher.get("_target_", "")):
         return 1
-    from qwkboost.engines.threads import available_cores
+    from qwkboost.engines.threads import available_cores  # slow to import: scipy
 
     k = launcher.get("n_jobs", -1)
     k = available_cores() if k is None or k < 0 else int(k)
@@ -83,8 +86,6 @@ def _parallel_jobs(config: DictConfig, n_jobs: int) -> int:
 def job_overrides(config: DictConfig) -> list[list[str]] | None:
     """The overrides of every job of a sweep, as Hydra's basic sweeper will launch them; ``None`` for another
     sweeper (whose jobs are not known in advance)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     sweeper = str((config.hydra.get("sweeper") or {}).get("_target_", ""))
     if not sweeper.endswith("BasicSweeper"):
@@ -102,17 +103,13 @@ def check_jobs(config: DictConfig) -> None:
     ConfigError
         The first job's problem, naming the setting (and the job, when the sweep varies it).
     """
-    import hydra
-    from omegaconf import OmegaConf
 
-    from qwkboost.config import check_config
-    from qwkboost.exceptions import config_errors
-    from qwkboost.runs.experiment import check_against_data, load_dataset
+    from qwkboost.config import check_config  # slow to import: scipy, scipy.optimize
+    from qwkboost.runs.experiment import check_against_data, load_dataset  # slow to import: matplotlib, scipy
 
     jobs = job_overrides(config)
     if not jobs:
         return
-    from hydra.errors import HydraException
 
     varying, _ = sweep_shape(list(config.hydra.overrides.task))
     loaded: dict[str, Any] = {}
@@ -147,7 +144,7 @@ class MLflowSweepParent(Callback):
         self.experiment_name: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        import mlflow
+        import mlflow  # slow to import: mlflow
 
         try:
             check_jobs(config)
@@ -184,7 +181,7 @@ class MLflowSweepParent(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self.run_id is None:
             return
-        import mlflow
+        import mlflow  # slow to import: mlflow
 
         if self._server_gone():
             sys.exit(1)     # the jobs are logged, but the sweep's parent could not be ended
@@ -202,7 +199,7 @@ class MLflowSweepParent(Callback):
 
     def _log_summary(self, client, children: list, sweep_dir: Path) -> None:
         """``sweep_summary.csv`` and ``.md``: one row per job, its status and its headline metrics."""
-        import pandas as pd
+        import pandas as pd  # slow to import: pandas
 
         rows = []
         for c in sorted(children, key=lambda r: r.info.start_time or 0):
@@ -229,7 +226,7 @@ class MLflowSweepParent(Callback):
         """At exit without ``on_multirun_end``: end the parent and any child left RUNNING."""
         if self.run_id is None or self._server_gone():
             return
-        import mlflow
+        import mlflow  # slow to import: mlflow
 
         status = "KILLED" if interrupted() else "FAILED"
         try:
@@ -259,7 +256,7 @@ class MLflowSweepParent(Callback):
     def _end(self, status: str) -> None:
         if self.run_id is None:
             return
-        import mlflow
+        import mlflow  # slow to import: mlflow
 
         client = mlflow.MlflowClient(self.uri)
         if client.get_run(self.run_id).info.status == "RUNNING":

@@ -15,9 +15,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from rich.console import Console
+from rich.table import Table
 
 from qwkboost import tracking
 from qwkboost.data.dataset import Dataset
+from qwkboost.data.shift import shift_weights
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_exact
 from qwkboost.exceptions import config_errors
@@ -80,7 +83,6 @@ def bayes_ceiling(ds: Dataset) -> float:
     for :func:`qwkboost.data.sources.latent_classes`; under label shift the training
     rows are weighted to the test proportions (:func:`qwkboost.data.shift.shift_weights`).
     """
-    from qwkboost.data.shift import shift_weights
 
     lo = ds.y_train.min()
     y = (ds.y_train - lo).astype(int)
@@ -173,8 +175,6 @@ def _markdown(table: pd.DataFrame, ceiling: float | None) -> str:
 
 def render(table: pd.DataFrame, ceiling: float | None = None) -> None:
     """Print the table in the terminal, with the article's figures (where they compare) and the ceiling."""
-    from rich.console import Console
-    from rich.table import Table
 
     article = "article_round" in table
     t = Table(title="test QWK: rounded and with cut points fitted on out-of-fold predictions")

@@ -6,12 +6,21 @@ import hashlib
 import json
 import logging
 import time
+import traceback
+import warnings
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from qwkboost.data.dataset import class_range
+from qwkboost.data.packaged import train_rows
+from qwkboost.data.shift import class_proportions, shift_proba, shift_weights, target_moments
+from qwkboost.evaluation.metrics import qwk
+from qwkboost.runs.peers import cross_validate_peer
 from qwkboost.study.spec import TEST_SEED_OFFSET, MethodSpec, StudySpec
+from qwkboost.study.tuning import tune_cell, tuned_once
 
 __all__ = ["Cell", "check_cells", "cell_key", "seeded", "build_cells", "run_cell", "run_blend_cell"]
 
@@ -41,8 +50,8 @@ class Cell:
 
 def check_cells(cells: Iterable[Cell]) -> None:
     """Refuse, before any training, a decoder a method cannot use (``argmax`` needs class probabilities)."""
-    from qwkboost.config import objective_ref
-    from qwkboost.objectives import Objective, get
+    from qwkboost.config import objective_ref  # slow to import: scipy, scipy.optimize
+    from qwkboost.objectives import Objective, get  # slow to import: scipy
 
     seen = set()
     for c in cells:
@@ -64,7 +73,6 @@ def _hashable(config: Mapping[str, Any]) -> dict:
 def cell_key(config: Mapping[str, Any], method: MethodSpec, depends: tuple[str, ...] = ()) -> str:
     """A hash of everything that decides a cell's result: its config (without bookkeeping), its method's
     decoders and peer (a blend's method and member cells), and the qwkboost version."""
-    from importlib.metadata import version
 
     payload = {"config": _hashable(config), "decode": sorted(method.decode), "peer": method.peer,
                "qwkboost": version("qwkboost")}
@@ -88,7 +96,6 @@ def seeded(config: Mapping[str, Any], seed: int, max_train: int | None, max_test
         data["seed"] = seed
     if max_train is not None and "n_train" in data:     # a packaged set's n_train: null is all of its rows
         if str(data.get("_target_", "")).endswith("data.packaged.load") and data.get("set"):
-            from qwkboost.data.packaged import train_rows
 
             max_train = None if max_train >= train_rows(data["set"]) else max_train   # a cap is at most
         if max_train is not None:
@@ -135,8 +142,7 @@ def build_cells(spec: StudySpec, compose) -> list[Cell]:
 def _cell_data(config: Mapping[str, Any]):
     """A cell's data set, its lowest class and number of classes, and the training and test labels as class
     indices ``0..k-1``."""
-    from qwkboost.data.dataset import class_range
-    from qwkboost.runs.experiment import load_dataset
+    from qwkboost.runs.experiment import load_dataset  # slow to import: matplotlib, scipy
 
     ds = load_dataset(config["data"], int(config["seed"]), config["cv"].get("group"))
     classes = class_range(ds.classes)
@@ -158,21 +164,14 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         method, ``tuning`` (:func:`qwkboost.study.tuning.tune_cell`), kept in ``tuning_dir`` when the
         method tunes once for all seeds.
     """
-    from qwkboost.config import objective_ref
-    from qwkboost.data.shift import (
-        class_proportions,
-        shift_proba,
-        shift_weights,
-        target_moments,
-    )
-    from qwkboost.engines.threads import blas_single_thread
-    from qwkboost.cv.crossval import cross_validate
-    from qwkboost.cv.folds import make_repeated_folds
-    from qwkboost.evaluation.metrics import qwk
-    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
-    from qwkboost.runs.peers import cross_validate_peer
+    from qwkboost.config import objective_ref  # slow to import: scipy, scipy.optimize
+    from qwkboost.cv.crossval import cross_validate  # slow to import: scipy, sklearn
+    from qwkboost.cv.folds import make_repeated_folds  # slow to import: sklearn
+    from qwkboost.engines.threads import blas_single_thread  # slow to import: scipy
 
-    from qwkboost.data.dataset import class_range
+    # slow to import: scipy.optimize
+    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
+
 
     t0 = time.perf_counter()
     seed = int(config["seed"])
@@ -213,7 +212,6 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
 
             params = dict(engine.get("params") or {})
             if method.tune_trials:      # the same budget for every tuned method; the test rows are not seen
-                from qwkboost.study.tuning import tune_cell, tuned_once
 
                 # tuned once for every seed (study.tuning.per_seed=false): the first seed's training rows, folds
                 # and draws, computed by whichever cell needs it first and kept in tuning_dir
@@ -265,10 +263,8 @@ def run_blend_cell(config: Mapping[str, Any], method: MethodSpec, scores: list[d
     """Blend the member cells' ``scores`` (out-of-fold and test, in the order of ``method.members``) and score
     the blend with each decoder, as :func:`run_cell` scores a method; ``qwk_oof_nested`` adds the nested
     out-of-fold QWK (:func:`qwkboost.blending.methods.fit_nested`)."""
-    from qwkboost.blending.methods import fit_nested
-    from qwkboost.data.shift import shift_weights
-    from qwkboost.cv.folds import make_folds
-    from qwkboost.evaluation.metrics import qwk
+    from qwkboost.blending.methods import fit_nested  # slow to import: scipy, scipy.optimize
+    from qwkboost.cv.folds import make_folds  # slow to import: sklearn
 
     t0 = time.perf_counter()
     seed = int(config["seed"])
@@ -297,8 +293,6 @@ def compute_cell(key: str, config: dict, method: MethodSpec, threads: int, keep_
                  scores: list[dict] | None = None, tuning_dir: str | None = None) -> tuple[str, dict]:
     """A pool worker's task: the cell's key and its result, or its error as text (a study stops on the first
     error). A blend cell gets its members' ``scores``."""
-    import traceback
-    import warnings
 
     logging.getLogger("qwkboost").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=UserWarning)

@@ -11,10 +11,10 @@ __all__ = ["plot_differences", "plot_engines", "plot_ranking", "plot_sizes"]
 
 def plot_differences(summary: pd.DataFrame, headline: pd.DataFrame):
     """Left: the headline difference per regime; right: every row minus its regime's best, with intervals."""
-    import matplotlib
+    import matplotlib  # slow to import: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
 
     regimes = list(dict.fromkeys(summary["regime"]))
     rows = sorted(set(summary["row"]))
@@ -53,10 +53,10 @@ def plot_differences(summary: pd.DataFrame, headline: pd.DataFrame):
 
 def plot_ranking(summary: pd.DataFrame):
     """Mean rank of each row per regime (1 = best), rows ordered by their mean rank over regimes."""
-    import matplotlib
+    import matplotlib  # slow to import: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
 
     wide = summary.pivot_table(index="row", columns="regime", values="rank")
     wide = wide[list(dict.fromkeys(summary["regime"]))]
@@ -81,10 +81,10 @@ def plot_sizes(summary: pd.DataFrame, cells: pd.DataFrame, rows: tuple[str, ...]
     """Mean test QWK (95% interval) against the training rows, one panel per data set of a study run at several
     sizes (regimes ``<data>@<rows>``), one line per row whose method starts with one of ``rows`` and is decoded by
     exact cut points (every row if none is). ``None`` when the study ran one size."""
-    import matplotlib
+    import matplotlib  # slow to import: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
 
     if not len(summary) or not summary["regime"].str.contains("@").any():
         return None
@@ -112,10 +112,10 @@ def plot_engines(engines: pd.DataFrame):
     """Each extended-QWK method minus the reference on the same engine (:func:`~qwkboost.study.report.
     engine_comparison`), one line per regime, a marker per engine and method with its 95% interval; filled where
     the Holm-corrected test finds a difference. ``None`` without rows."""
-    import matplotlib
+    import matplotlib  # slow to import: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
 
     if engines is None or not len(engines):
         return None

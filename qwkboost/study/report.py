@@ -47,8 +47,8 @@ CEILING_SOURCES = ("quartiles", "latent_classes")
 def ceilings(cells: Sequence[Cell]) -> pd.DataFrame:
     """Test QWK of the generator's own rule per regime and seed, for generated data
     (:func:`qwkboost.runs.table.bayes_ceiling`)."""
-    from qwkboost.runs.experiment import load_dataset
-    from qwkboost.runs.table import bayes_ceiling
+    from qwkboost.runs.experiment import load_dataset  # slow to import: matplotlib, scipy
+    from qwkboost.runs.table import bayes_ceiling  # slow to import: matplotlib, scipy
 
     rows, seen = [], set()
     for c in cells:
@@ -291,7 +291,6 @@ def render_report(spec: StudySpec, df: pd.DataFrame, summary: pd.DataFrame, head
     """``study.md``: the overall verdict, extended QWK against squared error per engine, blending against the
     best single method, defaults against tuning, a section per regime (verdict, ceiling, table) and the time
     taken."""
-    from qwkboost.evaluation.stats import mean_interval
 
     lines = ["# Study: optimising QWK directly against squared error with cut points, classification and ordinal "
              "models", "", f"Command: `{command}`", "",

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def _log_child(client, experiment_id: str, parent_id: str, cell: Cell) -> str:
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param, RunTag  # slow to import: mlflow
 
     now = int(time.time() * 1000)
     tags = [RunTag("mlflow.parentRunId", parent_id), RunTag("mlflow.runName", cell.label),
@@ -70,11 +70,11 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
     cell keys), so a resumed study continues the same parent run: children are
     logged for the cells that lack one.
     """
-    from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
+    from joblib import Parallel, delayed  # slow to import: joblib
+    from tqdm.auto import tqdm  # slow to import: tqdm
 
-    from qwkboost.engines.threads import threads_per_job
-    from qwkboost.cv.crossval import progress_enabled
+    from qwkboost.cv.crossval import progress_enabled  # slow to import: scipy, sklearn
+    from qwkboost.engines.threads import threads_per_job  # slow to import: scipy
 
     t_start = time.perf_counter()
     out = Path(output_dir)
@@ -98,7 +98,7 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         client = None
         logged: set[str] = set()
         if parent_id is not None:
-            import mlflow
+            import mlflow  # slow to import: mlflow
 
             client = mlflow.MlflowClient()
             tracking.set_tags({"study.fingerprint": fingerprint, "command": command,
@@ -185,7 +185,7 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
         engines.to_csv(out / "engines.csv", index=False)
         tuning.to_csv(out / "tuning.csv", index=False)
         (out / "plots").mkdir(exist_ok=True)
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
 
         figures = [("paired_differences", plot_differences(summary, headline)), ("ranking", plot_ranking(summary)),
                    ("sizes", plot_sizes(summary, df)), ("engines", plot_engines(engines))]
@@ -218,7 +218,7 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
 
     if experiment_id is None:
         return body(None)
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     client = mlflow.MlflowClient()
     previous = _find_parent(client, experiment_id, fingerprint)

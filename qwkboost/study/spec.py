@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from qwkboost.evaluation.stats import TESTS
+from qwkboost.runs.peers import check_peer
+from qwkboost.validation import check_bool, check_int, check_real
+
 __all__ = ["MethodSpec", "StudySpec", "DECODERS", "TEST_SEED_OFFSET", "TUNED"]
 
 #: How a cell's scores become classes: a thresholds method on the decoded score, or the most probable class.
@@ -94,10 +98,8 @@ class StudySpec:
 
     @classmethod
     def from_config(cls, study: Mapping[str, Any]) -> "StudySpec":
-        from qwkboost.engines.threads import available_cores
-        from qwkboost.engines import ENGINES
-        from qwkboost.runs.peers import check_peer
-        from qwkboost.validation import check_bool, check_int, check_real
+        from qwkboost.engines import ENGINES  # slow to import: scipy
+        from qwkboost.engines.threads import available_cores  # slow to import: scipy
 
         known = {"seeds", "first_seed", "regimes", "engines", "methods", "only", "n_jobs", "cap", "cache_dir",
                  "confidence", "alpha", "reference", "log_children", "tuning", "sizes", "test"}
@@ -198,7 +200,6 @@ class StudySpec:
 
 def _sizes(sizes) -> tuple[int | None, ...]:
     """``study.sizes``: training-set sizes each regime runs at (``data.n_train``; ``null``: all rows)."""
-    from qwkboost.validation import check_int
 
     if sizes is None:
         return (None,)
@@ -225,15 +226,13 @@ def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
     variants, so its members must be tuned too); ``variants`` keeps ``[default, tuned]`` (side by side) or one of
     them; ``per_seed: false`` (the default) tunes once, with the first seed, for every seed. Peers are never tuned
     (they bring their own defaults)."""
-    from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, PRUNERS
-    from qwkboost.validation import check_int
+    from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, PRUNERS  # slow to import: optuna
 
     if not tuning:
         return methods
     keys = {"n_trials", "pruner", "variants", "per_seed", "methods", "engines"}
     if not isinstance(tuning, Mapping) or set(tuning) - keys:
         raise ValueError(f"study.tuning must be null or a mapping of {sorted(keys)}; got {tuning!r}")
-    from qwkboost.validation import check_bool
 
     per_seed = check_bool(tuning.get("per_seed", False), "study.tuning.per_seed")
     n = check_int(tuning.get("n_trials", 0), "study.tuning.n_trials", 0)
@@ -252,7 +251,7 @@ def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
     clash = sorted(m.name + TUNED for m in methods if m.name + TUNED in taken)
     if clash:
         raise ValueError(f"study.methods: {clash} would also name tuned variants; rename them")
-    from qwkboost.engines import ENGINES
+    from qwkboost.engines import ENGINES  # slow to import: scipy
 
     # methods and engines the study leaves out (study.only, study.engines) are ignored, so either narrows a
     # study on the command line; names it never defined are refused
@@ -281,7 +280,6 @@ def _tuned_variants(methods: list[MethodSpec], tuning: Mapping[str, Any] | None,
 
 def _test(value: Any) -> str:
     """``study.test``: the paired test of every comparison (:data:`qwkboost.evaluation.stats.TESTS`)."""
-    from qwkboost.evaluation.stats import TESTS
 
     if value not in TESTS:
         raise ValueError(f"study.test={value!r} is unknown; choose one of: {', '.join(TESTS)} "
@@ -303,7 +301,7 @@ def _names(value: Any, allowed: list[str], where: str, what: str) -> list[str]:
 def _check_blends(methods: list[MethodSpec]) -> None:
     """A blend names two or more of the study's own engine methods, is decoded by cut points, and blends by a
     known method."""
-    from qwkboost.blending import BLEND_METHODS
+    from qwkboost.blending import BLEND_METHODS  # slow to import: scipy, scipy.optimize
 
     by_name = {m.name: m for m in methods}
     for m in methods:

@@ -23,6 +23,9 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from filelock import FileLock
 
+from qwkboost.evaluation.metrics import qwk
+from qwkboost.exceptions import RunStopped
+from qwkboost.runs.tuning.space import suggest
 from qwkboost.study.cache import replaced
 
 __all__ = ["tune_cell", "tuned_once"]
@@ -57,14 +60,12 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
         ``params`` (the best trial's draws), ``best_oof`` (its ``qwk_thresholds_oof``), ``n_trials``,
         ``n_pruned``, ``seconds``.
     """
-    import optuna
+    import optuna  # slow to import: optuna
 
-    from qwkboost.evaluation.metrics import qwk
+    # slow to import: scipy.optimize
     from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
-    from qwkboost.exceptions import RunStopped
-    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner
-    from qwkboost.runs.tuning.samplers import make_sampler
-    from qwkboost.runs.tuning.space import suggest
+    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
+    from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
 
     if not space:
         raise ValueError("study.tuning needs the engine's search_space (conf/engine/<engine>.yaml); it is empty")

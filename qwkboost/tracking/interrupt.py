@@ -19,6 +19,8 @@ import socket
 import sys
 from typing import Iterator
 
+from qwkboost.exceptions import ConfigError
+
 __all__ = ["Terminated", "install_sigterm", "main_guard", "report_config_errors", "process_tag", "is_alive",
            "interrupted"]
 
@@ -65,7 +67,6 @@ def report_config_errors() -> Iterator[None]:
     way (its parent MLflow run ends FAILED at exit); a sweep's jobs are checked before the first
     starts (:func:`qwkboost.runs.sweep.check_jobs`), so this is rarely reached there.
     """
-    from qwkboost.exceptions import ConfigError
 
     try:
         yield

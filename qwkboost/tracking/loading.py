@@ -7,8 +7,10 @@ members are run pipelines.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+from qwkboost import tracking
 from qwkboost.tracking.blend import BLEND_FORMAT, FittedBlend
 from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
 from qwkboost.validation import read_json
@@ -57,9 +59,7 @@ def load_run(run, tracking_uri: str | None = None, trusted_modules=None) -> Fitt
         return load_pipeline(p / "pipeline" if (p / "pipeline" / PIPELINE_FILE).is_file() else p, trusted_modules)
     if p.exists():
         raise ValueError(f"run={str(run)!r} is a file; give a run's output directory or an MLflow run id")
-    import tempfile
 
-    from qwkboost import tracking
 
     uri = tracking.resolve_tracking_uri(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="qwkboost-run-") as tmp:

@@ -160,8 +160,8 @@ def write_predictions(frame, path: str | Path, columns: OutputColumns) -> Path:
     ValueError
         If the frame's columns are not the record's: a column written over, or one the record does not name.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # slow to import: pyarrow
+    import pyarrow.parquet as pq  # slow to import: pyarrow
 
     if list(frame.columns) != columns.names:
         raise ValueError(f"{Path(path).name}: columns {list(frame.columns)} are not the record's {columns.names}")
@@ -176,8 +176,8 @@ def write_predictions(frame, path: str | Path, columns: OutputColumns) -> Path:
 def read_predictions(path: str | Path):
     """``(frame, columns)`` of a prediction file: ``columns`` is its record, or ``None`` for a CSV file, another
     tool's Parquet file or one of qwkboost 0.1."""
-    import pandas as pd
-    import pyarrow.parquet as pq
+    import pandas as pd  # slow to import: pandas
+    import pyarrow.parquet as pq  # slow to import: pyarrow
 
     path = Path(path)
     if path.suffix != ".parquet":

@@ -28,8 +28,10 @@ import numpy as np
 
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.data.labels import ClassLabels
-from qwkboost.engines.model import Model, load_model
+from qwkboost.engines.model import Model, check_model_file, load_model
 from qwkboost.evaluation.thresholds import apply_thresholds
+from qwkboost.explanations.explanation import Ensemble
+from qwkboost.objectives import Objective
 from qwkboost.validation import named_file_errors, read_json, shown
 
 __all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields", "check_pipeline_dir"]
@@ -146,14 +148,12 @@ class FittedPipeline:
     def scores_are_raw(self) -> bool:
         """Whether the score (:meth:`predict_score`) is the fold models' raw score: every objective decodes its
         score as itself (not ``ordinal_logit``, ``multiclass`` or ``soft_qwk``, whose score is an expected class)."""
-        from qwkboost.objectives import Objective
 
         return all(m.n_outputs == 1 and type(m.objective).decode is Objective.decode for m in self.models)
 
     def explain_parts(self):
         """The run for :func:`~qwkboost.explanations.explanation.explain`: its fold models, each weighing :math:`1/K`; the cut points when
         they cut the raw score."""
-        from qwkboost.explanations.explanation import Ensemble
 
         raw = self.scores_are_raw()
         return Ensemble([(m, 1.0 / len(self.models)) for m in self.models],
@@ -229,7 +229,6 @@ def check_pipeline_dir(path, trusted_modules=None) -> None:
     ValueError
         Naming the directory or the file.
     """
-    from qwkboost.engines.model import check_model_file
 
     d = Path(path)
     where = f"pipeline {str(d)!r}"

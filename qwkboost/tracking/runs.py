@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -56,7 +57,7 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         If an HTTP tracking server stops answering: raised instead of the
         error of the failed MLflow call (a Ctrl-C or SIGTERM still propagates).
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     while mlflow.active_run() is not None and parent_run_id != mlflow.active_run().info.run_id:
         mlflow.end_run("KILLED")
@@ -90,7 +91,7 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
 
 def _raise_if_lost(error: BaseException | None, what: str) -> None:
     """Raise :class:`TrackingServerLost` from ``error`` if the HTTP tracking server no longer answers."""
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     uri = mlflow.get_tracking_uri()
     reason = unreachable(uri)
@@ -107,7 +108,7 @@ def _end_run(run_id: str, run_name: str, status: str, error: BaseException | Non
     may fail. If the run failed and the tracking server no longer answers,
     nothing is written: each call would only wait on MLflow's HTTP retries.
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     uri = mlflow.get_tracking_uri()
     cause = error
@@ -139,8 +140,8 @@ def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str |
     ValueError
         If the store does not know the run, or the run has no such artifact.
     """
-    import mlflow
-    from mlflow.exceptions import MlflowException
+    import mlflow  # slow to import: mlflow
+    from mlflow.exceptions import MlflowException  # slow to import: mlflow
 
     bound_http_retries(uri)
     check_reachable(uri)
@@ -185,8 +186,8 @@ def library_versions() -> dict[str, str]:
 
 def log_params(params: Mapping[str, Any]) -> None:
     """Log flattened params in one batch call (values cut to MLflow's 6000 characters)."""
-    import mlflow
-    from mlflow.entities import Param
+    import mlflow  # slow to import: mlflow
+    from mlflow.entities import Param  # slow to import: mlflow
 
     flat = flatten(params)
     batch = [Param(k, str(v)[:6000]) for k, v in flat.items()]
@@ -198,15 +199,15 @@ def log_params(params: Mapping[str, Any]) -> None:
 
 def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
     """Log final metrics in one call."""
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.log_metrics, {k: float(v) for k, v in metrics.items()}, step=step)
 
 
 def log_curves(curves: Mapping[str, list[float]]) -> None:
     """Log per-round curves, ``{"train_kappa": [...], ...}``, as step-indexed metrics in batches."""
-    import mlflow
-    from mlflow.entities import Metric
+    import mlflow  # slow to import: mlflow
+    from mlflow.entities import Metric  # slow to import: mlflow
 
     client = mlflow.MlflowClient()
     run_id = mlflow.active_run().info.run_id
@@ -217,39 +218,39 @@ def log_curves(curves: Mapping[str, list[float]]) -> None:
 
 
 def log_dict(obj: Any, artifact_file: str) -> None:
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.log_dict, obj, artifact_file)
 
 
 def log_figure(fig, artifact_file: str) -> None:
-    import matplotlib.pyplot as plt
-    import mlflow
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.log_figure, fig, artifact_file)
     plt.close(fig)
 
 
 def log_file(path: str | os.PathLike, artifact_path: str | None = None) -> None:
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.log_artifact, str(path), artifact_path)
 
 
 def log_artifacts(local_dir: str | os.PathLike, artifact_path: str | None = None) -> None:
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.log_artifacts, str(local_dir), artifact_path)
 
 
 def log_text(text: str, artifact_file: str) -> None:
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.log_text, text, artifact_file)
 
 
 def set_tags(tags: Mapping[str, Any]) -> None:
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     retry(mlflow.set_tags, {k: str(v) for k, v in tags.items()})
 
@@ -291,7 +292,7 @@ def ui_link(base: str, experiment_id: str | None = None, run_id: str | None = No
 
 def run_link(experiment_id: str, run_id: str | None = None) -> str:
     """Where to see a run: on its tracking server, or on ``make mlflow-ui`` for a local store."""
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     uri = mlflow.get_tracking_uri()
     base = uri if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
@@ -301,7 +302,6 @@ def run_link(experiment_id: str, run_id: str | None = None) -> str:
 
 def safe_name(name: str) -> str:
     """``name`` as one file-name component: no separators, no ``..``, no control characters."""
-    import re
 
     out = re.sub(r"[^\w.=,+-]+", "_", str(name)).strip("._") or "run"
     return out[:120]
@@ -331,7 +331,7 @@ def resolve_and_set(uri: str | None, sweep_run_id: str | None = None) -> str:
     ConfigError
         For a tracking server that does not answer, :class:`TrackingServerLost` in a sweep.
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     uri = resolve_tracking_uri(uri)
     bound_http_retries(uri)

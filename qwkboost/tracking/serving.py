@@ -19,10 +19,13 @@ import os
 import shutil
 import tempfile
 import warnings
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
+from mlflow.models import infer_signature
 
 from qwkboost.tracking.outputs import CLASS, SCORE
 
@@ -44,7 +47,7 @@ class PipelineModel(PythonModel):
     """
 
     def load_context(self, context):
-        from qwkboost.tracking.loading import load_pipeline
+        from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy, scipy.optimize
 
         config = getattr(context, "model_config", None) or {}
         self.pipeline = load_pipeline(context.artifacts["pipeline"], config.get("trusted_modules"))
@@ -58,7 +61,6 @@ class PipelineModel(PythonModel):
 def frame(pipeline, X, name: str = "X"):
     """``class`` and ``score`` of every row of ``X``, as a DataFrame: the class as the user's label (a word
     given in ``data.classes``, or a whole number on the labels' own scale). ``name``: what messages call ``X``."""
-    import pandas as pd
 
     score = pipeline.predict_score(X, name)
     out = {}
@@ -72,7 +74,6 @@ def frame(pipeline, X, name: str = "X"):
 
 
 def _requirements() -> list[str]:
-    from importlib.metadata import PackageNotFoundError, version
 
     reqs = []
     for pkg in ("numpy", "pandas", "scipy", "scikit-learn", "xgboost", "lightgbm", "catboost", "mlflow"):
@@ -91,10 +92,8 @@ def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pi
     in a subprocess). ``trusted_modules``: as :func:`qwkboost.load_model` takes it, to read the pipeline here;
     ``pipe``: the pipeline already read (its signature is inferred from it), so it is not read again.
     """
-    import mlflow
-    from mlflow.models import infer_signature
 
-    from qwkboost.tracking.loading import load_pipeline
+    from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy, scipy.optimize
 
     pipe = load_pipeline(pipeline_dir, trusted_modules) if pipe is None else pipe
     example = input_example.copy()

@@ -24,11 +24,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Iterator
 
-from qwkboost.exceptions import ConfigError
+from filelock import FileLock
+
+from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.tracking.interrupt import is_alive
 
 log = logging.getLogger(__name__)
@@ -108,8 +111,8 @@ def check_sqlite_path(uri: str, key: str) -> Path:
 
 def check_database_driver(uri: str, key: str) -> None:
     """Refuse a database URL whose SQLAlchemy dialect or Python driver is not installed."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # slow to import: sqlalchemy
 
     try:
         make_url(uri).get_dialect().import_dbapi()
@@ -140,7 +143,6 @@ def _sqlite_path(uri: str) -> Path | None:
 @contextlib.contextmanager
 def store_lock(path: Path, timeout: float = 600.0) -> Iterator[None]:
     """An exclusive lock beside ``path`` (``<path>.lock``), shared by every qwkboost process."""
-    from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=timeout):
@@ -149,7 +151,6 @@ def store_lock(path: Path, timeout: float = 600.0) -> Iterator[None]:
 
 def _drop_leftover_migration_tables(db: Path) -> None:
     """Drop ``_alembic_tmp_*`` tables a migration killed half-way leaves behind (they block every later one)."""
-    import sqlite3
 
     if not db.exists():
         return
@@ -177,7 +178,7 @@ def prepare_store(uri: str) -> None:
     the store unusable. The first one creates it; the others wait, then find
     it ready. A store left half-migrated by a killed process is repaired.
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     db = _sqlite_path(uri)
     if db is None:
@@ -210,7 +211,7 @@ def unreachable(uri: str, timeout: float = 5.0) -> str | None:
     """
     if not _is_http(uri):
         return None
-    import requests
+    import requests  # slow to import: requests
 
     try:
         r = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
@@ -292,9 +293,8 @@ def setup(uri: str | None, experiment_name: str) -> str:
     ConfigError
         For a URI that cannot be used, or a tracking server that does not answer (within seconds).
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
-    from qwkboost.exceptions import config_errors
 
     with config_errors():
         uri = resolve_tracking_uri(uri)
@@ -334,7 +334,7 @@ def reap_dead_runs(experiment_id: str, client=None) -> list[str]:
 
     Returns the ids of the runs it ended.
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     client = client or mlflow.MlflowClient()
     ended = []

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import logging
 import warnings
+from pathlib import Path
+
+from qwkboost import tracking
 
 __all__ = ["log_study", "PLOTS"]
 
@@ -26,14 +29,13 @@ PLOTS = ("optimization_history", "param_importances", "parallel_coordinate", "in
 
 def log_study(study, metric: str) -> list[str]:
     """Log the study's plots and its table of trials to the active MLflow run; return the artifact paths."""
-    import matplotlib
+    import matplotlib  # slow to import: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import optuna
-    import optuna.visualization.matplotlib as vis
+    import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
+    import optuna  # slow to import: optuna
+    import optuna.visualization.matplotlib as vis  # slow to import: optuna.visualization
 
-    from qwkboost import tracking
 
     logged = []
     for name in PLOTS:
@@ -58,7 +60,6 @@ def log_study(study, metric: str) -> list[str]:
     frame = frame.drop(columns=[c for c in frame.columns if c.endswith(tracking.PROCESS_TAG)], errors="ignore")
     frame["state"] = frame["state"].astype(str)
     with tracking.tmpdir() as d:
-        from pathlib import Path
 
         p = Path(d) / "trials.csv"
         frame.to_csv(p, index=False)

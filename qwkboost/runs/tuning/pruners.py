@@ -26,9 +26,12 @@ attribute ``fold_scores``, and is Optuna's ``PRUNED``.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import optuna
 
+from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
 from qwkboost.exceptions import RunStopped
 
 __all__ = ["PRUNERS", "DEFAULT_PRUNER", "make_pruner", "FoldReporter", "fold_score"]
@@ -48,7 +51,6 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
     if name == "successive_halving":
         return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
     if name == "wilcoxon":
-        import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -59,7 +61,7 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
 def fold_score(metric: str, y: np.ndarray, scores: np.ndarray, classes: np.ndarray | None, method: str,
                weight: np.ndarray | None = None) -> float:
     """The study's ``metric`` on one fold's validation rows (labels ``y``, scores ``scores``)."""
-    from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
+    # slow to import: scipy.optimize
     from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
     if metric == "rmse_oof" or classes is None:

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -79,8 +81,6 @@ def make_sampler(name: str, seed: int) -> TrialSeededSampler:
     ValueError
         For an unknown name, or a sampler whose package is not installed (naming what to install).
     """
-    import importlib.util
-    import warnings
 
     if name == "tpe":
         return TrialSeededSampler(seed, multivariate=True, constant_liar=True)

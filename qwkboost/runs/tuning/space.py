@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import shlex
 from typing import Any, Mapping
 
 import numpy as np
@@ -85,7 +86,6 @@ def best_overrides(params: Mapping[str, Any]) -> str:
     values are written as Hydra reads them back (``null``, ``true``, quoted
     strings where needed).
     """
-    import shlex
 
     def fmt(k, v):
         if v is None:
@@ -110,7 +110,7 @@ def check_space_against_engine(cfg: Mapping[str, Any], n_features: int) -> None:
     ValueError
         Naming ``engine.search_space.<name>`` and the engine's reason, before trial 0.
     """
-    from qwkboost.engines import check_engine_params
+    from qwkboost.engines import check_engine_params  # slow to import: scipy
 
     base = dict(cfg["engine"].get("params") or {})
     engine = cfg["engine"]["name"]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import importlib.util
 import re
 import warnings
 from typing import Any, Iterator, Mapping
 
 import optuna
+from optuna.storages import RDBStorage
 
 from qwkboost import tracking
 from qwkboost.tracking.interrupt import is_alive
@@ -36,9 +38,8 @@ def _with_installed_driver(url: str) -> str:
     SQLAlchemy 2.0 reads it as psycopg2 and 2.1 as psycopg (version 3); the
     ``cluster`` extra installs psycopg2. A URL naming its driver is left as is.
     """
-    import importlib.util
 
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
 
     parsed = make_url(url)
     if parsed.drivername != "postgresql":
@@ -65,8 +66,8 @@ def _schema_lock(url: str, parsed) -> Iterator[None]:
     if parsed.get_backend_name() != "postgresql":
         yield
         return
-    import sqlalchemy
-    from sqlalchemy.pool import NullPool
+    import sqlalchemy  # slow to import: sqlalchemy
+    from sqlalchemy.pool import NullPool  # slow to import: sqlalchemy
 
     engine = sqlalchemy.create_engine(url, poolclass=NullPool)
     try:
@@ -99,8 +100,9 @@ def open_storage(url: str, t: Mapping[str, Any]):
         read, a driver that is not installed, or a database that cannot be
         opened, e.g. a server that refuses the connection.
     """
-    from optuna.storages import RDBStorage
-    from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
+
+    # slow to import: sqlalchemy
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
     shown = shown_url(url)

@@ -28,7 +28,6 @@ parallel workers).
 
 from __future__ import annotations
 
-
 import copy
 import hashlib
 import json
@@ -154,7 +153,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         Before any trial: a malformed search space, an unusable storage URL,
         or a named study that was created with another configuration.
     """
-    import mlflow
+    import mlflow  # slow to import: mlflow
 
     t = cfg["tune"]
     space = cfg["engine"].get("search_space") or {}
