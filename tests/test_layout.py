@@ -457,12 +457,15 @@ def test_names_that_moved_up_say_where_they_went(statement, where):
 
 def test_the_wheel_lists_every_subpackage_and_the_configs():
     """pyproject.toml names the packages (``conf/`` is ``qwkboost.conf``, so the Python API reads the defaults
-    from an installed wheel too): a new subpackage must be added there."""
+    from an installed wheel too) and the folders of data files in them (the config groups, the packaged tables),
+    which the build would otherwise warn about one by one: a new subpackage or data folder must be added there."""
     import tomllib
 
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in PKG.rglob("__init__.py")}
-    assert listed == found | {"qwkboost.conf"}
+    data = {".".join(p.parent.relative_to(ROOT).parts) for p in PKG.rglob("*") if p.suffix in (".csv", ".md")}
+    groups = {"qwkboost.conf." + p.name for p in (ROOT / "conf").iterdir() if p.is_dir() and any(p.glob("*.yaml"))}
+    assert listed == found | data | {"qwkboost.conf"} | groups
 
 
 if __name__ == "__main__":
