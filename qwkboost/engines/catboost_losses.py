@@ -216,7 +216,6 @@ class KernelLoss(_Shared):
         self.one_pass = None
         inner = obj.objective
         if type(inner) is ExtendedQWK and inner.allreduce is None:
-
             w = rounds.weight
             ma, mb = weighted_mean_var(rounds.y + self.offset, w)     # the metric's a, b: the labels' own
             self.one_pass = kernels.extended_qwk_round
