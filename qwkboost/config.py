@@ -11,6 +11,7 @@ from pathlib import Path as _P
 from typing import Any, Mapping
 
 from qwkboost.callback import check_min_delta
+from qwkboost.cv.inner import EARLY_STOPPING_ON
 from qwkboost.data.labels import ClassLabels
 from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES, dataset_path
 from qwkboost.distributed.cluster import ClusterSpec, dask_engines, dask_support
@@ -50,7 +51,7 @@ _RATE_KEYS = ("learning_rate", "eta")
 
 #: The settings of each config group; a key outside these (e.g. ``+cv.n_split=3``) is refused, not ignored.
 GROUP_KEYS = {
-    "cv": ("n_splits", "stratified", "shuffle", "group", "repeats"),
+    "cv": ("n_splits", "stratified", "shuffle", "group", "repeats", "early_stopping_on"),
     "thresholds": ("method",),
     "tracking": ("uri", "experiment_name", "log_models", "log_pyfunc", "explain", "explain_rows"),
     "engine": ("name", "num_boost_round", "early_stopping_rounds", "early_stopping_min_delta", "params",
@@ -140,6 +141,9 @@ def check_config(cfg: Mapping) -> None:
     if repeats > 1 and cfg["cv"].get("shuffle", True) is False:
         raise ValueError(f"cv.repeats={repeats} with cv.shuffle=false repeats one split {repeats} times; set "
                          "cv.shuffle=true")
+    if cfg["cv"].get("early_stopping_on", "valid") not in EARLY_STOPPING_ON:
+        raise ValueError(f"cv.early_stopping_on={cfg['cv']['early_stopping_on']!r} is unknown; choose one of: "
+                         f"{', '.join(EARLY_STOPPING_ON)}")
     group = cfg["cv"].get("group")
     if group is not None:
         if not isinstance(group, str) or not group.strip():

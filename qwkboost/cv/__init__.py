@@ -11,6 +11,10 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "CVResult": "crossval",
     "cross_validate": "crossval",
     "progress_enabled": "crossval",
+    # inner
+    "EARLY_STOPPING_ON": "inner",
+    "INNER_SHARE": "inner",
+    "inner_split": "inner",
     # folds
     "make_folds": "folds",
     "make_repeated_folds": "folds",
@@ -22,4 +26,5 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "DUPLICATE_SHARE": "folds",
     "crossval": "",
     "folds": "",
+    "inner": "",
 })

@@ -1,7 +1,8 @@
-r"""Cross-validation: every fold trained with early stopping on its validation part, grouped and repeated.
+r"""Cross-validation: every fold trained with early stopping, grouped and repeated.
 
-Each fold trains on :math:`K-1` parts, early-stops on the held-out part, and
-predicts it (out-of-fold, OOF) and the test set. Test predictions are the mean
+Each fold trains on :math:`K-1` parts, early-stops on the held-out part (``early_stopping_on="valid"``) or on
+an inner slice of its own training rows (``"inner"``, :func:`inner_split`), and
+predicts the held-out part (out-of-fold, OOF) and the test set. Test predictions are the mean
 over the fold models, :math:`\hat y^{test} = \frac1K \sum_k F^{(k)}(X^{test})`.
 
 Rows of one entity (``groups``: a user, a patient) stay in one fold, or the
@@ -22,6 +23,7 @@ import numpy as np
 
 from qwkboost import defaults
 from qwkboost.cv.folds import check_fold_labels, fold_assignment, make_repeated_folds, warn_duplicates
+from qwkboost.cv.inner import EARLY_STOPPING_ON, INNER_SHARE, inner_split
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.distributed.cluster import dask_support, train_dask
 from qwkboost.engines import Model, train
@@ -39,6 +41,7 @@ from qwkboost.validation import (
 __all__ = ["CVResult", "cross_validate", "progress_enabled"]
 
 log = logging.getLogger(__name__)
+
 
 
 @dataclass
@@ -127,7 +130,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
                    repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None,
-                   on_round=None) -> CVResult:
+                   on_round=None, early_stopping_on: str = "valid") -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -148,6 +151,13 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     early_stopping_min_delta : float, optional
         Passed to :func:`qwkboost.train`: the smallest gain of the validation metric that counts as an
         improvement; ``None``: the objective's own.
+    early_stopping_on : {"valid", "inner"}, default "valid"
+        Where each fold's early stopping looks (``cv.early_stopping_on``). ``"valid"``: the fold it scores, so
+        the fold's labels choose its model's number of rounds and the out-of-fold score is optimistic (most on
+        data with little to learn: ``benchmarks/noise_estimate.py``). ``"inner"``: a stratified, seeded slice
+        of :data:`INNER_SHARE` of the fold's training rows (:func:`inner_split`, seed ``seed + i`` for fold
+        ``i``); the model trains on the rest, and the scored fold's labels never reach it. Without
+        ``early_stopping_rounds`` both train on every training row of the fold.
     n_splits : int, default 5
     stratified : bool, default True
         Stratify folds by label (for classes).
@@ -219,6 +229,12 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     stratified = check_bool(stratified, "cv.stratified")
     shuffle = check_bool(shuffle, "cv.shuffle")
     seed = check_int(seed, "seed", 0, SEED_MAX - n_splits * repeats)
+    if early_stopping_on not in EARLY_STOPPING_ON:
+        raise ValueError(f"cv.early_stopping_on={early_stopping_on!r} is unknown; choose one of: "
+                         f"{', '.join(EARLY_STOPPING_ON)}")
+    inner = early_stopping_on == "inner" and early_stopping_rounds is not None
+    gcodes = None if groups is None or not inner else np.unique(np.asarray(groups, dtype=object).astype(str),
+                                                                return_inverse=True)[1].ravel()
     plan = make_repeated_folds(y, n_splits, stratified, shuffle, seed, repeats, groups)
     if _is_ordinal(objective, objective_params):
         check_fold_labels(y, plan, groups is not None)
@@ -234,6 +250,11 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     bar = tqdm(total=n_models, disable=not progress, desc=name, unit="fold", leave=False, dynamic_ncols=True)
     try:
         for i, (tr, va) in enumerate(folds):
+            # the rows early stopping looks at: the fold it scores, or a slice of its own training rows
+            st = va
+            if inner:
+                fit, stop = inner_split(y[tr], seed + i, stratified, None if gcodes is None else gcodes[tr])
+                tr, st = tr[fit], tr[stop]
             r, k = divmod(i, n_splits)
             where = f"fold {k + 1}/{n_splits}" + (f" of repeat {r + 1}/{repeats}" if repeats > 1 else "")
             last: dict = {}
@@ -252,7 +273,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                 model = train_dask(client, X[tr], y[tr], engine=engine, objective=objective, params=params,
                                    objective_params=objective_params, num_boost_round=num_boost_round,
                                    # an engine whose workers do not all-reduce would score each worker's rows alone
-                                   eval_set=(X[va], y[va], None if w is None else w[va])
+                                   eval_set=(X[st], y[st], None if w is None else w[st])
                                    if dask_support(engine).allreduce else None,
                                    early_stopping_rounds=early_stopping_rounds, seed=seed + i,
                                    sample_weight=None if w is None else w[tr],
@@ -260,7 +281,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
             else:
                 model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
                               params=params, objective_params=objective_params, num_boost_round=num_boost_round,
-                              eval_set=(EncodedFeatures(X[va], schema), y[va], None if w is None else w[va]),
+                              eval_set=(EncodedFeatures(X[st], schema), y[st], None if w is None else w[st]),
                               early_stopping_rounds=early_stopping_rounds, callbacks=callbacks or None,
                               seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr],
                               early_stopping_min_delta=early_stopping_min_delta)
