@@ -7,7 +7,9 @@ sees *which* input is wrong and *why* before any work starts.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +30,7 @@ __all__ = [
     "align_columns",
     "shown",
     "read_json",
+    "file_kind",
     "json_depth",
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
@@ -322,18 +325,42 @@ MAX_JSON_BYTES = 1 << 30
 MAX_JSON_DEPTH = 64
 
 
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, as a message says it: ``"a regular file"``, ``"a directory"``,
+    ``"a FIFO"``, ``"a character device"``, ``"a block device"``, ``"a socket"`` or ``"a symlink"``."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
 def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
     """The JSON value in the file ``path``, or a :class:`ValueError` of one line: ``"<where> is not <kind>
-    (<reason>)"``, for a file that is larger than ``max_bytes``, not UTF-8 text, not JSON, or nested too deeply
+    (<reason>)"``, for a file that is not a regular file (a FIFO, a device, a directory: refused from ``os.stat``,
+    never opened, so nothing waits), larger than ``max_bytes``, not UTF-8 text, not JSON, or nested too deeply
     for Python's parser (a ``RecursionError`` there)."""
 
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise ValueError(f"{where} is not {kind} (it holds {size:,} bytes; qwkboost reads at most "
-                             f"{max_bytes:,})")
-        return json.loads(path.read_bytes().decode("utf-8"))
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{where} is not {kind} (it is {file_kind(mode)}, not a regular file)")
+        # O_NONBLOCK: a file swapped for a FIFO since the stat does not wait either; fstat says what was opened
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError(f"{where} is not {kind} (it is {file_kind(info.st_mode)}, not a regular file)")
+            if info.st_size > max_bytes:
+                raise ValueError(f"{where} is not {kind} (it holds {info.st_size:,} bytes; qwkboost reads at most "
+                                 f"{max_bytes:,})")
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ValueError(f"{where} is not {kind} (it holds more than {max_bytes:,} bytes; qwkboost reads at "
+                             f"most {max_bytes:,})")
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         reason = "not UTF-8 text"
     except RecursionError:

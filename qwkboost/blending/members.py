@@ -26,9 +26,8 @@ weights fitted on predictions made with different folds would leak.
 from __future__ import annotations
 
 import json
-import logging
+import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -36,7 +35,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from qwkboost import tracking
+from qwkboost.blending.downloads import Downloads, Found, from_run_id
+from qwkboost.blending.errors import BlendInputError
 from qwkboost.data.labels import ClassLabels
+from qwkboost.tracking.files import run_path
 from qwkboost.tracking.outputs import (
     META_KEY,
     PROBA_PREFIX,
@@ -50,15 +52,9 @@ from qwkboost.validation import read_json, shown
 
 __all__ = ["Member", "read_members", "align", "BlendInputError"]
 
-log = logging.getLogger(__name__)
-
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 OOF_NAMES = ("oof.parquet", "oof.csv")
 TEST_NAMES = ("predictions.parquet", "test.parquet", "test.csv", "predictions.csv")
-
-
-class BlendInputError(ValueError):
-    """A member that cannot be read, or members that do not belong together."""
 
 
 @dataclass
@@ -96,6 +92,8 @@ class Member:
         The column ``weight`` came from.
     groups, group_name : ndarray or None, str or None
         The entity of every training row (``cv.group``) and its column, when the run had one.
+    keep : object or None
+        What must live as long as the member: the temporary directory it was downloaded into, if any.
     """
 
     name: str
@@ -117,6 +115,7 @@ class Member:
     weight_name: str | None = None
     groups: np.ndarray | None = None
     group_name: str | None = None
+    keep: Any = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_cv(cls, name: str, cv, y, ids=None, test_ids=None, y_test=None, sample_weight=None) -> "Member":
@@ -303,8 +302,19 @@ def _name(value) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _inside(d: Path, name: str, kind: str = "file") -> Path | None:
+    """``d / name`` if it is there: a regular file (or a directory) inside ``d``, else refused in one line
+    (:func:`~qwkboost.tracking.files.run_path`); ``None`` if there is nothing of that name."""
+    if not os.path.lexists(d / name):
+        return None
+    try:
+        return run_path(d, name, "file" if kind == "file" else "folder", f"member {str(d)!r}", kind)
+    except ValueError as exc:
+        raise BlendInputError(str(exc)) from None
+
+
 def _first(d: Path, names: Sequence[str]) -> Path | None:
-    return next((d / n for n in names if (d / n).is_file()), None)
+    return next((p for n in names for p in [_inside(d, n)] if p is not None), None)
 
 
 def is_member_dir(d: Path) -> bool:
@@ -317,14 +327,16 @@ def _from_dir(d: Path, id_name: str | None, target: str | None, source: str | No
     """One member from a directory (a qwkboost run's outputs, or another tool's files)."""
     oof_path, test_path = _first(d, OOF_NAMES), _first(d, TEST_NAMES)
     info: dict[str, Any] = {}
-    pipeline_dir = d / "pipeline" if (d / "pipeline" / "pipeline.json").is_file() else None
-    if pipeline_dir is not None:
-        meta = _json(pipeline_dir / "pipeline.json", "a qwkboost pipeline file")
+    pipeline_dir = _inside(d, "pipeline", "dir")
+    meta_file = None if pipeline_dir is None else _inside(pipeline_dir, "pipeline.json")
+    pipeline_dir = None if meta_file is None else pipeline_dir
+    if meta_file is not None:
+        meta = _json(meta_file, "a qwkboost pipeline file")
         info = dict(meta.get("info") or {}) if isinstance(meta.get("info"), dict) else {}
         id_name = id_name or _name(meta.get("id_name")) or "row"
         target = target or _name(meta.get("target")) or "label"
-    result = d / "result.json"
-    if result.is_file():
+    result = _inside(d, "result.json")
+    if result is not None:
         info = {**_json(result, "a run's result file"), **info}
     (oof, columns), (test, test_columns) = _read_table(oof_path), _read_table(test_path)
     if columns is None and pipeline_dir is not None:
@@ -368,69 +380,7 @@ def _sub_runs(d: Path) -> list[Path]:
     return sorted(subs, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))
 
 
-@dataclass
-class _Found:
-    """A member found but not read yet: a directory of prediction files, and the MLflow run it came from."""
-
-    path: Path
-    source: str | None = None
-    run: Any = None
-
-
-def _from_run_id(run_id: str, uri: str, tmp: Path) -> list[_Found]:
-    import mlflow  # slow to import: mlflow
-    from mlflow.exceptions import MlflowException  # slow to import: mlflow
-
-
-    client = mlflow.MlflowClient(uri)
-    try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        raise BlendInputError(f"run {run_id} is not a run of the MLflow store {uri.split('?')[0]}; give its "
-                              "tracking.uri, or a run's output directory") from None
-    children = tracking.retry(client.search_runs, [run.info.experiment_id],
-                               f"tags.mlflow.parentRunId = '{run_id}'", max_results=10_000,
-                               order_by=["attributes.start_time ASC"])
-    if not children:
-        return [_download(client, run, tmp)]
-    done = [c for c in children if c.info.status == "FINISHED"]
-    skipped = [c.info.run_name for c in children if c.info.status != "FINISHED"]
-    if skipped:
-        log.warning("run %s: %d child run(s) did not finish and are left out: %s", run_id, len(skipped),
-                    ", ".join(skipped))
-    out = []
-    for c in done:
-        try:
-            out.append(_download(client, c, tmp))
-        except BlendInputError as exc:
-            if "logged no predictions" not in str(exc):
-                raise
-            log.info("run %s: child %s has no predictions (a parent of its own?), left out", run_id,
-                     c.info.run_name)
-    if not out:
-        raise BlendInputError(f"run {run_id} has {len(children)} child run(s) but none finished with predictions")
-    return out
-
-
-def _download(client, run, tmp: Path) -> _Found:
-    from mlflow.exceptions import MlflowException  # slow to import: mlflow
-
-    run_id = run.info.run_id
-    d = tmp / run_id
-    d.mkdir(parents=True, exist_ok=True)
-    names = {a.path for a in client.list_artifacts(run_id, "predictions")}
-    if "predictions/oof.parquet" not in names:
-        raise BlendInputError(f"run {run_id} ({run.info.run_name}) logged no predictions (predictions/oof.parquet)")
-    try:
-        client.download_artifacts(run_id, "predictions", str(d))
-        if any(a.path == "pipeline" for a in client.list_artifacts(run_id)):
-            client.download_artifacts(run_id, "pipeline", str(d / "predictions"))
-    except (MlflowException, OSError) as exc:
-        raise BlendInputError(f"run {run_id}: its predictions cannot be downloaded ({type(exc).__name__})") from None
-    return _Found(d / "predictions", f"run:{run_id}", run)
-
-
-def _read_found(f: _Found, id_name, target, classes) -> Member:
+def _read_found(f: Found, id_name, target, classes) -> Member:
     if f.run is None:
         return _from_dir(f.path, id_name, target, classes=classes)
     m = _from_dir(f.path, id_name, target, source=f.source, run_id=f.run.info.run_id, classes=classes)
@@ -445,8 +395,8 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
                  workdir: str | Path | None = None, classes=None) -> list[Member]:
     """Every member named by ``runs``, in order (see the module's docstring for what a run may be).
 
-    ``workdir`` keeps downloaded artifacts (a temporary directory by default,
-    removed when the members are read, except their pipelines' copies under it).
+    ``workdir`` keeps downloaded artifacts; by default a temporary directory, made only when a run is downloaded
+    and removed when no member read from it is left (they hold it: :class:`~qwkboost.blending.downloads.Downloads`).
     ``classes`` orders labels that are words in other tools' files; by default the order a qwkboost
     member records is used for every member.
 
@@ -457,8 +407,8 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
     """
     if isinstance(runs, (str, Path, Member)) or runs is None:
         runs = [] if runs is None else [runs]
-    tmp = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="qwkboost-blend-"))
-    found: list[Member | _Found] = []
+    downloads = None
+    found: list[Member | Found] = []
     uri = None
     for i, r in enumerate(runs):
         if isinstance(r, Member):
@@ -468,13 +418,13 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
         p = Path(text).expanduser()
         if p.is_dir():
             if is_member_dir(p):
-                found.append(_Found(p))
+                found.append(Found(p))
                 continue
             subs = _sub_runs(p)
             if not subs:
                 raise BlendInputError(f"runs[{i}]={text!r} is a directory with neither predictions (oof.parquet or "
                                       "oof.csv, and a test file) nor runs that have them")
-            found += [_Found(s) for s in subs]
+            found += [Found(s) for s in subs]
         elif p.exists():
             raise BlendInputError(f"runs[{i}]={text!r} is a file; give a run's output directory, a directory of "
                                   "runs or prediction files, or an MLflow run id")
@@ -483,13 +433,19 @@ def read_members(runs: Sequence, tracking_uri: str | None = None, id: str | None
             uri = uri or tracking.resolve_tracking_uri(tracking_uri)
             tracking.bound_http_retries(uri)
             tracking.check_reachable(uri)
-            found += _from_run_id(text, uri, tmp)
+            if workdir is None:
+                downloads = downloads or Downloads()
+            found += from_run_id(text, uri, Path(workdir) if workdir is not None else downloads.path)
         else:
             raise BlendInputError(f"runs[{i}]={text!r} is neither a directory nor an MLflow run id (32 hex digits)")
     if classes is None:     # words as labels: the order a qwkboost member records, for every member
-        classes = next((lab for f in found if isinstance(f, _Found) for lab in [_recorded_labels(f.path)]
+        classes = next((lab for f in found if isinstance(f, Found) for lab in [_recorded_labels(f.path)]
                         if lab is not None), None)
-    return distinct_names([f if isinstance(f, Member) else _read_found(f, id, target, classes) for f in found])
+    members = [f if isinstance(f, Member) else _read_found(f, id, target, classes) for f in found]
+    for m, f in zip(members, found):
+        if isinstance(f, Found) and f.run is not None:
+            m.keep = downloads      # the folder its files were downloaded into lives as long as the member
+    return distinct_names(members)
 
 
 def distinct_names(members: list[Member]) -> list[Member]:

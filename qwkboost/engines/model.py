@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.objectives import Objective, check_trusted_modules, saved_objective
 from qwkboost.objectives import get as get_objective
-from qwkboost.validation import MAX_JSON_DEPTH, check_features, check_int, json_depth, read_json, shown
+from qwkboost.validation import MAX_JSON_DEPTH, check_features, check_int, file_kind, json_depth, read_json, shown
 
 __all__ = ["Model", "load_model", "check_model_file", "FORMAT_VERSION"]
 
@@ -185,16 +187,20 @@ def load_model(path, trusted_modules=None) -> Model:
     field of the wrong type) gives a :class:`ValueError` of one line naming it,
     never a crash or a model that predicts NaN.
 
-    Loading runs no code the file names: the objective must be registered in this
-    process (qwkboost's own are; import or register yours first), or its module
-    allowed in ``trusted_modules``.
+    Loading imports no module the file names, so it runs no code from it: the objective must be registered in
+    this process (qwkboost's own are; import or register yours first), or its module allowed in
+    ``trusted_modules``. The class the file names is checked first as an exact import path of ASCII Python
+    identifiers (``"pkg.module:Class"``; no space, no empty part, no look-alike letter), and is refused in one
+    line otherwise; what is checked is what is imported. Only a regular file is read (a FIFO or a device is
+    refused without being opened).
 
     Parameters
     ----------
     path : str or Path
     trusted_modules : list of str, optional
         Modules whose objectives may be imported by the path the file names (``"mypkg"`` allows ``mypkg`` and
-        every module under it). Default: none.
+        every module under it), each written exactly as imported. Default: none. Allow only modules you trust:
+        importing one runs its code.
 
     Raises
     ------
@@ -207,10 +213,14 @@ def load_model(path, trusted_modules=None) -> Model:
     trusted = check_trusted_modules(trusted_modules)
     path = Path(path)
     where = f"path {str(path)!r}"
-    if not path.exists():
-        raise ValueError(f"{where} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{where} is not a file")
+    try:
+        mode = os.stat(path).st_mode        # opens nothing: a FIFO is refused, not waited on
+    except FileNotFoundError:
+        raise ValueError(f"{where} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"{where} cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{where} is not a file (it is {file_kind(mode)}, not a regular file)")
     return _read_model(path, where, trusted, build=True)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+import unicodedata
 from typing import Callable
 
 from qwkboost.objectives.base import Objective
@@ -32,7 +33,7 @@ from qwkboost.objectives.squared_error import SquaredError
 from qwkboost.validation import shown
 
 __all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "saved_objective",
-           "check_trusted_modules", "ExtendedQWK", "SquaredError", "Multiclass", "OrdinalLogit", "SoftQWK"]
+           "check_trusted_modules", "import_path", "ExtendedQWK", "SquaredError", "Multiclass", "OrdinalLogit", "SoftQWK"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
@@ -68,40 +69,73 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def import_path(path, ascii_only: bool = False) -> tuple[str, str] | None:
+    """``(module, attribute)`` of an import path ``"pkg.module.Class"`` or ``"pkg.module:Class"``, or ``None`` if
+    it is not one exactly: dotted Python identifiers (each part ``str.isidentifier()``: no whitespace, no empty part,
+    no leading or trailing dot), at most one ``:``, each part equal to its NFKC form (so that ``"ｊｓｏｎ"`` is not
+    taken for ``"json"``) and, with ``ascii_only``, ASCII (so that no look-alike letter passes for another). The
+    parts are returned as they are written: what is checked is what is imported."""
+    if not isinstance(path, str) or path.count(":") > 1:
+        return None
+    module, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
+    ok = all(_dotted(x, ascii_only) for x in (module, attr))
+    return (module, attr) if ok else None
+
+
+def _dotted(text: str, ascii_only: bool) -> bool:
+    """Whether ``text`` is Python identifiers joined by single dots, as written (see :func:`import_path`)."""
+    return bool(text) and (text.isascii() or not ascii_only) and unicodedata.normalize("NFKC", text) == text \
+        and all(part.isidentifier() for part in text.split("."))
+
+
 def import_objective(path: str) -> type[Objective]:
     """The :class:`Objective` subclass at an import path, ``"pkg.module.Class"`` or ``"pkg.module:Class"``.
 
     Importing the module runs its ``@register`` decorators; a class that is not
     registered yet is registered under its ``name`` attribute if it sets one,
     else under ``path``. This is how a config names a user's objective
-    (``objective=custom objective._target_=mypkg.losses.PseudoHuber``).
+    (``objective=custom objective._target_=mypkg.losses.PseudoHuber``). The path must be exact
+    (:func:`import_path`): the module imported is the one written.
 
     Raises
     ------
     ValueError
-        If the module cannot be imported (naming it), has no such class, or the class is not an Objective.
+        If ``path`` is not an import path, the module cannot be imported (naming it), has no such class, or the
+        class is not an Objective.
     """
 
-    if not isinstance(path, str) or not path.strip():
-        raise ValueError(f"an objective's import path must be 'package.module.Class'; got {path!r}")
-    module, sep, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    if not module or not attr:
-        raise ValueError(f"objective {path!r}: give an import path 'package.module.Class' (or 'package.module:Class')")
+    parts = import_path(path)
+    if parts is None:
+        raise ValueError(f"objective {_visible(path)}: give an import path 'package.module.Class' (or "
+                         "'package.module:Class') of Python identifiers, without spaces")
+    return _imported(path, *parts, hint="; install it or add its directory to PYTHONPATH")
+
+
+def _imported(path: str, module: str, attr: str, hint: str = "") -> type[Objective]:
+    """The class ``attr`` of module ``module`` (parts of ``path`` checked by :func:`import_path`), imported and
+    registered; ``hint``: what to do when the module cannot be imported."""
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
-        raise ValueError(f"objective {path!r}: module {module!r} cannot be imported ({type(exc).__name__}: {exc}); "
-                         "install it or add its directory to PYTHONPATH") from None
+        raise ValueError(f"objective {_visible(path)}: module {module!r} cannot be imported ({type(exc).__name__}: "
+                         f"{exc}){hint}") from None
     cls = mod
     for part in attr.split("."):
         cls = getattr(cls, part, None)
     if not (inspect.isclass(cls) and issubclass(cls, Objective)):
-        raise ValueError(f"objective {path!r}: {attr!r} in module {module!r} is not a subclass of "
+        raise ValueError(f"objective {_visible(path)}: {attr!r} in module {module!r} is not a subclass of "
                          "qwkboost.objectives.Objective")
     if _REGISTRY.get(cls.name) is not cls:
         own = "name" in cls.__dict__ and cls.name not in _REGISTRY
         register(cls.name if own else path, cls)
     return cls
+
+
+def _visible(text, width: int = 120) -> str:
+    """``text`` quoted as a message shows a name read from a file: every character not printable ASCII escaped
+    (a tab as ``\\t``, a Cyrillic ``о`` as ``\\u043e``), cut at ``width`` characters."""
+    shown_ = ascii(text) if isinstance(text, str) else shown(text)
+    return shown_ if len(shown_) <= width else shown_[:width - 3] + "..."
 
 
 def check_trusted_modules(trusted_modules, key: str = "trusted_modules") -> tuple[str, ...]:
@@ -116,9 +150,13 @@ def check_trusted_modules(trusted_modules, key: str = "trusted_modules") -> tupl
     if trusted_modules is None:
         return ()
     names = [trusted_modules] if isinstance(trusted_modules, str) else trusted_modules
-    if not isinstance(names, (list, tuple)) or not all(isinstance(m, str) and m.strip() for m in names):
-        raise ValueError(f"{key} must list module names, e.g. {key}=[mypkg.losses]; got {trusted_modules!r}")
-    return tuple(m.strip() for m in names)
+    if not isinstance(names, (list, tuple)) or not all(isinstance(m, str) for m in names):
+        raise ValueError(f"{key} must list module names, e.g. {key}=[mypkg.losses]; got {shown(trusted_modules)}")
+    bad = next((m for m in names if not _dotted(m, ascii_only=True)), None)
+    if bad is not None:     # compared exactly with the module a file names: a space or a look-alike would never match
+        raise ValueError(f"{key} must list module names exactly as imported (Python identifiers in ASCII joined by "
+                         f"'.', no spaces), e.g. {key}=[mypkg.losses]; got {_visible(bad)}")
+    return tuple(names)
 
 
 def saved_objective(name: str, path, trusted_modules=(), where: str = "the file") -> str:
@@ -141,19 +179,21 @@ def saved_objective(name: str, path, trusted_modules=(), where: str = "the file"
     if not isinstance(path, str) or not path.strip():
         raise ValueError(f"{where}: its objective {name!r} is not registered in this process, and the file names "
                          "no class for it; register it (qwkboost.objectives.register) before loading")
-    module = (path.partition(":")[0] if ":" in path else path.rpartition(".")[0]).strip()
+    parts = import_path(path, ascii_only=True)
+    if parts is None:      # checked before anything is imported; what passes is imported as it is written
+        raise ValueError(f"{where}: its objective's class {_visible(path)} ('objective.class') is not an import path "
+                         "of Python identifiers in ASCII ('package.module:Class', no spaces, no empty part), so "
+                         "nothing is imported by it; the file was edited or is not a qwkboost model")
+    module, attr = parts
     trusted = any(module == m or module.startswith(m + ".") for m in trusted_modules)
     if module not in sys.modules and not trusted:
-        def cut(text: str) -> str:         # the file's own text, shown whole up to a point
-            return text if len(text) <= 120 else text[:117] + "..."
-
-        raise ValueError(f"{where}: its objective {shown(name)} (class {cut(path)}) is not registered in this "
-                         "process, and qwkboost imports no module a model file names: import the module that defines "
-                         f"it (or register it) before loading, or allow it with trusted_modules=[{cut(module)}]")
+        raise ValueError(f"{where}: its objective {_visible(name)} (class {path}) is not registered in "
+                         "this process, and qwkboost imports no module a model file names: import the module that "
+                         f"defines it (or register it) before loading, or allow it with trusted_modules=[{module}]")
     try:
-        cls = import_objective(path)
+        cls = _imported(path, module, attr)     # the same strings that were checked: no PYTHONPATH advice for a file
     except ValueError as exc:
-        raise ValueError(f"{where}: its objective {name!r} is not registered in this process; {exc}") from None
+        raise ValueError(f"{where}: its objective {_visible(name)} is not registered in this process; {exc}") from None
     return name if _REGISTRY.get(name) is cls else next(k for k, c in _REGISTRY.items() if c is cls)
 
 

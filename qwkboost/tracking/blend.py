@@ -25,8 +25,16 @@ import numpy as np
 from qwkboost.data.labels import ClassLabels
 from qwkboost.evaluation.thresholds import apply_thresholds
 from qwkboost.explanations.explanation import Ensemble
-from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline, check_fields, check_pipeline_dir
-from qwkboost.validation import named_file_errors, read_json, shown
+from qwkboost.tracking.files import run_path
+from qwkboost.tracking.pipeline import (
+    PIPELINE_FILE,
+    FittedPipeline,
+    check_fields,
+    check_pipeline_dir,
+    file_name,
+    read_pipeline_json,
+)
+from qwkboost.validation import named_file_errors, shown
 
 __all__ = ["FittedBlend", "BLEND_FORMAT", "BLEND_METHODS", "WEIGHTED_SUMS", "BlendFit", "apply_rank", "vote"]
 
@@ -141,18 +149,20 @@ class FittedBlend:
         pipeline directory copied file for file once its files pass the checks of loading
         (:func:`~qwkboost.tracking.pipeline.check_pipeline_dir`; ``trusted_modules`` as :func:`qwkboost.load_model`
         takes it) but without building the engines' boosters: at competition size their JSON runs to tens of
-        megabytes a member, and building them back costs seconds."""
+        megabytes a member, and building them back costs seconds. Only the files checked are copied: the member's
+        ``pipeline.json`` and the fold model files it lists."""
         parts = _kept_parts(result)
-        for m in parts["members"]:
-            check_pipeline_dir(m.pipeline_dir, trusted_modules)
+        files = [check_pipeline_dir(m.pipeline_dir, trusted_modules) for m in parts["members"]]
         d = Path(path)
         d.mkdir(parents=True, exist_ok=True)
         names = []
-        for i, m in enumerate(parts.pop("members")):
+        for i, (m, folds) in enumerate(zip(parts.pop("members"), files)):
             sub = d / f"member_{i}"
             if sub.exists():
                 shutil.rmtree(sub)
-            shutil.copytree(m.pipeline_dir, sub)
+            sub.mkdir()
+            for name in (PIPELINE_FILE, *folds):        # the files checked, and nothing else the folder holds
+                shutil.copyfile(Path(m.pipeline_dir) / name, sub / name)
             names.append(sub.name)
         (d / PIPELINE_FILE).write_text(json.dumps(_payload(method=parts["method"], members=names, **{
             k: v for k, v in parts.items() if k != "method"})))
@@ -245,7 +255,7 @@ class FittedBlend:
         ``trusted_modules`` as :func:`qwkboost.load_model` takes it."""
         d = Path(path)
         where = f"blend pipeline {str(d)!r}"
-        payload = read_json(d / PIPELINE_FILE, f"{where}: {PIPELINE_FILE}", "a qwkboost blend file")
+        payload = read_pipeline_json(d, where, "a qwkboost blend file")
         with named_file_errors(where, str(d), PIPELINE_FILE, "a valid qwkboost blend file"):
             return cls._of(payload, d, where, trusted_modules)
 
@@ -257,11 +267,12 @@ class FittedBlend:
         if payload.get("method") not in BLEND_METHODS:
             raise ValueError(f"{where}: unknown blend method {shown(payload.get('method'))}")
         names = payload.get("members")
-        if not isinstance(names, list) or not names or not all(
-                isinstance(x, str) and "/" not in x for x in names):
+        if not isinstance(names, list) or not names or not all(isinstance(x, str) for x in names):
             raise ValueError(f"{where}: 'members' must list the member directories")
         check_fields(payload, where)
-        members = [FittedPipeline.load(d / x, trusted_modules) for x in names]
+        dirs = [file_name(run_path(d, x, f"{PIPELINE_FILE} 'members' entry", where, kind="dir"), x, where)
+                for x in names]
+        members = [FittedPipeline.load(x, trusted_modules) for x in dirs]
 
         def arr(key):
             v = payload.get(key)

@@ -7,13 +7,14 @@ members are run pipelines.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
 from qwkboost import tracking
 from qwkboost.tracking.blend import BLEND_FORMAT, FittedBlend
-from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline
-from qwkboost.validation import read_json
+from qwkboost.tracking.files import run_path
+from qwkboost.tracking.pipeline import PIPELINE_FILE, FittedPipeline, read_pipeline_json
 
 __all__ = ["load_pipeline", "load_run"]
 
@@ -23,10 +24,8 @@ def load_pipeline(path, trusted_modules=None) -> FittedPipeline | FittedBlend:
     :class:`~qwkboost.tracking.blend.FittedBlend` (by the format its ``pipeline.json`` names).
     ``trusted_modules``: as :func:`qwkboost.load_model` takes it."""
     d = Path(path)
-    fmt = None
-    if (d / PIPELINE_FILE).is_file():
-        payload = read_json(d / PIPELINE_FILE, f"pipeline {str(d)!r}: {PIPELINE_FILE}", "a qwkboost pipeline file")
-        fmt = payload.get("format") if isinstance(payload, dict) else None
+    payload = read_pipeline_json(d, f"pipeline {str(d)!r}")
+    fmt = payload.get("format") if isinstance(payload, dict) else None
     if fmt == BLEND_FORMAT:
         return FittedBlend.load(d, trusted_modules)
     return FittedPipeline.load(d, trusted_modules)
@@ -56,10 +55,11 @@ def load_run(run, tracking_uri: str | None = None, trusted_modules=None) -> Fitt
     """
     p = Path(str(run))
     if p.is_dir():
-        return load_pipeline(p / "pipeline" if (p / "pipeline" / PIPELINE_FILE).is_file() else p, trusted_modules)
+        if os.path.lexists(p / "pipeline") and not os.path.lexists(p / PIPELINE_FILE):   # a run's output directory
+            p = run_path(p, "pipeline", "folder", f"run {str(run)!r}", kind="dir")
+        return load_pipeline(p, trusted_modules)
     if p.exists():
         raise ValueError(f"run={str(run)!r} is a file; give a run's output directory or an MLflow run id")
-
 
     uri = tracking.resolve_tracking_uri(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="qwkboost-run-") as tmp:

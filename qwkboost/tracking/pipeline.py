@@ -20,6 +20,7 @@ directory and logs it to MLflow (artifact ``pipeline``, and as an MLflow
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,11 @@ from qwkboost.engines.model import Model, check_model_file, load_model
 from qwkboost.evaluation.thresholds import apply_thresholds
 from qwkboost.explanations.explanation import Ensemble
 from qwkboost.objectives import Objective
+from qwkboost.tracking.files import run_path
 from qwkboost.validation import named_file_errors, read_json, shown
 
-__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields", "check_pipeline_dir"]
+__all__ = ["FittedPipeline", "PIPELINE_FILE", "FORMAT", "check_fields", "check_pipeline_dir", "read_pipeline_json",
+           "model_files", "file_name"]
 
 PIPELINE_FILE = "pipeline.json"
 FORMAT = "qwkboost-pipeline"
@@ -183,12 +186,8 @@ class FittedPipeline:
         one line naming it). ``trusted_modules``: as :func:`qwkboost.load_model` takes it (no module a file names
         is imported unless allowed there)."""
         d = Path(path)
-        f = d / PIPELINE_FILE
         where = f"pipeline {str(d)!r}"
-        if not f.is_file():
-            raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' "
-                             "folder?")
-        payload = read_json(f, f"{where}: {PIPELINE_FILE}", "a qwkboost pipeline file")
+        payload = read_pipeline_json(d, where)
         with named_file_errors(where, str(d), PIPELINE_FILE, "a valid qwkboost pipeline file"):
             return cls._of(payload, d, where, trusted_modules)
 
@@ -202,9 +201,7 @@ class FittedPipeline:
         if payload.get("averaging") != cls.averaging:
             raise ValueError(f"{where}: unknown averaging {shown(payload.get('averaging'))}")
         files = payload.get("models")
-        if not isinstance(files, list) or not files or not all(isinstance(x, str) and "/" not in x for x in files):
-            raise ValueError(f"{where}: 'models' must list the fold model files")
-        models = [load_model(d / x, trusted_modules) for x in files]
+        models = [load_model(p, trusted_modules) for p in model_files(payload, d, where)]
         schema = FeatureSchema.from_dict(payload.get("features"), f"{where}: 'features'")
         for x, m in zip(files, models):
             if m.n_features != schema.n_features:
@@ -219,10 +216,11 @@ class FittedPipeline:
                 f"classes={None if self.classes is None else self.classes.tolist()})")
 
 
-def check_pipeline_dir(path, trusted_modules=None) -> None:
+def check_pipeline_dir(path, trusted_modules=None) -> list[str]:
     """Refuse a pipeline directory as :meth:`FittedPipeline.load` would, without building its models' boosters
-    (:func:`qwkboost.engines.model.check_model_file`): its ``pipeline.json``, the fold model files it lists, their
-    objectives (no module imported unless allowed in ``trusted_modules``) and their boosters' nesting.
+    (:func:`qwkboost.engines.model.check_model_file`): its ``pipeline.json``, the fold model files it lists (each a
+    regular file inside the directory), their objectives (no module imported unless allowed in
+    ``trusted_modules``) and their boosters' nesting. Returns the fold model files' names, as listed.
 
     Raises
     ------
@@ -232,15 +230,49 @@ def check_pipeline_dir(path, trusted_modules=None) -> None:
 
     d = Path(path)
     where = f"pipeline {str(d)!r}"
-    f = d / PIPELINE_FILE
-    if not f.is_file():
-        raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' folder?")
-    payload = read_json(f, f"{where}: {PIPELINE_FILE}", "a qwkboost pipeline file")
+    payload = read_pipeline_json(d, where)
     with named_file_errors(where, str(d), PIPELINE_FILE, "a valid qwkboost pipeline file"):
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise ValueError(f"{where}: {PIPELINE_FILE} is not a qwkboost pipeline")
-        files = payload.get("models")
-        if not isinstance(files, list) or not files or not all(isinstance(x, str) and "/" not in x for x in files):
-            raise ValueError(f"{where}: 'models' must list the fold model files")
-        for x in files:
-            check_model_file(d / x, trusted_modules)
+        files = model_files(payload, d, where)
+        for p in files:
+            check_model_file(p, trusted_modules)
+        return [p.name for p in files]
+
+
+def read_pipeline_json(d: Path, where: str, kind: str = "a qwkboost pipeline file"):
+    """The JSON of directory ``d``'s ``pipeline.json`` (a run's or a blend's), read as a run's file
+    (:func:`~qwkboost.tracking.files.run_path`: a regular file inside ``d``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``where``: no such file, a symlink out of ``d``, a FIFO or a directory, or not JSON.
+    """
+    if not os.path.lexists(d / PIPELINE_FILE):
+        raise ValueError(f"{where} has no {PIPELINE_FILE}; is it a run's output directory or its 'pipeline' folder?")
+    f = run_path(d, PIPELINE_FILE, "file", where)
+    return read_json(f, f"{where}: {PIPELINE_FILE}", kind)
+
+
+def model_files(payload: dict, d: Path, where: str) -> list[Path]:
+    """The fold model files a pipeline's ``pipeline.json`` lists in ``'models'``, each a regular file inside
+    ``d`` (:func:`~qwkboost.tracking.files.run_path`).
+
+    Raises
+    ------
+    ValueError
+        Naming the field and the file.
+    """
+    files = payload.get("models")
+    if not isinstance(files, list) or not files or not all(isinstance(x, str) for x in files):
+        raise ValueError(f"{where}: 'models' must list the fold model files")
+    return [file_name(run_path(d, x, f"{PIPELINE_FILE} 'models' entry", where), x, where) for x in files]
+
+
+def file_name(path: Path, name: str, where: str) -> Path:
+    """``path``, when ``name`` (read from ``pipeline.json``, already checked by
+    :func:`~qwkboost.tracking.files.run_path`) is a name in the directory itself, as qwkboost writes them."""
+    if "/" in name or "\\" in name:
+        raise ValueError(f"{where}: {PIPELINE_FILE} names {ascii(name)}, not a name in the directory itself")
+    return path
