@@ -53,6 +53,7 @@ from qwkboost.engines.catboost_losses import (
     needs_the_metrics_scores,
 )
 from qwkboost.engines.catboost_losses import path as objective_path
+from qwkboost.engines.threads import set_threads
 
 __all__ = ["CatBoostEngine", "check_params", "catboost_private", "DEFAULTS", "RESERVED", "FIXED", "FILE_PARAMS",
            "CATBOOST_RANGE"]
@@ -255,9 +256,10 @@ class CatBoostEngine:
                              "MultiClass)")
 
     def with_threads(self, params: dict, n_threads: int) -> dict:
-        if any(k in params for k in THREAD_PARAMS):
-            return params
-        return {**params, "thread_count": int(n_threads)}
+        """``params`` with ``thread_count`` set (:func:`~qwkboost.engines.threads.set_threads`), unless the user gave
+        a thread count. CatBoost's own thread pool (not OpenMP) takes the same default as the OpenMP engines: its
+        threads also wait for each other every round."""
+        return set_threads(params, THREAD_PARAMS, "thread_count", n_threads)
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
             seed: int, categorical=(), sample_weight=None) -> FitResult:

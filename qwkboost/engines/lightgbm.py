@@ -19,6 +19,7 @@ from lightgbm.basic import _ConfigAliases
 from qwkboost.callback import EarlyStopException
 from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
 from qwkboost.engines.engine import EngineObjective
+from qwkboost.engines.threads import set_threads
 
 __all__ = ["LightGBMEngine", "check_params", "check_data", "aliases"]
 
@@ -221,10 +222,9 @@ class LightGBMEngine:
         check_params(params, n_features)
 
     def with_threads(self, params: dict, n_threads: int) -> dict:
-        """``params`` with ``num_threads`` set, unless the user gave a thread count (any alias)."""
-        if any(k in params for k in _thread_names()):
-            return params
-        return {**params, "num_threads": int(n_threads)}
+        """``params`` with ``num_threads`` set (:func:`~qwkboost.engines.threads.set_threads`), unless the user gave
+        a thread count (any alias)."""
+        return set_threads(params, _thread_names(), "num_threads", n_threads)
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
             seed: int, categorical=(), sample_weight=None) -> FitResult:

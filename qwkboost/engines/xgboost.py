@@ -21,6 +21,7 @@ from xgboost import collective
 from qwkboost.callback import EarlyStopException
 from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
 from qwkboost.engines.engine import EngineObjective, for_workers
+from qwkboost.engines.threads import set_threads
 
 __all__ = ["XGBoostEngine", "boost", "check_params", "valid_params", "xgboost_allreduce"]
 
@@ -288,10 +289,9 @@ class XGBoostEngine:
         check_params(params, n_features)
 
     def with_threads(self, params: dict, n_threads: int) -> dict:
-        """``params`` with ``nthread`` set, unless the user gave a thread count."""
-        if any(k in params for k in THREAD_PARAMS):
-            return params
-        return {**params, "nthread": int(n_threads)}
+        """``params`` with ``nthread`` set (:func:`~qwkboost.engines.threads.set_threads`), unless the user gave a
+        thread count."""
+        return set_threads(params, THREAD_PARAMS, "nthread", n_threads)
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
             seed: int, categorical=(), sample_weight=None) -> FitResult:
