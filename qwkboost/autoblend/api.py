@@ -14,6 +14,7 @@ from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.data.files import from_file
 from qwkboost.exceptions import ConfigError, config_errors
+from qwkboost.validation import check_int
 
 __all__ = ["auto", "candidate_config"]
 
@@ -117,6 +118,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     with config_errors():
         settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,
                                              "tune": tune, "max_members": max_members})
+        n_splits = check_int(n_splits, "n_splits", 2)
     budget = Budget(settings.time_limit)
     if X_test is None:
         raise ConfigError("X_test: give the rows to predict (a test set): the budget writes their submission; "
@@ -144,4 +146,5 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     experiment_id = None
     if tracking_uri is not None:
         experiment_id = trk.setup(tracking_uri, experiment_name)
-    return AutoRun(settings, configs, ds, out, experiment_id, "auto", budget=budget, progress=progress).run()
+    return AutoRun(settings, configs, ds, out, experiment_id, "auto", budget=budget, progress=progress,
+                   data_names=("X", "X_test"), dir_key="output_dir").run()

@@ -51,6 +51,9 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         ds = load_dataset(container["data"], int(container.get("seed", 0)), container["cv"].get("group"))
         configs = runnable_configs({c.pair: rc for c, rc in zip(pairs, composed)}, ds)
     experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
+    data = container["data"]
+    names = tuple(f"data.{k}={data[k]!r}" if data.get(k) else f"data={data.get('name')}'s {part} rows"
+                  for k, part in (("path", "training"), ("test_path", "test")))
     run = AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto", budget=budget,
-                  command=tracking.command_line())
+                  command=tracking.command_line(), data_names=names)
     return run.run()

@@ -6,7 +6,12 @@ into ``<output dir>/candidates/<engine>-<objective>[-trial-<n>]/`` and is a chil
 ``experiments/blend.py``, ``load_run`` and ``predict.py`` work on them as on any run. The budget's own directory
 holds what a run writes (``submission.csv``, ``predictions.parquet``, ``oof.parquet``, ``pipeline/``), from the
 blend, and ``leaderboard.csv``. Stopped with Ctrl-C or SIGTERM, it writes the blend of what finished; run again on
-the same directory, it reuses finished candidates (:mod:`qwkboost.autoblend.state`).
+the same directory, it reuses finished candidates (:mod:`qwkboost.autoblend.state`) of the same data whose files
+are as they were left, and blends only those the current ``auto.engines`` and ``auto.objectives`` allow.
+
+The outputs are written beside the previous ones and swapped in when complete
+(:func:`qwkboost.tracking.writing.staged`): a resume that fails or is stopped keeps the last good submission. One
+command writes a directory at a time (:class:`qwkboost.tracking.writing.OutputLock`).
 """
 
 from __future__ import annotations
@@ -14,10 +19,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import math
 import shutil
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -36,11 +41,13 @@ from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
 from qwkboost.config import objective_ref
 from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.data.fingerprint import fingerprint
 from qwkboost.engines.registry import get_engine
 from qwkboost.exceptions import ConfigError, RunStopped
 from qwkboost.objectives import get as get_objective
 from qwkboost.runs.experiment import check_against_data, run_experiment
 from qwkboost.tracking.loading import load_pipeline
+from qwkboost.tracking.writing import OutputLock, manifest, staged
 
 __all__ = ["AutoRun", "AutoResult", "runnable_configs"]
 
@@ -55,6 +62,9 @@ PYFUNC_SECONDS = 4.0
 #: model is checked.
 SECONDS_PER_MB = 0.07           # measured: 7.4 s for 133 MB (chem97, five members: copied, checked, read back)
 SECONDS_PER_MB_TRACKED = 0.12   # measured: 13.6 s for the same with MLflow (two copies, one more read)
+#: What the budget writes into its directory from the blend (an earlier session's that the new one lacks go).
+OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline",
+           "leaderboard.csv")
 #: The closing log line lists the blend's members and this many best finished candidates; lists longer than this
 #: are counted (leaderboard.csv holds every row)
 SHOWN = 15
@@ -91,7 +101,9 @@ def _closing_rows(board) -> tuple[Any, str]:
     groups = (("finished, not shown", finished.loc[~finished.index.isin(shown.index), "candidate"]),
               ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
               ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
-              ("left out for time", board.loc[board["status"] == "left out", "candidate"]))
+              ("left out for time", board.loc[board["status"] == "left out", "candidate"]),
+              ("set aside (not in auto.engines, auto.objectives)",
+               board.loc[board["status"] == "set aside", "candidate"]))
     others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else str(len(names)))
                      for label, names in groups if len(names))
     return shown, others
@@ -189,13 +201,23 @@ class AutoRun:
         Started by the caller when loading the data counts; default: from now.
     progress : bool, optional
         The progress line (default: on a terminal).
+    command : str, optional
+        The command line, tagged on the parent run.
+    data_names : (str, str)
+        How messages name the training and the test data (``data.path='train.csv'``, ``X``).
+    dir_key : str
+        How the user names the output directory (``hydra.run.dir``, ``output_dir``).
     """
 
     def __init__(self, settings: AutoSettings, configs: Mapping[tuple[str, str], dict], dataset: Dataset,
                  output_dir, experiment_id: str | None = None, run_name: str = "auto", budget: Budget | None = None,
-                 progress: bool | None = None, command: str | None = None):
+                 progress: bool | None = None, command: str | None = None,
+                 data_names: tuple[str, str] = ("the training data", "the test data"),
+                 dir_key: str = "hydra.run.dir"):
 
         self.settings, self.configs, self.ds = settings, dict(configs), dataset
+        self.data_names, self.dir_key = data_names, dir_key
+        self.fingerprint = fingerprint(dataset)
         self.out = Path(output_dir)
         self.experiment_id, self.run_name, self.command = experiment_id, run_name, command
         self.budget = budget or Budget(settings.time_limit)
@@ -233,13 +255,17 @@ class AutoRun:
 
     # ------------------------------------------------------------------ candidates
     def _n_finished(self, state: AutoState) -> int:
-        return sum(1 for r in state.candidates.values() if r.get("status") == "finished")
+        return sum(1 for r in state.candidates.values() if r.get("status") == "finished" and self.allowed(r))
 
     def run_candidate(self, state: AutoState, cand: Candidate, cfg: dict, reporter=None) -> dict | None:
         """Cross-validate one candidate within the budget (or reuse it); its record, or ``None`` if it was left out
         (it would not fit in the time left) or stopped (out of time, or pruned by ``reporter``)."""
         cfg_hash = config_hash(cfg)
         rec = state.finished(cand.name, cfg_hash)
+        damage = None if rec is None else state.damage(cand.name)
+        if damage is not None:
+            log.warning("auto: %s runs again: %s", cand.name, damage)
+            rec = None
         if rec is not None:
             self.cost.record(cand, rec["seconds"])
             self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
@@ -272,6 +298,9 @@ class AutoRun:
         run_cfg["tracking"] = {**run_cfg.get("tracking", {}), "log_models": False, "log_pyfunc": False,
                                "explain": False}
         directory = f"candidates/{cand.name}"
+        for d in (self.out / "candidates", self.out / directory):    # a link in their place is not followed
+            if d.is_symlink() or (d.exists() and not d.is_dir()):
+                d.unlink()
         t0 = time.monotonic()
         try:
             row = run_experiment(run_cfg, self.experiment_id, parent_run_id=self.parent_id, run_name=cand.name,
@@ -294,6 +323,7 @@ class AutoRun:
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
+               "files": manifest(self.out / directory),
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
                                       "best_iteration_mean") if k in row}}
         state.candidates[cand.name] = rec
@@ -311,69 +341,81 @@ class AutoRun:
             self.run_candidate(state, Candidate(engine, objective), cfg)
 
     # ------------------------------------------------------------------ the end
+    def allowed(self, rec: Mapping) -> bool:
+        """Whether a candidate's engine and objective are among this invocation's (``auto.engines``,
+        ``auto.objectives``): a resume that narrows them blends none of the others."""
+        return (rec.get("engine"), rec.get("objective")) in self.configs
+
     def members(self, state: AutoState) -> list[tuple[str, dict]]:
-        """The blend's pool: the finished candidates whose files are there, at most ``auto.max_members``.
+        """The blend's pool: the finished candidates this invocation allows (:meth:`allowed`) whose files are as
+        they were left (:meth:`~qwkboost.autoblend.state.AutoState.damage`), at most ``auto.max_members``.
 
         See :func:`diverse_pool`: each (engine, objective) pair's best run first, then each pair's second best, and
         so on, so that tuning trials of one pair cannot crowd the other pairs out of the pool."""
-        done = [(n, r) for n, r in state.candidates.items() if r.get("status") == "finished"
-                and (self.out / r["dir"] / "oof.parquet").exists()]
+        done = []
+        for n, r in state.candidates.items():
+            if r.get("status") != "finished" or not self.allowed(r):
+                continue
+            damage = state.damage(n)
+            if damage is not None:
+                log.warning("auto: %s is left out of the blend: %s", n, damage)
+                continue
+            done.append((n, r))
         return diverse_pool(done, self.settings.max_members)
 
     def finish(self, state: AutoState, stopped: bool = False) -> AutoResult:
-        """Blend the finished candidates, write the outputs, log them in the parent run; the result."""
+        """Blend the finished candidates, write the outputs (beside the previous ones, swapped in when complete),
+        log them in the parent run; the result."""
 
         self.progress.step("blend")
         members = self.members(state)
         if not members:
-            tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items())
+            tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
+                              if self.allowed(r))
             raise ConfigError(f"no candidate finished within auto.time_limit={self.settings.time_limit:g} s "
                               f"({tried or 'none started'}); raise auto.time_limit")
         t_blend = time.monotonic()
         result = None
-        for f in ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json"):    # an earlier session's
-            (self.out / f).unlink(missing_ok=True)
-        shutil.rmtree(self.out / "pipeline", ignore_errors=True)
-        if len(members) == 1:
-            name, rec = members[0]
-            src = self.out / rec["dir"]
-            for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
-                shutil.copy2(src / f, self.out / f)
-            shutil.copytree(src / "pipeline", self.out / "pipeline")
-            weights = {name: 1.0}
-            metrics = {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
-                       **({"test_qwk": rec["qwk_thresholds"]} if "qwk_thresholds" in rec else {})}
-        else:
-            read = read_members([self.out / r["dir"] for _, r in members])
-            read = [replace(m, name=n) for m, (n, _) in zip(read, members)]
-            result = blend(read, method=self.settings.blend_method,
-                           thresholds=self.base["thresholds"]["method"])
-            write_blend(result, self.out)
-            weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
-            metrics = dict(result.metrics)
-        blend_seconds = time.monotonic() - t_blend
-        board = self._leaderboard(state, weights)
-        board.to_csv(self.out / "leaderboard.csv", index=False)
+        with staged(self.out, remove=OUTPUTS) as new:
+            if len(members) == 1:
+                name, rec = members[0]
+                src = self.out / rec["dir"]
+                for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
+                    shutil.copy2(src / f, new / f)
+                shutil.copytree(src / "pipeline", new / "pipeline")
+                weights = {name: 1.0}
+                metrics = {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
+                           **({"test_qwk": rec["qwk_thresholds"]} if "qwk_thresholds" in rec else {})}
+            else:
+                read = read_members([self.out / r["dir"] for _, r in members])
+                read = [replace(m, name=n) for m, (n, _) in zip(read, members)]
+                result = blend(read, method=self.settings.blend_method,
+                               thresholds=self.base["thresholds"]["method"])
+                write_blend(result, new)
+                weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
+                metrics = dict(result.metrics)
+            blend_seconds = time.monotonic() - t_blend
+            board = self._leaderboard(state, weights)
+            board.to_csv(new / "leaderboard.csv", index=False)
+            pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
         shown, others = _closing_rows(board)
-        pipeline = load_pipeline(self.out / "pipeline")
         elapsed = self.budget.elapsed
+        n_done = self._n_finished(state)
         metrics.update({"seconds": elapsed, "time_limit": float(self.settings.time_limit),
-                        "overrun": max(elapsed - self.settings.time_limit, 0.0), "n_finished": float(len(members)),
+                        "overrun": max(elapsed - self.settings.time_limit, 0.0), "n_finished": float(n_done),
+                        "pool_size": float(len(members)), "n_blended": float(sum(w > 0 for w in weights.values())),
                         "blend_seconds": blend_seconds})
         if self.parent_id is not None:
             self._log(result, board, metrics, pipeline)
         metrics["seconds"] = self.budget.elapsed
         metrics["overrun"] = max(metrics["seconds"] - self.settings.time_limit, 0.0)
-        state.sessions.append({"ended": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                               "time_limit": self.settings.time_limit, "seconds": round(metrics["seconds"], 2),
-                               "stopped": stopped, "members": len(members)})
-        state.save()
+        self._members = len(members)
         self.progress.close()
         over = metrics["overrun"]
         log.info("auto: %s in %.0f s of auto.time_limit=%g s%s; %d candidate(s) finished, %s; nested out-of-fold QWK "
                  "%.4f%s\n%s\n  submission: %s", "stopped" if stopped else "done", metrics["seconds"],
                  self.settings.time_limit, f" ({over:.1f} s over, {100 * over / self.settings.time_limit:.1f} %)"
-                 if over > 0 else "", self._n_finished(state),
+                 if over > 0 else "", n_done,
                  "one run (nothing to blend)" if result is None else
                  f"blended {sum(w > 0 for w in weights.values())} of a pool of {len(members)} "
                  f"({self.settings.blend_method})",
@@ -387,8 +429,9 @@ class AutoRun:
 
         rows = []
         for name, r in state.candidates.items():
+            status = r["status"] if self.allowed(r) else "set aside"     # not in this invocation's settings
             rows.append({"candidate": name, "engine": r.get("engine"), "objective": r.get("objective"),
-                         "status": r["status"], "seconds": r.get("seconds"), "capped_folds": r.get("capped_folds"),
+                         "status": status, "seconds": r.get("seconds"), "capped_folds": r.get("capped_folds"),
                          "oof_qwk": r.get("qwk_thresholds_oof"), "nested_oof_qwk": r.get("qwk_thresholds_oof_nested"),
                          **({"test_qwk": r.get("qwk_thresholds")} if self.ds.has_test_labels else {}),
                          "weight": weights.get(name, 0.0)})
@@ -401,16 +444,16 @@ class AutoRun:
         written in the output directory, already read."""
         from qwkboost.tracking.serving import example_frame, log_pyfunc  # slow to import: mlflow, pandas
 
-        if result is not None:
-            log_blend_contents(result, self.out, log_pyfunc=True, pipe=pipeline)
+        if result is not None:      # as tags: a resumed parent run may hold another blend than before
+            log_blend_contents(result, self.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True)
         else:
             for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
                 tracking.log_file(self.out / f, "predictions")
             tracking.log_artifacts(self.out / "pipeline", "pipeline")
             log_pyfunc(self.out / "pipeline", example_frame([pipeline.schema]), pipe=pipeline)
         tracking.log_file(self.out / "leaderboard.csv")
-        tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished",
-                                                   "blend_seconds") else k: float(v)
+        tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",
+                                                   "n_blended", "blend_seconds") else k: float(v)
                               for k, v in metrics.items() if v is not None})
 
     # ------------------------------------------------------------------ the whole
@@ -420,12 +463,32 @@ class AutoRun:
         Raises
         ------
         ConfigError
-            If the output directory belongs to another configuration, or no candidate finished in time.
+            If the output directory is another command's (its lock held), belongs to another configuration or
+            other data, the time limit cannot start a candidate, or no candidate finished in time.
         KeyboardInterrupt
-            After writing the blend of what finished, when stopped with Ctrl-C or SIGTERM (the parent run then
-            ends KILLED).
+            When stopped with Ctrl-C or SIGTERM, after writing the blend of what finished (if any did); the parent
+            run then ends KILLED and ``auto.json`` records the session as stopped.
         """
-        state = AutoState.open(self.out, shared_part(self.base))
+        with OutputLock(self.out, self.dir_key):
+            state = AutoState.open(self.out, shared_part(self.base), self.fingerprint, self.data_names, self.dir_key)
+            self._check_time_left(state)
+            session = state.begin(self.settings.as_dict())
+            status, self._members = "failed", 0
+            try:
+                result = self._run(state, len(state.sessions))
+                status = "finished"
+                return result
+            except KeyboardInterrupt:
+                status = "stopped"
+                raise
+            finally:
+                self.progress.close()
+                with contextlib.suppress(OSError):      # the record never hides the error that ended the run
+                    state.end(session, status, stopped=status == "stopped", members=self._members,
+                              n_finished=self._n_finished(state), time_limit=self.settings.time_limit,
+                              seconds=round(self.budget.elapsed, 2))
+
+    def _run(self, state: AutoState, number: int) -> AutoResult:
         parent = contextlib.nullcontext() if self.experiment_id is None else \
             tracking.run(self.experiment_id, self.run_name, run_id=self._resumable(state.parent_run_id),
                          tags={"qwkboost.auto": "parent", "data": self.base["data"].get("name", "data"),
@@ -435,30 +498,50 @@ class AutoRun:
         # with the progress line on a terminal, log lines print above it
         redirect = logging_redirect_tqdm(loggers=[logging.getLogger()]) if self.progress.enabled else \
             contextlib.nullcontext()
-        try:
-            with redirect, parent as active:
-                if active is not None:
-                    resumed = state.parent_run_id == active.info.run_id
-                    self.parent_id = state.parent_run_id = active.info.run_id
-                    if not resumed:     # what every session shares (MLflow keeps a param's first value)
-                        tracking.log_params({"data": self.base["data"], "cv": self.base["cv"],
-                                             "thresholds": self.base["thresholds"], "seed": self.base.get("seed", 0)})
-                    # each session's own settings (a resumed directory may get another budget)
-                    tracking.log_dict(self.settings.as_dict(), f"sessions/{len(state.sessions) + 1}/auto.json")
-                    tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
-                state.save()
-                try:
-                    self._default_candidates(state)
-                    if self.settings.tune:
-                        tune_best(self, state)
-                except KeyboardInterrupt:
+        with redirect, parent as active:
+            if active is not None:
+                resumed = state.parent_run_id == active.info.run_id
+                self.parent_id = state.parent_run_id = active.info.run_id
+                if not resumed:     # what every session shares (the directory refuses other values of them)
+                    tracking.log_params({"data": self.base["data"], "cv": self.base["cv"],
+                                         "thresholds": self.base["thresholds"], "seed": self.base.get("seed", 0)})
+                # each session's own settings (a resumed directory may get another budget, other engines)
+                tracking.log_dict(self.settings.as_dict(), f"sessions/{number}/auto.json")
+                tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
+            state.save()
+            try:
+                self._default_candidates(state)
+                if self.settings.tune:
+                    tune_best(self, state)
+            except KeyboardInterrupt:
+                if self.members(state):
                     log.warning("auto: stopped; writing the blend of the %d candidate(s) that finished",
                                 self._n_finished(state))
                     self.finish(state, stopped=True)
-                    raise
-                return self.finish(state)
-        finally:
-            self.progress.close()
+                else:
+                    log.warning("auto: stopped before any candidate finished: nothing to blend%s",
+                                "; the previous outputs are kept" if (self.out / "submission.csv").exists() else "")
+                raise
+            return self.finish(state)
+
+    def _check_time_left(self, state: AutoState) -> None:
+        """Refuse a time limit that leaves no time to start a candidate (after reading the data and keeping the
+        reserve for the end), unless finished candidates can be blended again.
+
+        Raises
+        ------
+        ConfigError
+            Naming ``auto.time_limit`` and the least that can start one.
+        """
+        self._set_reserve(state)
+        if self.budget.left_for_work > 0 or any(r.get("status") == "finished" and self.allowed(r)
+                                                for r in state.candidates.values()):
+            return
+        least = math.ceil(self.budget.elapsed + self.budget.reserve) + 1
+        raise ConfigError(f"auto.time_limit={self.settings.time_limit:g} s cannot start a candidate: reading the data "
+                          f"took {self.budget.elapsed:.1f} s and {self.budget.reserve:.0f} s are kept for the blend's "
+                          f"files{' and its MLflow model' if self.experiment_id is not None else ''}; give "
+                          f"auto.time_limit={least} or more")
 
     def _resumable(self, run_id: str | None) -> str | None:
         """``run_id`` if the store still has it (a resumed directory continues its parent run)."""

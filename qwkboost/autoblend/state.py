@@ -1,10 +1,13 @@
 """What a budget's output directory remembers between invocations (``auto.json``), so that the same command run
 again reuses the finished candidates and spends its new budget on others.
 
-Each candidate is kept with the hash of its configuration; a candidate is reused only when the configuration it
-would run with now hashes the same (another ``engine.params`` or ``cv.n_splits`` reruns it). The directory as a
-whole belongs to one data set and split: a different ``data``, ``cv``, ``seed`` or ``thresholds`` is refused,
-naming the keys that differ.
+Each candidate is kept with the hash of its configuration and the manifest of its files (sizes and digests,
+:func:`qwkboost.tracking.writing.manifest`); a candidate is reused only when the configuration it would run with
+now hashes the same (another ``engine.params`` or ``cv.n_splits`` reruns it) and its files are as it left them
+(a damaged one runs again, with a line saying why). The directory as a whole belongs to one data set and split: a
+different ``data``, ``cv``, ``seed`` or ``thresholds`` is refused, naming the keys that differ, and so are other
+rows under the same names (the data's fingerprint, :mod:`qwkboost.data.fingerprint`: a replaced ``train.csv`` or
+``test.csv``, another frame in Python). Every invocation is recorded in ``sessions``, from its start.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from qwkboost.data.fingerprint import DataFingerprint, check_same
 from qwkboost.exceptions import ConfigError
+from qwkboost.tracking.writing import manifest_problem
 
 __all__ = ["AutoState", "STATE_FILE", "config_hash", "shared_part"]
 
@@ -48,55 +54,109 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 @dataclass
 class AutoState:
-    """The record of one output directory: the shared configuration, the MLflow parent run, every candidate and
-    every invocation (its budget and the time it took)."""
+    """The record of one output directory: the shared configuration, the data's fingerprint, the MLflow parent
+    run, every candidate and every invocation (its settings, its status, the time it took)."""
 
     directory: Path
     shared: dict
+    data: dict | None = None
     parent_run_id: str | None = None
     candidates: dict[str, dict] = field(default_factory=dict)
     sessions: list[dict] = field(default_factory=list)
 
     @classmethod
-    def open(cls, directory: str | os.PathLike, shared: dict) -> "AutoState":
+    def open(cls, directory: str | os.PathLike, shared: dict, data: DataFingerprint | None = None,
+             files: tuple[str, str] = ("the training data", "the test data"),
+             key: str = "hydra.run.dir") -> "AutoState":
         """The directory's record, or a new one.
+
+        Parameters
+        ----------
+        directory : path
+        shared : dict
+            :func:`shared_part` of the configuration.
+        data : DataFingerprint, optional
+            The rows this invocation read; a record of other rows is refused.
+        files : (str, str)
+            How to name the training and test data in a message (``data.path='train.csv'``, ``X``).
+        key : str
+            How the user names the directory (``hydra.run.dir``, ``output_dir``).
 
         Raises
         ------
         ConfigError
-            If the directory holds the record of another data set, split or decoding, or a record that cannot be
-            read.
+            If the directory holds the record of another data set, split or decoding, of other rows under the same
+            names, or a record that cannot be read.
         """
         d = Path(directory)
         path = d / STATE_FILE
+        new = None if data is None else data.to_dict()
         if not path.exists():
-            return cls(d, shared)
+            return cls(d, shared, new)
         try:
             raw = json.loads(path.read_text())
             stored, candidates, sessions = raw["shared"], dict(raw["candidates"]), list(raw["sessions"])
+            if not all(isinstance(r, dict) for r in candidates.values()):
+                raise TypeError("a candidate's record is not a mapping")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path} cannot be read ({exc}); move it away to start this directory afresh") from None
+        again = f"give another output directory ({key}=...) to start afresh"
         if stored != shared:
             diff = _diff(stored, shared)
             raise ConfigError(f"{d} holds a time budget's candidates for another configuration "
-                              f"({'; '.join(diff[:6])}); give another output directory (hydra.run.dir=...), or the "
-                              "same settings to resume it")
-        return cls(d, shared, raw.get("parent_run_id"), candidates, sessions)
+                              f"({'; '.join(diff[:6])}); {again}, or the same settings to resume it")
+        if data is not None:
+            try:
+                check_same(raw.get("data"), data, str(d), *files)
+            except ValueError as exc:
+                raise ConfigError(f"{exc}: its candidates and submission belong to that data; {again}") from None
+        return cls(d, shared, new if new is not None else raw.get("data"), raw.get("parent_run_id"), candidates,
+                   sessions)
+
+    def damage(self, name: str) -> str | None:
+        """Why candidate ``name``'s files cannot be used as they are (its folder is not ``candidates/<name>``, a
+        file is missing, changed, a link or not a regular file), or ``None`` when they are as it left them."""
+        rec = self.candidates.get(name) or {}
+        if rec.get("dir") != f"candidates/{name}":
+            return f"its record names the folder {rec.get('dir')!r}, not candidates/{name}"
+        files = rec.get("files")
+        if not isinstance(files, dict) or not files:
+            return "its record has no manifest of its files (an older qwkboost wrote it)"
+        folder = self.directory / "candidates"
+        if folder.is_symlink() or not folder.is_dir():
+            return "candidates/ is not a folder of this directory"
+        return manifest_problem(folder / name, files)
 
     def finished(self, name: str, cfg_hash: str) -> dict | None:
-        """The record of candidate ``name`` if it finished with a configuration hashing to ``cfg_hash`` and its
-        files are still there."""
+        """The record of candidate ``name`` if it finished with a configuration hashing to ``cfg_hash`` (its files
+        unchecked: see :meth:`damage`)."""
         rec = self.candidates.get(name)
         if rec is None or rec.get("status") != "finished" or rec.get("config_hash") != cfg_hash:
             return None
-        return rec if (self.directory / rec["dir"] / "oof.parquet").exists() else None
+        return rec
+
+    def begin(self, settings: Mapping[str, Any]) -> dict:
+        """Record a new invocation (status ``running``) and save; the record, to :meth:`end` later."""
+        session = {"started": _now(), "settings": dict(settings), "status": "running", "pid": os.getpid()}
+        self.sessions.append(session)
+        self.save()
+        return session
+
+    def end(self, session: dict, status: str, **facts: Any) -> None:
+        """Close an invocation's record with its status (``finished``, ``stopped``, ``killed``, ``failed``)."""
+        session.update({"ended": _now(), "status": status, **facts})
+        self.save()
 
     def save(self) -> None:
         """Write the record atomically (a kill while writing leaves the previous one)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / STATE_FILE
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"shared": self.shared, "parent_run_id": self.parent_run_id,
+        tmp.write_text(json.dumps({"shared": self.shared, "data": self.data, "parent_run_id": self.parent_run_id,
                                    "candidates": self.candidates, "sessions": self.sessions}, indent=1,
                                   default=str))
         os.replace(tmp, path)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

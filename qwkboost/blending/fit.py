@@ -25,6 +25,7 @@ from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.objectives import check_trusted_modules
 from qwkboost.tracking.blend import FittedBlend
 from qwkboost.tracking.loading import load_pipeline
+from qwkboost.tracking.writing import staged
 from qwkboost.tracking.outputs import (
     CLASS,
     NESTED_CLASS,
@@ -217,19 +218,29 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     return result
 
 
+#: What a blend writes into its directory; an earlier blend's that the new one lacks (``pipeline/``) go.
+BLEND_OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline")
+
+
 def write_blend(result: BlendResult, out: str | Path) -> list[Path]:
     """``submission.csv``, ``predictions.parquet``, ``oof.parquet``, ``blend.json`` and ``plots/blend.png``;
     and ``pipeline/`` when every member is a qwkboost pipeline. Returns the files written.
 
     The parquet files hold the blend's scores and classes and, as ``member_<i>``, the score of
-    ``blend.json``'s ``members[i]``."""
+    ``blend.json``'s ``members[i]``. They are written beside an earlier blend's and swapped in when all are
+    written (:func:`qwkboost.tracking.writing.staged`): a failure keeps the earlier ones."""
+    out = Path(out)
+    with staged(out, remove=BLEND_OUTPUTS) as new:
+        files = _write_blend_files(result, new)
+    return [out / f.relative_to(new) for f in files]
+
+
+def _write_blend_files(result: BlendResult, out: Path) -> list[Path]:
     import matplotlib.pyplot as plt  # slow to import: matplotlib.pyplot
     import pandas as pd  # slow to import: pandas
 
     from qwkboost.evaluation.plots import blend_members  # slow to import: matplotlib, matplotlib.pyplot
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     ref = result.members[0]
     as_int = np.all(result.classes == np.round(result.classes))
     labels = None if ref.labels is None else ClassLabels(tuple(ref.labels))
@@ -298,9 +309,11 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
 
 
 def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = True,
-                       params: dict | None = None, pipe=None) -> None:
+                       params: dict | None = None, pipe=None, settings_as_tags: bool = False) -> None:
     """What :func:`log_blend` logs, into the active MLflow run (a time budget's parent run holds its blend);
-    ``pipe``: the blend's pipeline already read from ``out / "pipeline"``."""
+    ``pipe``: the blend's pipeline already read from ``out / "pipeline"``. With ``settings_as_tags``, the blend's
+    settings (``blend.thresholds``, ``blend.members``, ``params``) are tags rather than params: a run that is
+    continued (a resumed time budget) may hold another blend, and MLflow refuses a param a second value."""
 
     out = Path(out)
     tracking.set_tags({"blend.method": result.method, "blend.n_members": len(result.members),
@@ -308,8 +321,12 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
                        **{f"blend.member.{i}": f"{m.name} <- {m.source}" for i, m in enumerate(result.members)},
                        "command": tracking.command_line(),
                        **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
-    tracking.log_params({"blend": {"method": result.method, "thresholds": result.thresholds,
-                                   "members": len(result.members), **(params or {})}})
+    settings = {"method": result.method, "thresholds": result.thresholds, "members": len(result.members),
+                **(params or {})}
+    if settings_as_tags:
+        tracking.set_tags({f"blend.{k}": str(v) for k, v in settings.items()})
+    else:
+        tracking.log_params({"blend": settings})
     tracking.log_metrics({**result.metrics, **{f"weight.{i}": float(w) for i, w in enumerate(result.weights)},
                           **{f"member.{i}.{c}": float(v) for i, row in result.member_table.iterrows()
                              for c, v in row.items() if c.endswith("qwk")}})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -27,6 +28,7 @@ from qwkboost.cv.crossval import CVResult, cross_validate
 from qwkboost.cv.folds import check_groups, fold_assignment
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.features import EncodedFeatures
+from qwkboost.data.fingerprint import fingerprint
 from qwkboost.data.files import from_file
 from qwkboost.data.sources import SOURCES
 from qwkboost.distributed.cluster import ClusterSpec, connect, dask_engines, dask_support
@@ -44,6 +46,7 @@ from qwkboost.explanations.report import write_report
 from qwkboost.objectives import get as get_objective
 from qwkboost.tracking.outputs import CLASS, SCORE, OutputColumns, fold_role, write_predictions
 from qwkboost.tracking.pipeline import FittedPipeline
+from qwkboost.tracking.writing import staged
 
 __all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",
            "PredictionTables", "write_outputs"]
@@ -232,7 +235,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                               info={"engine": engine["name"], "objective": objective["name"],
                                     "thresholds": cfg["thresholds"]["method"], "data": cfg["data"]["name"],
                                     "run_id": None if active is None else active.info.run_id,
-                                    "columns": output_names(ds)},
+                                    "columns": output_names(ds), "data_fingerprint": fingerprint(ds).to_dict()},
                               labels=ds.labels.to_list() if ds.labels is not None and ev.cuts is not None else None)
         out = Path(output_dir) if output_dir is not None else None
         if active is not None:
@@ -242,7 +245,9 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         if out is not None:     # on disk first: a tracking server that goes away while logging loses nothing
             out.mkdir(parents=True, exist_ok=True)
             write_outputs(out, ds, cv, ev, pipe)
-            (out / "result.json").write_text(json.dumps(row, indent=2))
+            tmp = out / f"result.json.tmp{os.getpid()}"
+            tmp.write_text(json.dumps(row, indent=2))
+            os.replace(tmp, out / "result.json")
             log.info("predictions: %s", out / "submission.csv")
         if active is not None:
             _log_run(cfg, ds, cv, ev, pipe)
@@ -396,10 +401,21 @@ def prediction_tables(ds: Dataset, cv: CVResult, ev: Evaluation) -> PredictionTa
     return PredictionTables(oof, pred, sub, oc, pc)
 
 
+#: What a run writes into its directory.
+RUN_OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "pipeline")
+
+
 def write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> list[Path]:
     """Write ``oof.parquet``, ``predictions.parquet`` (each with its column record), ``submission.csv`` and
-    ``pipeline/`` into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
+    ``pipeline/`` into ``out``: beside earlier ones, swapped in when all are written
+    (:func:`qwkboost.tracking.writing.staged`), so a failure keeps what was there."""
+    out = Path(out)
+    with staged(out, remove=RUN_OUTPUTS) as new:
+        files = _write_outputs(new, ds, cv, ev, pipe)
+    return [out / f.relative_to(new) for f in files]
+
+
+def _write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> list[Path]:
     t = prediction_tables(ds, cv, ev)
     files = [write_predictions(t.oof, out / "oof.parquet", t.oof_columns),
              write_predictions(t.predictions, out / "predictions.parquet", t.prediction_columns),

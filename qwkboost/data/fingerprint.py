@@ -1,0 +1,133 @@
+"""What a directory knows of its data: a fingerprint of the rows as they were read.
+
+A time budget's directory (``auto.json``), a tuning study and a blend's members are reused only on the data they
+were made from. Paths and names say nothing of what a file holds (``train.csv`` replaced at the same path), so the
+fingerprint hashes the rows themselves after reading and encoding: features, labels, ids, entities, weights and
+the feature schema (names, kinds, category levels). A frame given in Python and a file on the command line both
+count, and a reordered column or a relabelled category changes it. SHA-256 over the arrays' bytes costs about
+0.2 s for a million rows of 30 features on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from qwkboost.data.dataset import Dataset
+
+__all__ = ["DataFingerprint", "fingerprint", "check_same"]
+
+#: Hex digits kept of each SHA-256 digest (64 bits: a chance collision is out of reach for a user's files).
+DIGITS = 16
+
+
+def _update(h, name: str, value) -> None:
+    """Feed one named array (or ``None``) into the hash, its dtype and shape included."""
+    h.update(name.encode() + b"\0")
+    if value is None:
+        h.update(b"none\0")
+        return
+    a = np.asarray(value)
+    if a.dtype.kind == "O":                         # ids or words: their text, each ended by a NUL
+        h.update(f"object{a.shape}\0".encode())
+        h.update("\0".join(map(str, a.ravel().tolist())).encode("utf-8", "surrogatepass"))
+        return
+    a = np.ascontiguousarray(a)
+    h.update(f"{a.dtype.str}{a.shape}\0".encode())
+    h.update(memoryview(a).cast("B"))
+
+
+@dataclass(frozen=True)
+class DataFingerprint:
+    """The digests of a data set's training and test rows, and what a message about a change needs.
+
+    Attributes
+    ----------
+    train, test : str
+        Hex digests of the training rows (features, labels, ids, entities, weights, schema) and of the test rows
+        (features, ids, labels and weights where the test file has them).
+    train_rows, test_rows : int
+    columns : tuple of str
+        The feature columns, in order.
+    """
+
+    train: str
+    test: str
+    train_rows: int
+    test_rows: int
+    columns: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "columns": list(self.columns)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "DataFingerprint | None":
+        """The fingerprint a file recorded, or ``None`` if the record is not one (an older file)."""
+        try:
+            return cls(str(d["train"]), str(d["test"]), int(d["train_rows"]), int(d["test_rows"]),
+                       tuple(str(c) for c in d["columns"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def changes(self, now: "DataFingerprint", train: str = "the training data",
+                test: str = "the test data") -> list[str]:
+        """What differs from ``now``, one phrase per part, naming the parts as ``train`` and ``test`` (the files)."""
+        out = []
+        if self.columns != now.columns:
+            gone = [c for c in self.columns if c not in now.columns]
+            new = [c for c in now.columns if c not in self.columns]
+            out.append(f"the feature columns differ ({_columns(gone, new)})")
+        for part, rows, now_rows, was, is_ in (("train", self.train_rows, now.train_rows, self.train, now.train),
+                                               ("test", self.test_rows, now.test_rows, self.test, now.test)):
+            if was == is_:
+                continue
+            what = train if part == "train" else test
+            out.append(f"{what} holds other rows ({rows} rows then, {now_rows} now)" if rows != now_rows
+                       else f"{what} holds other values ({rows} rows, as then)")
+        return out
+
+
+def _columns(gone: list[str], new: list[str]) -> str:
+    parts = ([f"gone: {', '.join(gone[:5])}"] if gone else []) + ([f"new: {', '.join(new[:5])}"] if new else [])
+    return "; ".join(parts) or "the same names in another order"
+
+
+def fingerprint(ds: Dataset) -> DataFingerprint:
+    """The :class:`DataFingerprint` of a loaded data set (its arrays after reading and encoding)."""
+    schema = json.dumps(ds.schema.to_dict() if ds.schema is not None else None, sort_keys=True, default=str)
+    train = hashlib.sha256(b"qwkboost-data-1\0")
+    train.update(schema.encode())
+    for name in ("X_train", "y_train", "ids_train", "groups_train", "w_train"):
+        _update(train, name, getattr(ds, name))
+    train.update(json.dumps([ds.id_name, ds.target, ds.group_name, ds.weight_name,
+                             None if ds.labels is None else ds.labels.to_list()], default=str).encode())
+    test = hashlib.sha256(b"qwkboost-data-1\0")
+    test.update(schema.encode())
+    for name in ("X_test", "y_test", "ids_test", "w_test"):
+        _update(test, name, getattr(ds, name))
+    names = (ds.schema.names if ds.schema is not None else None) or ds.feature_names or []
+    columns = tuple(str(c) for c in names)
+    return DataFingerprint(train.hexdigest()[:DIGITS], test.hexdigest()[:DIGITS], int(len(ds.y_train)),
+                           int(len(ds.X_test)), columns)
+
+
+def check_same(recorded: Mapping | None, now: DataFingerprint, where: str, train: str, test: str) -> None:
+    """Refuse ``now`` if ``recorded`` (a :meth:`DataFingerprint.to_dict`) fingerprints other data.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where``, the files (``train``, ``test``) and what changed; also when ``recorded`` is missing or not
+        a fingerprint (a record from before fingerprints, which cannot tell).
+    """
+    was = DataFingerprint.from_dict(recorded) if recorded is not None else None
+    if was is None:
+        raise ValueError(f"{where} records no fingerprint of its data (written by an older qwkboost), so it cannot "
+                         "tell whether the data is the same")
+    diff = was.changes(now, train, test)
+    if diff:
+        raise ValueError(f"{where} was made from other data: {'; '.join(diff)}")

@@ -1,0 +1,269 @@
+"""The paths a user walks after a first time budget: a resume with other engines, on changed data, on damaged or
+moved files, a stop at any moment, a second command into the same directory. Real engines and a real MLflow
+store; small data."""
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import qwkboost as qb
+from qwkboost.exceptions import ConfigError
+from qwkboost.tracking.interrupt import Terminated, install_sigterm
+
+KW = dict(engines=["lightgbm"], objectives=["squared_error", "extended_qwk"], n_splits=3, n_jobs=1, progress=False,
+          tune=False)
+
+
+@pytest.fixture(scope="module")
+def frames():
+    from qwkboost.data import quartiles
+
+    ds = quartiles(n_train=1200, n_test=600, seed=5)
+    cols = [f"f{j}" for j in range(ds.X_train.shape[1])]
+    X = pd.DataFrame(ds.X_train, columns=cols)
+    X_test = pd.DataFrame(ds.X_test, columns=cols)
+    return X, pd.Series(ds.y_train.astype(int) + 1, name="grade"), X_test, ds.y_test.astype(int) + 1
+
+
+@pytest.fixture(scope="module")
+def base(frames, tmp_path_factory):
+    """A finished directory of two LightGBM candidates (no tracking), copied by the tests that change it."""
+    X, y, X_test, _ = frames
+    out = tmp_path_factory.mktemp("resume") / "base"
+    qb.auto(X, y, X_test, time_limit=120, output_dir=out, **KW)
+    return out
+
+
+@pytest.fixture
+def copy(base, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(base, out, symlinks=True)
+    return out
+
+
+class _StopAt(logging.Handler):
+    """Sends this process SIGTERM when a log line starts with ``prefix``: a stop at a known moment."""
+
+    def __init__(self, prefix):
+        super().__init__()
+        self.prefix = prefix
+
+    def emit(self, record):
+        if record.getMessage().startswith(self.prefix):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.fixture
+def stop_at():
+    handlers = []
+    old = signal.getsignal(signal.SIGTERM)
+    install_sigterm()
+
+    def add(prefix):
+        h = _StopAt(prefix)
+        logging.getLogger().addHandler(h)
+        logging.getLogger().setLevel(logging.INFO)
+        handlers.append(h)
+
+    yield add
+    for h in handlers:
+        logging.getLogger().removeHandler(h)
+    signal.signal(signal.SIGTERM, old)
+
+
+def _sessions(out):
+    return json.loads((out / "auto.json").read_text())["sessions"]
+
+
+def test_a_resume_with_one_more_engine_ends_the_parent_run_finished_with_the_new_blend(frames, tmp_path,
+                                                                                       mlflow_store):
+    import mlflow
+
+    X, y, X_test, _ = frames
+    out = tmp_path / "run"
+    first = qb.auto(X, y, X_test, time_limit=120, output_dir=out, tracking_uri=mlflow_store,
+                    experiment_name="resume_more", **KW)
+    again = qb.auto(X, y, X_test, time_limit=120, output_dir=out, tracking_uri=mlflow_store,
+                    experiment_name="resume_more", **{**KW, "engines": ["lightgbm", "xgboost"]})
+    client = mlflow.MlflowClient(mlflow_store)
+    exp = client.get_experiment_by_name("resume_more")
+    parents = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("qwkboost.auto") == "parent"]
+    assert len(parents) == 1 and parents[0].info.run_id == first.run_id == again.run_id
+    run = parents[0]
+    assert run.info.status == "FINISHED"
+    assert run.data.metrics["auto.n_finished"] == 4 and run.data.metrics["auto.pool_size"] == 4
+    assert run.data.metrics["nested_oof_qwk"] == pytest.approx(again.metrics["nested_oof_qwk"])
+    assert run.data.tags["blend.members"] == "4"
+    assert [s["status"] for s in _sessions(out)] == ["finished", "finished"]
+    assert [s["settings"]["engines"] for s in _sessions(out)] == [["lightgbm"], ["lightgbm", "xgboost"]]
+
+
+def test_a_resume_that_narrows_the_engines_blends_only_what_they_allow(frames, copy, caplog):
+    X, y, X_test, _ = frames
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    result = qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **{**KW, "objectives": ["squared_error"]})
+    board = result.leaderboard.set_index("candidate")
+    assert board.loc["lightgbm-extended_qwk", "status"] == "set aside"
+    assert board.loc["lightgbm-extended_qwk", "weight"] == 0 and board.loc["lightgbm-squared_error", "weight"] == 1
+    assert result.blend is None and not (copy / "blend.json").exists()
+    assert qb.load_run(copy).info["objective"] == "squared_error"
+    assert result.metrics["n_finished"] == 1
+    (closing,) = [r.message for r in caplog.records if r.message.startswith("auto: done in")]
+    assert "set aside (not in auto.engines, auto.objectives): lightgbm-extended_qwk" in closing
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda X, y, Xt: (X.assign(f0=X["f0"] + 1e-9), y, Xt), r"X holds other values \(1200 rows, as then\)"),
+    (lambda X, y, Xt: (X.iloc[:-3], y.iloc[:-3], Xt), r"X holds other rows \(1200 rows then, 1197 now\)"),
+    (lambda X, y, Xt: (X, y, Xt.iloc[::-1].reset_index(drop=True)), r"X_test holds other values"),
+    (lambda X, y, Xt: (X[X.columns[::-1]], y, Xt[Xt.columns[::-1]]),
+     r"the feature columns differ \(the same names in another order\)"),
+])
+def test_a_resume_on_other_data_is_refused_before_anything_changes(frames, copy, change, match):
+    X, y, X_test, _ = frames
+    before = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file()}
+    X2, y2, Xt2 = change(X, y, X_test)
+    with pytest.raises(ConfigError, match=match + r".*give another output directory \(output_dir=\.\.\.\)"):
+        qb.auto(X2, y2, Xt2, time_limit=60, output_dir=copy, **KW)
+    after = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file() and p.name != ".qwkboost.lock"}
+    assert after == {p: t for p, t in before.items() if p.name != ".qwkboost.lock"}
+
+
+def test_a_train_csv_replaced_at_the_same_path_is_refused_naming_it(frames, tmp_path):
+    from conftest import run_in_process
+
+    X, y, X_test, y_test = frames
+    train, test = tmp_path / "train.csv", tmp_path / "test.csv"
+    X.assign(grade=y).to_csv(train, index_label="id")
+    X_test.assign(grade=y_test).to_csv(test, index_label="id")
+    args = ["experiment=auto", "auto.time_limit=60", "auto.engines=[lightgbm]", "auto.objectives=[squared_error]",
+            "auto.tune=false", "data=csv", f"data.path={train}", f"data.test_path={test}", "data.target=grade",
+            "data.id=id", "cv.n_splits=3", "n_jobs=1", "tracking.uri=null"]
+    run_in_process(args, tmp_path / "out")
+    sub = (tmp_path / "out" / "submission.csv").read_bytes()
+    X_test.iloc[:-10].assign(grade=y_test[:-10]).to_csv(test, index_label="id")
+    with pytest.raises(ConfigError, match=rf"data.test_path='{test}' holds other rows \(600 rows then, 590 now\)"):
+        run_in_process(args, tmp_path / "out")
+    X.assign(grade=np.roll(y.to_numpy(), 1)).to_csv(train, index_label="id")
+    with pytest.raises(ConfigError, match=rf"data.path='{train}' holds other values \(1200 rows, as then\)"):
+        run_in_process(args, tmp_path / "out")
+    assert (tmp_path / "out" / "submission.csv").read_bytes() == sub
+
+
+def test_damaged_candidate_files_run_again_with_a_line_saying_why(frames, copy, caplog):
+    X, y, X_test, _ = frames
+    sq, eq = copy / "candidates" / "lightgbm-squared_error", copy / "candidates" / "lightgbm-extended_qwk"
+    data = (sq / "oof.parquet").read_bytes()
+    (sq / "oof.parquet").write_bytes(data[: len(data) // 2])
+    fold = sorted((eq / "pipeline").glob("*.json"))[-1]
+    fold.write_text(fold.read_text()[:100])
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    result = qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **KW)
+    lines = [r.message for r in caplog.records if "runs again" in r.message]
+    assert any(m.startswith("auto: lightgbm-squared_error runs again: oof.parquet changed size") for m in lines)
+    assert any(m.startswith(f"auto: lightgbm-extended_qwk runs again: pipeline/{fold.name} changed size")
+               for m in lines)
+    assert (result.leaderboard["status"] == "finished").all()
+    np.testing.assert_array_equal(result.predict(X_test), pd.read_csv(copy / "submission.csv")["grade"])
+
+
+def test_a_deleted_prediction_file_runs_its_candidate_again(frames, copy, caplog):
+    X, y, X_test, _ = frames
+    (copy / "candidates" / "lightgbm-squared_error" / "predictions.parquet").unlink()
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **KW)
+    assert "auto: lightgbm-squared_error runs again: predictions.parquet is missing" in caplog.messages
+
+
+def test_paths_that_leave_the_run_directory_are_not_followed(frames, copy, tmp_path, caplog):
+    X, y, X_test, _ = frames
+    # a record whose folder climbs out, and a candidate folder that is a link to another directory
+    state = json.loads((copy / "auto.json").read_text())
+    state["candidates"]["lightgbm-squared_error"]["dir"] = "candidates/../../elsewhere"
+    (copy / "auto.json").write_text(json.dumps(state))
+    elsewhere = tmp_path / "other-run"
+    shutil.move(copy / "candidates" / "lightgbm-extended_qwk", elsewhere)
+    os.symlink(elsewhere, copy / "candidates" / "lightgbm-extended_qwk")
+    kept = {p.relative_to(elsewhere): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **KW)
+    msgs = [m for m in caplog.messages if "runs again" in m]
+    assert "auto: lightgbm-squared_error runs again: its record names the folder 'candidates/../../elsewhere', " \
+           "not candidates/lightgbm-squared_error" in msgs
+    assert "auto: lightgbm-extended_qwk runs again: lightgbm-extended_qwk is not a folder (a symbolic link or a " \
+           "file)" in msgs
+    assert not (copy / "candidates" / "lightgbm-extended_qwk").is_symlink()
+    assert {p.relative_to(elsewhere): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == kept
+
+
+def test_a_stop_before_any_candidate_finished_is_a_stop_not_an_error(frames, tmp_path, stop_at, mlflow_store):
+    import mlflow
+
+    X, y, X_test, _ = frames
+    out = tmp_path / "run"
+    stop_at("lightgbm-squared_error: fold 1/3")
+    with pytest.raises(Terminated):
+        qb.auto(X, y, X_test, time_limit=120, output_dir=out, tracking_uri=mlflow_store,
+                experiment_name="stop_first", **KW)
+    (session,) = _sessions(out)
+    assert session["status"] == "stopped" and session["members"] == 0
+    client = mlflow.MlflowClient(mlflow_store)
+    runs = client.search_runs([client.get_experiment_by_name("stop_first").experiment_id])
+    assert {r.data.tags.get("qwkboost.auto", "child"): r.info.status for r in runs} == {"parent": "KILLED",
+                                                                                        "child": "KILLED"}
+    assert not (out / "submission.csv").exists()
+
+
+def test_a_stop_during_the_blend_of_a_resume_keeps_the_last_good_outputs(frames, copy, stop_at):
+    X, y, X_test, _ = frames
+    old = {f: (copy / f).read_bytes() for f in ("submission.csv", "oof.parquet", "predictions.parquet",
+                                                "blend.json", "pipeline/pipeline.json")}
+    stop_at("blend (greedy) of 4 members")
+    with pytest.raises(Terminated):
+        qb.auto(X, y, X_test, time_limit=120, output_dir=copy, **{**KW, "engines": ["lightgbm", "xgboost"]})
+    assert {f: (copy / f).read_bytes() for f in old} == old
+    assert not [p.name for p in copy.iterdir() if p.name.startswith((".staging", ".old"))]
+    assert _sessions(copy)[-1]["status"] == "stopped"
+    assert len(qb.load_run(copy).members) >= 1
+
+
+def test_a_second_command_into_the_same_directory_is_refused_naming_the_first(frames, copy):
+    X, y, X_test, _ = frames
+    holder = f"from qwkboost.tracking.writing import OutputLock\nimport sys\nwith OutputLock({str(copy)!r}):\n" \
+             "    print('held', flush=True); sys.stdin.readline()\n"
+    p = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=rf"output_dir='{copy}' is in use by another qwkboost command "
+                                              rf"\(pid {p.pid} on "):
+            qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **KW)
+    finally:
+        p.communicate("\n", timeout=60)
+
+
+def test_a_time_limit_too_short_to_start_a_candidate_is_refused_at_once(frames, tmp_path, mlflow_store):
+    import mlflow
+
+    X, y, X_test, _ = frames
+    with pytest.raises(ConfigError, match=r"auto.time_limit=5 s cannot start a candidate: reading the data took "
+                                          r"[\d.]+ s and \d+ s are kept for the blend's files and its MLflow model; "
+                                          r"give auto.time_limit=\d+ or more"):
+        qb.auto(X, y, X_test, time_limit=5, output_dir=tmp_path / "short", tracking_uri=mlflow_store,
+                experiment_name="too_short", **KW)
+    exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("too_short")
+    assert exp is None or not mlflow.MlflowClient(mlflow_store).search_runs([exp.experiment_id])
+    assert not (tmp_path / "short" / "auto.json").exists()
+
+
+def test_one_fold_is_refused_before_any_training(frames, tmp_path):
+    X, y, X_test, _ = frames
+    with pytest.raises(ConfigError, match=r"n_splits must be an integer >= 2; got 1"):
+        qb.auto(X, y, X_test, time_limit=30, output_dir=tmp_path / "x", **{**KW, "n_splits": 1})
