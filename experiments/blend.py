@@ -11,7 +11,15 @@ its output directory, and logs one MLflow run tagged with its members.
 
 from __future__ import annotations
 
+# first, before the slow imports: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, report_config_errors, stop_quietly
+
+if __name__ == "__main__":
+    stop_quietly("experiments/blend.py")
+
 import logging
+import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -21,9 +29,10 @@ from qwkboost.blending import BLEND_METHODS, blend, log_blend, write_blend
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import check_trusted_modules
-from qwkboost.tracking.interrupt import main_guard, report_config_errors
+from qwkboost.validation import check_command_line
 
 log = logging.getLogger("qwkboost")
+CONFIG = Path(__file__).resolve().parents[1] / "conf" / "blend.yaml"
 
 KEYS = ("runs", "method", "thresholds", "check_folds", "id", "target", "classes", "run_name", "tracking",
         "trusted_modules", "hydra")
@@ -102,4 +111,6 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     with main_guard("experiments/blend.py"):
+        with config_errors():       # before Hydra: one line for what it would answer with a traceback
+            check_command_line(sys.argv[1:], CONFIG)
         main()

@@ -5,6 +5,12 @@
 
 from __future__ import annotations
 
+# first, before the slow imports: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, stop_quietly
+
+if __name__ == "__main__":
+    stop_quietly("experiments/demo.py")
+
 import argparse
 import time
 
@@ -43,4 +49,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with main_guard("experiments/demo.py", tracked=False):
+        main()

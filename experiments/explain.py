@@ -11,16 +11,25 @@ into classes, ``rows.png`` and ``dependence.png`` into its output directory, and
 
 from __future__ import annotations
 
+# first, before the slow imports: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, report_config_errors, stop_quietly
+
+if __name__ == "__main__":
+    stop_quietly("experiments/explain.py")
+
 import logging
+import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost.exceptions import ConfigError, config_errors
-from qwkboost.tracking.interrupt import main_guard, report_config_errors
+from qwkboost.validation import check_command_line
 
 log = logging.getLogger("qwkboost")
+CONFIG = Path(__file__).resolve().parents[1] / "conf" / "explain.yaml"
 
 KEYS = ("run", "data", "rows", "seed", "log", "tracking", "trusted_modules", "hydra")
 
@@ -55,4 +64,6 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     with main_guard("experiments/explain.py"):
+        with config_errors():       # before Hydra: one line for what it would answer with a traceback
+            check_command_line(sys.argv[1:], CONFIG)
         main()

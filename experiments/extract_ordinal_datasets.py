@@ -14,6 +14,12 @@ scale. The committed files are its output; ``--check`` regenerates them into mem
 
 from __future__ import annotations
 
+# first: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, stop_quietly
+
+if __name__ == "__main__":
+    stop_quietly("experiments/extract_ordinal_datasets.py")
+
 import argparse
 import csv
 import io
@@ -82,4 +88,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with main_guard("experiments/extract_ordinal_datasets.py", tracked=False):
+        status = main()
+    sys.exit(status)

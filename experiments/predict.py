@@ -9,7 +9,14 @@ Writes ``submission.csv`` (id, class on the labels' own scale) and
 
 from __future__ import annotations
 
+# first, before the slow imports: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, report_config_errors, stop_quietly
+
+if __name__ == "__main__":
+    stop_quietly("experiments/predict.py")
+
 import logging
+import sys
 from pathlib import Path
 
 import hydra
@@ -21,12 +28,13 @@ from omegaconf import DictConfig, OmegaConf
 from qwkboost.data.files import read_table
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import check_trusted_modules
-from qwkboost.tracking.interrupt import main_guard, report_config_errors
 from qwkboost.tracking.loading import load_run
 from qwkboost.tracking.outputs import CLASS, SCORE, OutputColumns, write_predictions
 from qwkboost.tracking.serving import frame
+from qwkboost.validation import check_command_line, check_writable_dir
 
 log = logging.getLogger("qwkboost")
+CONFIG = Path(__file__).resolve().parents[1] / "conf" / "predict.yaml"
 
 
 def predict_file(run: str, path: str, out: str | Path, id_column: str | None = None,
@@ -73,6 +81,8 @@ def main(cfg: DictConfig) -> None:
                 if OmegaConf.is_missing(cfg, key) or OmegaConf.select(cfg, key) in (None, ""):
                     raise ConfigError(f"{key} is not set; give {key}=<{hint}>")
             out = cfg.out or HydraConfig.get().runtime.output_dir
+            if cfg.out:
+                check_writable_dir(cfg.out, "out")
             written = predict_file(str(cfg.run), str(cfg.data.path), out, cfg.data.id, cfg.tracking.uri,
                                    check_trusted_modules(c.get("trusted_modules")))
     log.info("predictions of %s: %s (and predictions.parquet beside it)", cfg.run, written)
@@ -80,4 +90,6 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     with main_guard("experiments/predict.py"):
+        with config_errors():       # before Hydra: one line for what it would answer with a traceback
+            check_command_line(sys.argv[1:], CONFIG)
         main()

@@ -12,7 +12,15 @@ figure) for Hydra sweepers; the table and a time budget (experiment=auto) return
 
 from __future__ import annotations
 
+# first, before the slow imports: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, report_config_errors, stop_quietly
+
+if __name__ == "__main__":
+    stop_quietly("experiments/run.py")
+
 import os
+import sys
+from pathlib import Path
 
 # joblib's launcher workers, killed on Ctrl-C, leave semaphores that its resource tracker (a child
 # process, started later) would report at exit; that cleanup is expected, not worth a warning
@@ -23,7 +31,10 @@ import hydra
 from omegaconf import DictConfig
 
 from qwkboost.commands import run_command
-from qwkboost.tracking.interrupt import main_guard, report_config_errors
+from qwkboost.exceptions import config_errors
+from qwkboost.validation import check_command_line
+
+CONFIG = Path(__file__).resolve().parents[1] / "conf" / "config.yaml"
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="config")
@@ -34,4 +45,6 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     with main_guard("experiments/run.py"):
+        with config_errors():       # before Hydra: one line for what it would answer with a traceback
+            check_command_line(sys.argv[1:], CONFIG)
         main()

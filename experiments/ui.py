@@ -9,12 +9,19 @@ that browser), so this prints links that do, then serves the UI on 127.0.0.1.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# first, before the slow imports: Ctrl-C or SIGTERM from here on is one line, never a traceback
+from qwkboost.tracking.interrupt import main_guard, stop_quietly  # noqa: E402
+
+if __name__ == "__main__":
+    stop_quietly("experiments/ui.py")
+
+import argparse  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from qwkboost import tracking  # noqa: E402
 
@@ -44,4 +51,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with main_guard("experiments/ui.py", tracked=False):
+        main()

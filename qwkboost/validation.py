@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,8 @@ __all__ = [
     "json_depth",
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
+    "check_writable_dir",
+    "check_command_line",
 ]
 
 
@@ -413,3 +416,139 @@ def json_depth(text: str) -> int:
     code = np.frombuffer(bare.encode("utf-8"), dtype=np.uint8)
     step = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(code, (ord("]"), ord("}")))
     return int(np.cumsum(step).max(initial=0))
+
+
+def check_writable_dir(path, key: str, hint: str | None = None, shown_as: str | None = None) -> Path:
+    """``path`` as a directory this process can make or write into, checked without making anything.
+
+    The nearest part of ``path`` that exists (``path`` itself, or the parent it would be made in) must be a
+    directory this process may write in: a regular file there, a read-only file system (which stops root too) or
+    a missing permission is refused. A relative ``path`` is taken from the working directory.
+
+    Parameters
+    ----------
+    path : str or Path
+    key : str
+        The setting that names it (``output_dir``, ``hydra.run.dir``), as the message shows it.
+    hint : str, optional
+        What to do instead, replacing ``give <key>=<a directory you can write to>``.
+    shown_as : str, optional
+        The value as the message shows it (the setting as given), instead of ``path``.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ValueError
+        One line naming ``key``, the part of ``path`` that stops it and why.
+    """
+    path = Path(path)
+    todo = hint or f"give {key}=<a directory you can write to>"
+    setting = f"{key}={str(path) if shown_as is None else shown_as!r}"
+    for part in (path, *path.parents):
+        try:
+            mode = os.stat(part).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue            # made later, in the part above
+        except OSError as exc:
+            raise ValueError(f"{setting} cannot be made: {part} cannot be reached ({exc.strerror}); {todo}") \
+                from None
+        if not stat.S_ISDIR(mode):
+            raise ValueError(f"{setting} cannot be made: {part} is {file_kind(mode)}, not a directory; {todo}")
+        if not os.access(part, os.W_OK | os.X_OK):
+            read_only = bool(os.statvfs(part).f_flag & os.ST_RDONLY)
+            raise ValueError(f"{setting} cannot be written: {part} is "
+                             + ("on a read-only file system" if read_only else "not writable by this user")
+                             + f"; {todo}")
+        return path
+    return path
+
+
+def _quoted(text: str, parse) -> str | None:
+    """``key=value`` with its value (each of a sweep's values) in double quotes, as a shell takes it, if Hydra reads
+    that back as the same value(s); else ``None``."""
+    m = re.fullmatch(r"(~|\+\+|\+)?([^=]+)=(.*)", text, flags=re.S)
+    if m is None or '"' in m[3]:
+        return None
+    prefix, key, value = m[1] or "", m[2], m[3]
+    items = value.split(",")
+    fixed = f"{prefix}{key}=" + ",".join(f'"{v}"' for v in items)
+    try:
+        (override,) = parse([fixed])
+    except Exception:         # whatever Hydra's parser refuses: no quoted form to show
+        return None
+    value = override.value()
+    got = [getattr(v, "text", v) for v in value.list] if override.is_sweep_override() else [value]
+    return fixed if got == items else None
+
+
+def check_command_line(argv, config_file=None) -> None:
+    """What Hydra would answer with a traceback, checked before it starts, as one line.
+
+    * An override whose value holds a character Hydra's grammar takes only quoted (a non-ASCII one such as
+      ``☃`` in ``data.path=/tmp/☃/train.csv``): the message shows the quoted form.
+    * The output directory, ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``), as given on the command line
+      or in ``config_file`` (the part before its first ``${...}``, from the working directory): refused when it
+      cannot be made or written (:func:`check_writable_dir`). Not checked for ``--cfg``, ``--help``, ``--info``,
+      which write nothing.
+
+    Anything else Hydra refuses is left to Hydra.
+
+    Parameters
+    ----------
+    argv : sequence of str
+        The command's arguments (``sys.argv[1:]``).
+    config_file : str or Path, optional
+        The command's primary config (``conf/config.yaml``), for the default output directory.
+
+    Raises
+    ------
+    ValueError
+        One line (the entry points print it alone: :func:`qwkboost.exceptions.config_errors`).
+    """
+    from hydra._internal.utils import get_args_parser  # slow to import: hydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser  # slow to import: hydra
+    from hydra.errors import OverrideParseException  # slow to import: hydra
+    from omegaconf import OmegaConf  # slow to import: omegaconf
+
+    try:
+        args, _ = get_args_parser().parse_known_args(list(argv))
+    except SystemExit:          # argparse refused it: Hydra says so itself
+        return
+    parse = OverridesParser.create().parse_overrides
+    given = {}
+    for text in args.overrides:
+        try:
+            (override,) = parse([text])
+        except OverrideParseException:
+            odd = next((c for c in text if not c.isascii()), None)
+            if odd is None:
+                continue        # Hydra's own message says where its grammar stops
+            fixed = _quoted(text, parse)
+            if fixed is None:
+                raise ValueError(f"{text}: Hydra takes {odd!r} only in a quoted value (a key is an ASCII name); "
+                                 "quote the value, e.g. 'key=\"value\"'") from None
+            raise ValueError(f"{text}: Hydra takes {odd!r} in a value only in quotes; quote it: {shlex.quote(fixed)}") \
+                from None
+        if not override.is_delete():
+            given[override.key_or_group] = override.value()
+    if args.help or args.hydra_help or args.cfg or args.info or args.shell_completion:
+        return
+    key = "hydra.sweep.dir" if args.multirun else "hydra.run.dir"
+    value, hint = given.get(key), None
+    if value is None and config_file is not None and not (args.config_name or args.config_path or args.config_dir):
+        node = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False)
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node
+        hint = f"run the command in a directory you can write to, or give {key}=<a directory you can write to>"
+    if not isinstance(value, str) or not value:
+        return
+    static = value.split("${", 1)[0]
+    if static != value:         # an interpolation ($now, ...): check the directory its fixed start names
+        if not static:
+            return
+        static = static if static.endswith("/") else os.path.dirname(static) or "."
+    check_writable_dir(static, key, hint, shown_as=value)

@@ -5,9 +5,14 @@
   its MLflow run KILLED on the way out, as Ctrl-C does.
 * :func:`main_guard` turns either into one line on stderr and the shell's exit
   status (130, or 143 for SIGTERM) instead of a traceback.
+* :func:`stop_quietly`, an entry point's first statement, does the same before
+  ``main_guard`` is entered (during the heavy imports) and after it ends (at
+  exit), when no run is open: the process ends at once.
 * A process killed with SIGKILL cannot clean up. Its runs carry a
   :func:`process_tag`; the next command on the same host finds runs whose
   process is gone (:func:`is_alive`) and marks them KILLED.
+
+This module imports the standard library alone, so that an entry point can start with it.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from typing import Iterator
 
 from qwkboost.exceptions import ConfigError
 
-__all__ = ["Terminated", "install_sigterm", "main_guard", "report_config_errors", "process_tag", "is_alive",
-           "interrupted"]
+__all__ = ["Terminated", "install_sigterm", "stop_quietly", "main_guard", "report_config_errors", "process_tag",
+           "is_alive", "interrupted"]
 
-_STATE = {"interrupted": False}
+_STATE = {"interrupted": False, "what": None}
 
 
 class Terminated(KeyboardInterrupt):
@@ -46,18 +51,73 @@ def interrupted() -> bool:
     return _STATE["interrupted"]
 
 
+def _stopped(what: str, term: bool, note: str) -> None:
+    print(f"\n{what}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'}{note}", file=sys.stderr)
+
+
+def _exit_at_once(signum, frame):
+    """Ctrl-C or SIGTERM while :func:`stop_quietly` holds: one line (once) and the exit status, as ``SystemExit``,
+    which unwinds an import without a traceback."""
+    term = signum == signal.SIGTERM
+    if term:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second SIGTERM ends the process at once
+    if not _STATE["interrupted"]:
+        _STATE["interrupted"] = True
+        what, note = _STATE["what"]
+        _stopped(what, term, note)
+    sys.exit(143 if term else 130)
+
+
+def _hold_quietly(what: str, note: str) -> None:
+    _STATE["what"] = (what, note)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not where SIGINT is ignored (`cmd &`)
+        signal.signal(signal.SIGINT, _exit_at_once)
+    signal.signal(signal.SIGTERM, _exit_at_once)
+
+
+def stop_quietly(what: str) -> None:
+    """An entry point's first statement: from here, Ctrl-C or SIGTERM ends the process with one line on stderr and
+    exit status 130 (143 for SIGTERM), no traceback, until :func:`main_guard` is entered (the imports between
+    open no run, so there is nothing to end); :func:`main_guard` returns the process to this when it ends.
+
+    Parameters
+    ----------
+    what : str
+        The command, as the line names it (``experiments/run.py``).
+    """
+    _hold_quietly(what, " while starting; nothing had run")
+
+
 @contextlib.contextmanager
-def main_guard(what: str = "qwkboost") -> Iterator[None]:
-    """Around an entry point's ``main()``: SIGTERM handled, and one line instead of a traceback."""
+def main_guard(what: str = "qwkboost", tracked: bool = True) -> Iterator[None]:
+    """Around an entry point's ``main()``: SIGTERM handled, and one line instead of a traceback.
+
+    Ctrl-C and SIGTERM raise :class:`KeyboardInterrupt` inside (so that open runs end KILLED), then end the
+    process with exit status 130 or 143; a :class:`~qwkboost.exceptions.ConfigError` ends it with its message
+    and exit status 2. Afterwards, until the process exits, :func:`stop_quietly` holds.
+
+    Parameters
+    ----------
+    what : str
+        The command, as the line names it.
+    tracked : bool
+        Whether the command logs MLflow runs (the line then says they are marked KILLED).
+    """
     install_sigterm()
+    if signal.getsignal(signal.SIGINT) is _exit_at_once:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     except KeyboardInterrupt as exc:
         _STATE["interrupted"] = True
         term = isinstance(exc, Terminated)
-        print(f"\n{what}: {'terminated (SIGTERM)' if term else 'interrupted (Ctrl-C)'}; "
-              "its MLflow runs are marked KILLED", file=sys.stderr)
+        _stopped(what, term, "; its MLflow runs are marked KILLED" if tracked else "")
         sys.exit(143 if term else 130)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        _hold_quietly(what, " while exiting")
 
 
 @contextlib.contextmanager
