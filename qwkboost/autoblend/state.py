@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from qwkboost.data.fingerprint import DataFingerprint, check_same
 from qwkboost.exceptions import ConfigError
+from qwkboost.tracking.files import run_path
 from qwkboost.tracking.writing import manifest_problem
 
 __all__ = ["AutoState", "STATE_FILE", "config_hash", "shared_part"]
@@ -122,10 +123,11 @@ class AutoState:
         files = rec.get("files")
         if not isinstance(files, dict) or not files:
             return "its record has no manifest of its files (an older qwkboost wrote it)"
-        folder = self.directory / "candidates"
-        if folder.is_symlink() or not folder.is_dir():
-            return "candidates/ is not a folder of this directory"
-        return manifest_problem(folder / name, files)
+        try:
+            folder = run_path(self.directory, rec["dir"], "auto.json 'dir'", kind="dir")
+        except ValueError as exc:
+            return str(exc)
+        return manifest_problem(folder, files)
 
     def finished(self, name: str, cfg_hash: str) -> dict | None:
         """The record of candidate ``name`` if it finished with a configuration hashing to ``cfg_hash`` (its files

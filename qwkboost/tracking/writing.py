@@ -30,6 +30,7 @@ from typing import Iterator, Mapping
 from filelock import FileLock, Timeout
 
 from qwkboost.exceptions import ConfigError
+from qwkboost.tracking.files import run_path
 from qwkboost.tracking.interrupt import is_alive, process_tag
 
 __all__ = ["staged", "OutputLock", "manifest", "manifest_problem", "LOCK_FILE"]
@@ -186,33 +187,19 @@ def manifest(directory: str | os.PathLike) -> dict[str, list]:
 
 
 def manifest_problem(directory: str | os.PathLike, recorded: Mapping[str, list]) -> str | None:
-    """The first way ``directory`` differs from its :func:`manifest` ``recorded`` (a file missing, not a regular
-    file, resized or rewritten; a recorded path that leaves the directory), or ``None`` when every recorded file
-    is as it was. Files added since are not looked at. Nothing is opened that is not a regular file."""
-    root = Path(directory)
+    """The first way ``directory`` differs from its :func:`manifest` ``recorded`` (a recorded path that leaves the
+    directory, a file missing or not a regular file, resized or rewritten), or ``None`` when every recorded file is
+    as it was. Paths are checked by :func:`qwkboost.tracking.files.run_path` (nothing is opened that is not a
+    regular file inside the directory); files added since are not looked at."""
+    where = f"{Path(directory).name}/"
     try:
-        st = root.lstat()
-    except OSError:
-        return f"{root.name}/ is missing"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{root.name} is not a folder (a symbolic link or a file)"
-    for rel, (size, digest) in recorded.items():
-        parts = Path(rel).parts
-        if Path(rel).is_absolute() or ".." in parts or not parts:
-            return f"the record names {rel!r}, a path outside the folder"
-        p = root
-        for part in parts:                  # no part may be a link: a link could lead outside the run
-            p = p / part
-            try:
-                mode = p.lstat().st_mode
-            except OSError:
-                return f"{rel} is missing"
-            if stat.S_ISLNK(mode):
-                return f"{p.relative_to(root).as_posix()} is a symbolic link"
-        if not stat.S_ISREG(mode):
-            return f"{rel} is not a regular file"
-        if p.stat().st_size != size:
-            return f"{rel} changed size ({size} -> {p.stat().st_size} bytes)"
-        if _digest(p) != digest:
-            return f"{rel} changed (its content differs)"
+        run_path(Path(directory).parent, Path(directory).name, "folder", "the run", kind="dir")
+        for rel, (size, digest) in recorded.items():
+            p = run_path(directory, rel, "file", where)
+            if p.stat().st_size != size:
+                return f"{rel} changed size ({size} -> {p.stat().st_size} bytes)"
+            if _digest(p) != digest:
+                return f"{rel} changed (its content differs)"
+    except ValueError as exc:
+        return str(exc).removeprefix(f"{where}: ").removeprefix("the run: ")
     return None

@@ -112,6 +112,7 @@ def test_a_directory_that_cannot_be_written_is_named(tmp_path):
 
 
 def test_the_manifest_names_a_truncated_deleted_replaced_linked_or_fifo_file(tmp_path):
+    """Nothing but regular files inside the folder is read: a FIFO is named, never opened (it would block)."""
     d = tmp_path / "run"
     (d / "pipeline").mkdir(parents=True)
     (d / "oof.parquet").write_bytes(b"x" * 100)
@@ -126,12 +127,13 @@ def test_the_manifest_names_a_truncated_deleted_replaced_linked_or_fifo_file(tmp
     assert manifest_problem(d, rec) == "oof.parquet changed (its content differs)"
     (d / "oof.parquet").write_bytes(b"x" * 100)
     (d / "pipeline" / "fold_0.json").unlink()
-    assert manifest_problem(d, rec) == "pipeline/fold_0.json is missing"
+    assert manifest_problem(d, rec) == "file 'pipeline/fold_0.json' does not exist"
     other = tmp_path / "elsewhere.json"
     other.write_text('{"a": 1}')
     os.symlink(other, d / "pipeline" / "fold_0.json")
-    assert manifest_problem(d, rec) == "pipeline/fold_0.json is a symbolic link"
+    assert manifest_problem(d, rec).startswith("file 'pipeline/fold_0.json' leads out of the directory (a symlink")
     (d / "pipeline" / "fold_0.json").unlink()
     os.mkfifo(d / "pipeline" / "fold_0.json")        # never opened: a FIFO would block the reader
-    assert manifest_problem(d, rec) == "pipeline/fold_0.json is not a regular file"
-    assert manifest_problem(d, {"../x": [1, "0"]}) == "the record names '../x', a path outside the folder"
+    assert manifest_problem(d, rec) == "file 'pipeline/fold_0.json' is a FIFO, not a regular file"
+    assert manifest_problem(d, {"../x": [1, "0"]}) == "file '../x' holds '..'; a run's files name paths inside its " \
+                                                      "directory"
