@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-__all__ = ["ConfigError", "config_errors", "RunStopped"]
+__all__ = ["ConfigError", "config_errors", "EngineUnavailable", "RunStopped"]
 
 
 class ConfigError(ValueError):
@@ -24,6 +24,22 @@ def config_errors() -> Iterator[None]:
         raise
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+
+
+class EngineUnavailable(ConfigError):
+    """An engine whose library cannot be imported (not installed, or broken): its message names the engine, the
+    library and what to do. ``experiment=auto`` leaves such an engine out when ``auto.engines`` is not given.
+
+    Parameters
+    ----------
+    engine : str
+        The engine's name (``catboost``).
+    message : str
+    """
+
+    def __init__(self, engine: str, message: str):
+        super().__init__(message)
+        self.engine = engine
 
 
 class RunStopped(Exception):

@@ -13,10 +13,15 @@ times replace).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 
-__all__ = ["Candidate", "ORDER", "ENGINE_COST", "OBJECTIVE_COST", "plan", "CostModel"]
+from qwkboost.exceptions import EngineUnavailable
+
+__all__ = ["Candidate", "ORDER", "ENGINE_COST", "OBJECTIVE_COST", "plan", "available_engines", "CostModel"]
+
+log = logging.getLogger("qwkboost.autoblend")
 
 #: Seconds per cell of each engine relative to LightGBM (the large study's medians: 1.8, 3.1, 7.6, 14.1 s).
 ENGINE_COST = {"lightgbm": 1.0, "xgboost": 1.7, "native": 4.2, "catboost": 7.8}
@@ -75,19 +80,50 @@ class Candidate:
         return ENGINE_COST.get(self.engine, 4.0) * OBJECTIVE_COST.get(self.objective, 4.0)
 
 
+def available_engines(engines) -> list[str]:
+    """Those of ``engines`` whose library can be imported; each other one is left out with a log line saying why
+    (:class:`~qwkboost.exceptions.EngineUnavailable`).
+
+    Raises
+    ------
+    EngineUnavailable
+        When none is left (the first one's).
+    """
+    from qwkboost.engines.registry import get_engine  # slow to import: scipy
+
+    out, missing = [], []
+    for engine in engines:
+        try:
+            get_engine(engine)
+        except EngineUnavailable as exc:
+            missing.append(exc)
+            log.info("auto: left out engine %s (auto.engines not given): %s", engine, exc)
+        else:
+            out.append(engine)
+    if not out and missing:
+        raise missing[0]
+    return out
+
+
 def plan(engines=None, objectives=None) -> list[Candidate]:
     """The candidates: :data:`ORDER` when neither list is given; else every pair of ``engines`` (default: all)
     and ``objectives`` (default: the objectives of :data:`ORDER`), those of :data:`ORDER` first in its order, the
     others after them, cheapest first.
 
+    Without ``engines``, an engine whose library cannot be imported is left out with a log line
+    (:func:`available_engines`); one named in ``engines`` is kept, and refused when it is checked.
+
     Raises
     ------
     ValueError
         For an empty list; names are checked by :class:`~qwkboost.autoblend.settings.AutoSettings`.
+    EngineUnavailable
+        Without ``engines``, when no engine's library can be imported.
     """
     if engines is None and objectives is None:
-        return [Candidate(e, o) for e, o in ORDER]
-    engines = list(ENGINE_COST) if engines is None else list(engines)
+        usable = set(available_engines(dict.fromkeys(e for e, _ in ORDER)))
+        return [Candidate(e, o) for e, o in ORDER if e in usable]
+    engines = available_engines(ENGINE_COST) if engines is None else list(engines)
     objectives = list(dict.fromkeys(o for _, o in ORDER)) if objectives is None else list(objectives)
     if not engines or not objectives:
         raise ValueError("auto.engines and auto.objectives must each name at least one")
