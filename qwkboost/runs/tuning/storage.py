@@ -6,8 +6,13 @@ import contextlib
 import copy
 import hashlib
 import importlib.util
+import os
 import re
+import shlex
+import sqlite3
+import stat
 import warnings
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import optuna
@@ -16,8 +21,8 @@ from optuna.storages import RDBStorage
 from qwkboost import tracking
 from qwkboost.tracking.interrupt import is_alive
 
-__all__ = ["default_storage", "shown_url", "open_storage", "quiet_experimental", "fail_dead_trials",
-           "kill_orphan_runs"]
+__all__ = ["default_storage", "shown_url", "check_study_file", "open_storage", "quiet_experimental",
+           "fail_dead_trials", "kill_orphan_runs"]
 
 #: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
 _PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()[:8], "big", signed=True)
@@ -48,6 +53,48 @@ def _with_installed_driver(url: str) -> str:
         if importlib.util.find_spec(driver) is not None:
             return parsed.set(drivername=f"postgresql+{driver}").render_as_string(hide_password=False)
     return url
+
+
+def check_study_file(path, where: str) -> None:
+    """Refuse an SQLite study file that SQLite cannot read whole (a damaged page, a truncated copy, another
+    kind of file), before any work: a file that is not there yet is fine (it is made on first use).
+
+    ``PRAGMA quick_check`` reads every page, so a file damaged where the first queries do not look is found
+    too; a file another process holds locked is left to the storage, which waits for it.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file (``<output dir>/tuning.db``, or the file of a ``sqlite:///`` ``tune.storage``).
+    where : str
+        What names it in the message (``tune.storage='sqlite:////.../optuna.db'``, ``auto's tuning study``).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, what is wrong and what to do: move it away to start afresh.
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    todo = f"move it away (e.g. mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.damaged')}) to start afresh"
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{where}: {path} is not a database file (it is not a regular file); {todo}")
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+        try:
+            found = con.execute("PRAGMA quick_check").fetchall()
+        finally:
+            con.close()
+    except sqlite3.OperationalError:        # locked by a writer, unreadable, ...: the storage says what it is
+        return
+    except sqlite3.DatabaseError as exc:   # not a database, or damaged where SQLite looks first
+        raise ValueError(f"{where}: {path} is damaged ({exc}); {todo}") from None
+    if found != [("ok",)]:
+        first = str(found[0][0]).splitlines()[0] if found else "no answer"
+        raise ValueError(f"{where}: {path} is damaged (SQLite's check: {first}); {todo}")
 
 
 @contextlib.contextmanager
@@ -118,7 +165,7 @@ def open_storage(url: str, t: Mapping[str, Any]):
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         kwargs = {"connect_args": {"connect_timeout": 10}}     # libpq would wait minutes for a silent host
     if sqlite:
-        tracking.check_sqlite_path(url, "tune.storage")
+        check_study_file(tracking.check_sqlite_path(url, "tune.storage"), f"tune.storage={shown!r}")
     else:
         try:
             tracking.check_database_driver(url, "tune.storage")
