@@ -44,6 +44,10 @@ class PipelineModel(PythonModel):
 
     Loading imports no module a model file names: a custom objective must be registered in the serving process,
     or its module allowed with ``mlflow.pyfunc.load_model(uri, model_config={"trusted_modules": ["mypkg"]})``.
+    The model itself is code, though: it carries qwkboost's source (``code_paths``) and MLflow runs its
+    ``pyfunc_model.py`` to load it, by MLflow's design, so loading a pyfunc model from an untrusted store runs that
+    store's code. Read a run from elsewhere through its ``pipeline`` artifact
+    (:func:`~qwkboost.tracking.loading.load_run`), which imports nothing its files name.
     """
 
     def load_context(self, context):
