@@ -23,7 +23,7 @@ OMP_WAIT_POLICY=PASSIVE`` (OpenMP threads sleep instead of spinning; OpenMP engi
 Conditions: ``quiet``, and ``busy``: one ``python -c "while True: pass"`` pinned nowhere, started before the
 case's settings run and stopped after. Each repeat runs every case quiet then busy, the settings interleaved in
 each, so that a change in the machine's load reaches every setting alike. Reported: the median seconds, the
-ratio busy / ``one thread`` busy (target: at most 1.3 for ``default``), quiet / ``every core`` quiet (target:
+ratio busy / ``one thread`` busy (each a median over the repeats of the repeat's own ratio) (target: at most 1.3 for ``default``), quiet / ``every core`` quiet (target:
 within 5 % for ``default``), the thread count the default chose (the busy process takes one core of two), and
 ``/proc/loadavg`` beside each measurement.
 """
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -98,8 +99,9 @@ def run_one(case: str, setting: str) -> dict:
     return {**json.loads(r.stdout.strip().splitlines()[-1]), "loadavg": load}
 
 
-def measure(cases, settings, repeats: int) -> dict:
-    """``{case: {condition: {setting: [measurement, ...]}}}``, every case quiet then busy in each repeat."""
+def measure(cases, settings, repeats: int, save=None) -> dict:
+    """``{case: {condition: {setting: [measurement, ...]}}}``, every case quiet then busy in each repeat;
+    ``save(out)`` after each measurement."""
     out: dict = {c: {"quiet": {}, "busy": {}} for c in cases}
     for rep in range(repeats):
         for case in cases:
@@ -113,6 +115,8 @@ def measure(cases, settings, repeats: int) -> dict:
                     for setting in rows:
                         m = run_one(case, setting)
                         out[case][condition].setdefault(setting, []).append(m)
+                        if save:
+                            save(out)
                         print(f"  repeat {rep + 1}/{repeats} {case:15s} {condition:5s} {setting:38s} {m['s']:7.2f} s "
                               f"threads {m['threads']}  loadavg {m['loadavg']}", flush=True)
                 finally:
@@ -123,19 +127,23 @@ def measure(cases, settings, repeats: int) -> dict:
 
 
 def table(res: dict) -> str:
+    """Median seconds, and the ratios as medians over the repeats of each repeat's own ratio (the runs compared
+    ran minutes apart at most, so a change in the others' load reaches both)."""
     def med(ms):
         return statistics.median(m["s"] for m in ms)
+
+    def ratio(ms, ref):
+        return statistics.median(m["s"] / r["s"] for m, r in zip(ms, ref))
 
     lines = ["| case | setting | threads (quiet / busy) | quiet, s | busy, s | busy / one thread busy "
              "| quiet / every core quiet |", "|---|---|---|---:|---:|---:|---:|"]
     for case, d in res.items():
-        ref_busy, ref_quiet = med(d["busy"]["one thread"]), med(d["quiet"]["every core"])
         for setting in d["quiet"]:
             q, b = d["quiet"][setting], d["busy"][setting]
             th = "/".join(sorted({str(m["threads"]) for m in q})) + " / " + \
                 "/".join(sorted({str(m["threads"]) for m in b}))
-            lines.append(f"| {case} | {setting} | {th} | {med(q):.2f} | {med(b):.2f} | {med(b) / ref_busy:.2f} "
-                         f"| {med(q) / ref_quiet:.2f} |")
+            lines.append(f"| {case} | {setting} | {th} | {med(q):.2f} | {med(b):.2f} "
+                         f"| {ratio(b, d['busy']['one thread']):.2f} | {ratio(q, d['quiet']['every core']):.2f} |")
     return "\n".join(lines)
 
 
@@ -144,7 +152,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="3 repeats of 3 cases, no PASSIVE rows (under 5 minutes)")
     ap.add_argument("--repeats", type=int, help="runs of each case and setting (default: 3 quick, 5 full)")
     ap.add_argument("--cases", nargs="+", choices=list(CASES), help="these cases only")
-    ap.add_argument("--json", help="also write every measurement to this file")
+    ap.add_argument("--json", help="also write every measurement to this file (after each one)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -156,14 +164,19 @@ def main() -> None:
     info = machine()
     print("command:", " ".join([os.path.basename(sys.executable), *sys.argv]))
     print("machine:", json.dumps(info), flush=True)
-    res = measure(cases, settings, repeats)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))      # a stop still ends the busy process (finally)
+
+    def save(res):
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"machine": info, "command": sys.argv, "results": res}, f, indent=1)
+
+    res = measure(cases, settings, repeats, save)
     info["loadavg_end"] = os.getloadavg()
     print(f"\n## Seconds, median of {repeats} (a fresh process each); busy: one `python -c \"while True: pass\"`\n")
     print(table(res))
     print("\nloadavg at the start", info["loadavg"], "and at the end", info["loadavg_end"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": info, "command": sys.argv, "results": res}, f, indent=1)
+    save(res)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,9 @@ class Engine(Protocol):
         that run it)."""
 
     def with_threads(self, params: dict, n_threads: int) -> dict:
-        """``params`` with the thread count set, unless it names one already."""
+        """``params`` with ``n_threads`` set under the engine's own name, unless it names a thread count already
+        (:func:`qwkboost.engines.threads.set_threads`); ``n_threads`` is
+        :func:`qwkboost.engines.threads.engine_threads`'s, read as training starts."""
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, objective, params: dict, num_boost_round: int,
             valid: EvalSet | None, callbacks: Sequence[Callable], seed: int,
