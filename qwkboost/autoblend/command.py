@@ -12,6 +12,7 @@ from qwkboost.autoblend.candidates import plan
 from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.config import check_config, is_ordinal
+from qwkboost.data.fingerprint import data_names
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.command import compose_choices
 from qwkboost.runs.experiment import load_dataset
@@ -51,9 +52,6 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         ds = load_dataset(container["data"], int(container.get("seed", 0)), container["cv"].get("group"))
         configs = runnable_configs({c.pair: rc for c, rc in zip(pairs, composed)}, ds)
     experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
-    data = container["data"]
-    names = tuple(f"data.{k}={data[k]!r}" if data.get(k) else f"data={data.get('name')}'s {part} rows"
-                  for k, part in (("path", "training"), ("test_path", "test")))
     run = AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto", budget=budget,
-                  command=tracking.command_line(), data_names=names)
+                  command=tracking.command_line(), data_names=data_names(container["data"]))
     return run.run()

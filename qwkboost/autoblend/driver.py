@@ -471,6 +471,13 @@ class AutoRun:
         """
         with OutputLock(self.out, self.dir_key):
             state = AutoState.open(self.out, shared_part(self.base), self.fingerprint, self.data_names, self.dir_key)
+            if self.settings.tune:
+                from qwkboost.runs.tuning.storage import check_study_file  # slow to import: optuna
+
+                try:
+                    check_study_file(self.out / "tuning.db", "auto's tuning study")
+                except ValueError as exc:
+                    raise ConfigError(str(exc)) from None
             self._check_time_left(state)
             session = state.begin(self.settings.as_dict())
             status, self._members = "failed", 0

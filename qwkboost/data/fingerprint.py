@@ -19,7 +19,7 @@ import numpy as np
 
 from qwkboost.data.dataset import Dataset
 
-__all__ = ["DataFingerprint", "fingerprint", "check_same"]
+__all__ = ["DataFingerprint", "fingerprint", "check_same", "data_names"]
 
 #: Hex digits kept of each SHA-256 digest (64 bits: a chance collision is out of reach for a user's files).
 DIGITS = 16
@@ -131,3 +131,10 @@ def check_same(recorded: Mapping | None, now: DataFingerprint, where: str, train
     diff = was.changes(now, train, test)
     if diff:
         raise ValueError(f"{where} was made from other data: {'; '.join(diff)}")
+
+
+def data_names(data: Mapping[str, Any]) -> tuple[str, str]:
+    """How messages name the training and the test rows of a ``data`` config: its files (``data.path='train.csv'``,
+    ``data.test_path='test.csv'``), or the source's rows (``data=quartiles's test rows``)."""
+    return tuple(f"data.{k}={data[k]!r}" if data.get(k) else f"data={data.get('name')}'s {part} rows"
+                 for k, part in (("path", "training"), ("test_path", "test")))

@@ -267,3 +267,14 @@ def test_one_fold_is_refused_before_any_training(frames, tmp_path):
     X, y, X_test, _ = frames
     with pytest.raises(ConfigError, match=r"n_splits must be an integer >= 2; got 1"):
         qb.auto(X, y, X_test, time_limit=30, output_dir=tmp_path / "x", **{**KW, "n_splits": 1})
+
+
+def test_a_damaged_tuning_study_is_refused_before_any_training(frames, copy):
+    X, y, X_test, _ = frames
+    (copy / "tuning.db").write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
+    before = (copy / "submission.csv").read_bytes()
+    with pytest.raises(ConfigError, match=r"auto's tuning study: .*tuning.db is damaged \(file is not a database\); "
+                                          r"move it away"):
+        qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **{**KW, "tune": True})
+    assert (copy / "submission.csv").read_bytes() == before
+    assert [s["status"] for s in _sessions(copy)] == ["finished"]

@@ -39,6 +39,8 @@ import optuna
 from qwkboost import tracking
 from qwkboost.config import check_tune
 from qwkboost.data.dataset import class_range
+from qwkboost.data.fingerprint import check_same, data_names
+from qwkboost.data.fingerprint import fingerprint as data_fingerprint
 from qwkboost.exceptions import ConfigError, RunStopped, config_errors
 from qwkboost.runs.experiment import check_against_data, load_dataset, run_experiment
 from qwkboost.runs.tuning.plots import log_study
@@ -64,6 +66,8 @@ _NOT_FINGERPRINTED = {"tune": ("n_trials", "storage", "study_name", "heartbeat_i
                                "max_retry", "rerun_repeats"),
                       None: ("tracking", "run_name", "n_jobs", "hydra")}
 CONFIG_ATTR = "qwkboost.config"
+#: The study's record of the rows its trials were scored on (:mod:`qwkboost.data.fingerprint`).
+DATA_ATTR = "qwkboost.data"
 #: The trials ``tune.n_trials`` counts: completed and pruned (a pruned trial spent its budget).
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 
@@ -181,13 +185,22 @@ def tune(cfg: Mapping[str, Any]) -> Any:
     study = optuna.create_study(study_name=name, storage=storage, direction=t["direction"], sampler=sampler,
                                 pruner=pruner, load_if_exists=True)
     stored = study.user_attrs.get(CONFIG_ATTR)
+    where = f"study {name!r} in {shown_url(url.split('?')[0])}"
     if stored is None:
         study.set_user_attr(CONFIG_ATTR, fingerprint)
     elif stored != fingerprint:
         diff = _diff(stored, fingerprint)
-        raise ConfigError(f"study {name!r} in {shown_url(url.split('?')[0])} was created with another "
-                          f"configuration ({'; '.join(diff[:8])}); choose another tune.study_name, or leave it "
-                          "unset for a name derived from the configuration")
+        raise ConfigError(f"{where} was created with another configuration ({'; '.join(diff[:8])}); choose another "
+                          "tune.study_name, or leave it unset for a name derived from the configuration")
+    rows = data_fingerprint(ds)
+    if DATA_ATTR not in study.user_attrs and not study.get_trials(deepcopy=False):
+        study.set_user_attr(DATA_ATTR, rows.to_dict())
+    else:       # a study's trials belong to the rows they were scored on (a replaced train.csv is other data)
+        try:
+            check_same(study.user_attrs.get(DATA_ATTR), rows, where, *data_names(cfg["data"]))
+        except ValueError as exc:
+            raise ConfigError(f"{exc}: its trials were scored on that data; choose another tune.study_name "
+                              "(or another tune.storage)") from None
     client = mlflow.MlflowClient()
     fail_dead_trials(study)
     with quiet_experimental():
