@@ -15,6 +15,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "EARLY_STOPPING_ON": "inner",
     "INNER_SHARE": "inner",
     "inner_split": "inner",
+    "other_rounds": "inner",
+    "default_early_stopping_on": "inner",
     # folds
     "make_folds": "folds",
     "make_repeated_folds": "folds",

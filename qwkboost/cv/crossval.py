@@ -1,8 +1,9 @@
 r"""Cross-validation: every fold trained with early stopping, grouped and repeated.
 
 Each fold trains on :math:`K-1` parts, early-stops on the held-out part (``early_stopping_on="valid"``) or on
-an inner slice of its own training rows (``"inner"``, :func:`inner_split`), and
-predicts the held-out part (out-of-fold, OOF) and the test set. Test predictions are the mean
+an inner slice of its own training rows (``"inner"``, :func:`~qwkboost.cv.inner.inner_split`), and
+predicts the held-out part (out-of-fold, OOF; with ``"other_folds"`` at the rounds the other folds kept,
+:func:`~qwkboost.cv.inner.other_rounds`) and the test set. Test predictions are the mean
 over the fold models, :math:`\hat y^{test} = \frac1K \sum_k F^{(k)}(X^{test})`.
 
 Rows of one entity (``groups``: a user, a patient) stay in one fold, or the
@@ -23,7 +24,7 @@ import numpy as np
 
 from qwkboost import defaults
 from qwkboost.cv.folds import check_fold_labels, fold_assignment, make_repeated_folds, warn_duplicates
-from qwkboost.cv.inner import EARLY_STOPPING_ON, INNER_SHARE, inner_split
+from qwkboost.cv.inner import EARLY_STOPPING_ON, INNER_SHARE, default_early_stopping_on, inner_split, other_rounds
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.distributed.cluster import dask_support, train_dask
 from qwkboost.engines import Model, train
@@ -73,6 +74,9 @@ class CVResult:
         Whether the folds kept each group's rows together.
     duplicate_rows : int or None
         Training rows whose features repeat another row's exactly (counted without groups).
+    oof_iterations : list of int
+        The rounds at which each fold model's out-of-fold scores were read (its ``best_iteration``, or with
+        ``early_stopping_on="other_folds"`` the other folds' median).
     """
 
     oof: np.ndarray
@@ -89,6 +93,7 @@ class CVResult:
     fold_of: np.ndarray | None = None
     grouped: bool = False
     duplicate_rows: int | None = None
+    oof_iterations: list[int] = field(default_factory=list)
 
     @property
     def best_iterations(self) -> list[int]:
@@ -130,7 +135,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
                    repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None,
-                   on_round=None, early_stopping_on: str = "valid") -> CVResult:
+                   on_round=None, early_stopping_on: str | None = "valid") -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -151,13 +156,20 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     early_stopping_min_delta : float, optional
         Passed to :func:`qwkboost.train`: the smallest gain of the validation metric that counts as an
         improvement; ``None``: the objective's own.
-    early_stopping_on : {"valid", "inner"}, default "valid"
-        Where each fold's early stopping looks (``cv.early_stopping_on``). ``"valid"``: the fold it scores, so
-        the fold's labels choose its model's number of rounds and the out-of-fold score is optimistic (most on
-        data with little to learn: ``benchmarks/noise_estimate.py``). ``"inner"``: a stratified, seeded slice
-        of :data:`INNER_SHARE` of the fold's training rows (:func:`inner_split`, seed ``seed + i`` for fold
-        ``i``); the model trains on the rest, and the scored fold's labels never reach it. Without
-        ``early_stopping_rounds`` both train on every training row of the fold.
+    early_stopping_on : {"valid", "inner", "other_folds"} or None, default "valid"
+        Where each fold's early stopping looks (``cv.early_stopping_on``; ``None``: the runs' setting in
+        ``conf/cv/kfold.yaml``, :func:`~qwkboost.cv.inner.default_early_stopping_on`). ``"valid"``: the fold it
+        scores, so the fold's labels choose its model's number of rounds and the out-of-fold score is
+        optimistic (on random labels a blend's nested estimate by 0.035 QWK: ``benchmarks/noise_estimate.py``).
+        ``"inner"``: a stratified, seeded slice of :data:`~qwkboost.cv.inner.INNER_SHARE` of the fold's
+        training rows (:func:`~qwkboost.cv.inner.inner_split`, seed ``seed + i`` for fold ``i``); the model
+        trains on the rest, and the scored fold's labels never reach it.
+        ``"other_folds"``: as ``"valid"`` (the same models and test scores), but each fold's out-of-fold scores
+        (and class probabilities) are read at the median of the rounds the other folds of its repeat kept
+        (:func:`~qwkboost.cv.inner.other_rounds`), so cut points, blends and their nested estimates see
+        scores whose rounds the fold's own labels did not choose; ``on_fold`` still sees the fold's own-round
+        scores, the final ones being known only when every fold has finished. Without ``early_stopping_rounds``
+        all three train and score as ``"valid"``.
     n_splits : int, default 5
     stratified : bool, default True
         Stratify folds by label (for classes).
@@ -229,10 +241,12 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     stratified = check_bool(stratified, "cv.stratified")
     shuffle = check_bool(shuffle, "cv.shuffle")
     seed = check_int(seed, "seed", 0, SEED_MAX - n_splits * repeats)
+    early_stopping_on = default_early_stopping_on() if early_stopping_on is None else early_stopping_on
     if early_stopping_on not in EARLY_STOPPING_ON:
         raise ValueError(f"cv.early_stopping_on={early_stopping_on!r} is unknown; choose one of: "
                          f"{', '.join(EARLY_STOPPING_ON)}")
     inner = early_stopping_on == "inner" and early_stopping_rounds is not None
+    others = early_stopping_on == "other_folds" and early_stopping_rounds is not None
     gcodes = None if groups is None or not inner else np.unique(np.asarray(groups, dtype=object).astype(str),
                                                                 return_inverse=True)[1].ravel()
     plan = make_repeated_folds(y, n_splits, stratified, shuffle, seed, repeats, groups)
@@ -294,7 +308,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
             try:
                 proba = model.objective.predict_proba(raw)
                 oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
-                oof_proba[va] += proba / repeats
+                oof_proba[va] += 0.0 if others else proba / repeats       # other_folds: read again below
                 if test is not None:
                     pt = model.objective.predict_proba(raw_test) / n_models
                     test_proba = pt if test_proba is None else test_proba + pt
@@ -311,8 +325,18 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                          model.best_iteration, "".join(f"valid {m}={v:.4f}, " for m, v in valid.items()), times[-1])
     finally:
         bar.close()
+    read = [m.best_iteration for m in models]
+    if others:          # each fold's out-of-fold scores at the rounds the other folds of its repeat kept
+        for i, (model, (_, va)) in enumerate(zip(models, folds)):
+            r, k = divmod(i, n_splits)
+            read[i] = other_rounds(np.array([m.best_iteration for m in models[r * n_splits:(r + 1) * n_splits]]),
+                                   k, model.num_rounds)
+            raw = model.predict_raw(EncodedFeatures(X[va], schema), num_iteration=read[i])
+            oof_repeats[r, va] = model.objective.decode(raw)
+            if oof_proba is not None:
+                oof_proba[va] += model.objective.predict_proba(raw) / repeats
     oof = oof_repeats[0] if repeats == 1 else oof_repeats.mean(axis=0)
     return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba, test_proba,
                     repeats=repeats, oof_repeats=oof_repeats if repeats > 1 else None,
                     fold_of=fold_assignment(folds, len(y), repeats), grouped=groups is not None,
-                    duplicate_rows=n_dup)
+                    duplicate_rows=n_dup, oof_iterations=read)

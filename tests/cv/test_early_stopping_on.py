@@ -7,7 +7,7 @@ import pytest
 
 import qwkboost.cv.crossval as cvmod
 from qwkboost.cv.crossval import cross_validate
-from qwkboost.cv.inner import INNER_SHARE, inner_split
+from qwkboost.cv.inner import INNER_SHARE, default_early_stopping_on, inner_split
 from qwkboost.data.sources import quartiles
 
 CONF = str(Path(__file__).resolve().parents[2] / "conf")
@@ -126,7 +126,8 @@ def test_a_bad_value_is_refused_before_training(data, monkeypatch):
     X, y = data
     trained = []
     monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))
-    with pytest.raises(ValueError, match=r"^cv.early_stopping_on='fold' is unknown; choose one of: valid, inner$"):
+    with pytest.raises(ValueError, match=r"^cv.early_stopping_on='fold' is unknown; choose one of: valid, inner, "
+                                         r"other_folds$"):
         cross_validate(X, y, early_stopping_on="fold", **KW)
     assert not trained
 
@@ -143,8 +144,10 @@ def test_the_config_key_is_checked_and_reaches_the_run(monkeypatch):
     from qwkboost.config import check_config
     from qwkboost.runs import experiment
 
-    assert cfg_for()["cv"]["early_stopping_on"] == "valid"
-    with pytest.raises(ValueError, match=r"^cv.early_stopping_on='test' is unknown; choose one of: valid, inner$"):
+    assert cfg_for()["cv"]["early_stopping_on"] == default_early_stopping_on() == "other_folds"
+    assert cfg_for("experiment=qwk_table")["cv"]["early_stopping_on"] == "valid"       # the article's protocol
+    with pytest.raises(ValueError, match=r"^cv.early_stopping_on='test' is unknown; choose one of: valid, inner, "
+                                         r"other_folds$"):
         check_config(cfg_for("cv.early_stopping_on=test"))
     cfg = cfg_for("cv.early_stopping_on=inner", "data.n_train=600", "data.n_test=200", "cv.n_splits=3",
                   "engine.num_boost_round=30", "engine.early_stopping_rounds=5", "tracking.explain=false")
@@ -153,3 +156,44 @@ def test_the_config_key_is_checked_and_reaches_the_run(monkeypatch):
     monkeypatch.setattr(experiment, "cross_validate", lambda *a, **k: calls.append(k) or real(*a, **k))
     experiment.run_experiment(cfg)
     assert calls[0]["early_stopping_on"] == "inner"
+    del cfg["cv"]["early_stopping_on"]              # a config without the key (qwkboost.auto's candidates): conf's
+    row = experiment.run_experiment(cfg)
+    assert calls[1]["early_stopping_on"] is None and np.isfinite(row["qwk_thresholds_oof_nested"])
+
+
+def test_other_folds_reads_each_folds_oof_at_the_other_folds_rounds(data):
+    """The same models and test scores as ``valid``; each fold's out-of-fold scores (and class probabilities) are
+    its model's at the median of the rounds the other folds of its repeat kept, at most the rounds it trained."""
+    from qwkboost.cv.inner import other_rounds
+
+    X, y = data
+    X_test = X[:50]
+    kw = {**KW, "objective": "ordinal_logit", "stratified": True, "repeats": 2}
+    valid = cross_validate(X, y, X_test, early_stopping_on="valid", **kw)
+    other = cross_validate(X, y, X_test, early_stopping_on="other_folds", **kw)
+    np.testing.assert_array_equal(other.test, valid.test)
+    np.testing.assert_array_equal(other.test_proba, valid.test_proba)
+    assert other.best_iterations == valid.best_iterations == valid.oof_iterations
+    best = np.array(other.best_iterations)
+    assert len(set(other.oof_iterations)) > 1 and other.oof_iterations != other.best_iterations
+    proba = np.zeros_like(other.oof_proba)
+    for i, (m, (_, va)) in enumerate(zip(other.models, other.folds)):
+        r, k = divmod(i, 3)
+        rounds = other_rounds(best[3 * r:3 * r + 3], k, m.num_rounds)
+        assert rounds == other.oof_iterations[i] == min(max(round(np.median(np.delete(best[3 * r:3 * r + 3], k))),
+                                                             1), m.num_rounds)
+        np.testing.assert_allclose(other.oof_repeats[r, va], m.predict(X[va], num_iteration=rounds))
+        proba[va] += m.predict_proba(X[va], num_iteration=rounds) / 2
+    np.testing.assert_allclose(other.oof_proba, proba)
+    np.testing.assert_allclose(other.oof, other.oof_repeats.mean(axis=0))
+    assert not np.array_equal(other.oof, valid.oof)
+    np.testing.assert_array_equal(cross_validate(X, y, X_test, early_stopping_on="other_folds", **kw).oof,
+                                  other.oof)                          # same seed, same numbers
+
+
+def test_without_early_stopping_every_setting_trains_and_scores_alike(data):
+    X, y = data
+    kw = {**KW, "early_stopping_rounds": None, "num_boost_round": 20}
+    runs = [cross_validate(X, y, early_stopping_on=on, **kw) for on in ("valid", "inner", "other_folds")]
+    for cv in runs[1:]:
+        np.testing.assert_array_equal(cv.oof, runs[0].oof)
