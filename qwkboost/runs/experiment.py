@@ -228,7 +228,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
             schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,
             repeats=int(cfg["cv"].get("repeats", 1)), on_fold=on_fold, on_round=on_round, progress=progress,
-            early_stopping_on=cfg["cv"].get("early_stopping_on", "valid"))
+            early_stopping_on=cfg["cv"].get("early_stopping_on"))
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
