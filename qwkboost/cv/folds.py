@@ -89,7 +89,14 @@ def _works(y, n_splits, stratified, shuffle, seed, repeats, g, ordinal) -> bool:
     return all(p is not None for p in plan) and not (ordinal and _missing_end(y, plan) is not None)
 
 
-def _instead(y, n_splits, stratified, shuffle, seed, repeats, g, ordinal) -> str:
+def _label(value, label_of=None) -> str:
+    """A label as messages show it: the user's (``label_of``, e.g. a word) or the number."""
+    value = value if label_of is None else label_of(value)
+    number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return f"{value:g}" if number else shown(value)
+
+
+def _instead(y, n_splits, stratified, shuffle, seed, repeats, g, ordinal, label_of=None) -> str:
     """What to set instead: the nearest settings that were tried here and work (the same stratification with
     fewer folds; the other stratification with as many folds as works), or, when none does, the label to merge.
     Advice is never a setting that then fails, so following it cannot lead back here."""
@@ -108,13 +115,14 @@ def _instead(y, n_splits, stratified, shuffle, seed, repeats, g, ordinal) -> str
     if ordinal and ends:        # an end of the label range, which every training part needs
         i = ends[0]
     near = labels[1] if i == 0 else labels[i - 1]
-    return (f"no number of folds works: label {labels[i]:g} has {counts[i]} training "
-            f"row{'s' if counts[i] != 1 else ''}; merge it with label "
-            f"{near:g} (or drop its rows)" + (", or group more coarsely (cv.group)" if g is not None else ""))
+    rows = f"{counts[i]} training row{'s' if counts[i] != 1 else ''}"
+    return (f"no number of folds works: label {_label(labels[i], label_of)} has {rows}; merge it with label "
+            f"{_label(near, label_of)} (or drop its rows)"
+            + (", or group more coarsely (cv.group)" if g is not None else ""))
 
 
 def make_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int, groups=None,
-               ordinal: bool = True):
+               ordinal: bool = True, label_of=None):
     """The (train_idx, valid_idx) pairs of K-fold CV, stratified by label if asked: the same for the same
     labels and seed, so that every method of a study sees the same folds.
 
@@ -123,7 +131,8 @@ def make_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, se
     folds as far as whole groups allow) or ``GroupKFold``.
 
     ``ordinal``: whether the folds are for an objective whose models need both ends of the label range; it
-    decides only which settings a refusal advises (those tried here and found to work).
+    decides only which settings a refusal advises (those tried here and found to work). ``label_of``: the
+    user's label of a value of ``y``, for messages (:meth:`~qwkboost.data.dataset.Dataset.label_of`).
 
     Raises
     ------
@@ -143,12 +152,13 @@ def make_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, se
     if folds is None:
         labels, counts = np.unique(y, return_counts=True)
         raise ConfigError(f"cv.n_splits={n_splits} exceeds the smallest class count ({counts.min()}) of label "
-                          f"{labels[counts.argmin()]:g}; "
-                          + _instead(y, n_splits, stratified, shuffle, seed, 1, g, ordinal))
+                          f"{_label(labels[counts.argmin()], label_of)}; "
+                          + _instead(y, n_splits, stratified, shuffle, seed, 1, g, ordinal, label_of))
     return folds
 
 
-def check_fold_labels(y: np.ndarray, plan, grouped: bool, settings: Mapping | None = None) -> None:
+def check_fold_labels(y: np.ndarray, plan, grouped: bool, settings: Mapping | None = None,
+                      label_of=None) -> None:
     """Every training part of ``plan`` (:func:`make_repeated_folds`) holds the lowest and the highest label.
 
     An ordinal objective takes its label range from its training rows, so a fold whose training rows lack an
@@ -164,6 +174,8 @@ def check_fold_labels(y: np.ndarray, plan, grouped: bool, settings: Mapping | No
     settings : mapping, optional
         ``n_splits``, ``stratified``, ``shuffle``, ``seed``, ``repeats`` and ``groups`` that made ``plan``:
         the message then advises settings tried and found to work (:func:`check_folds` passes them).
+    label_of : callable, optional
+        The user's label of a value of ``y``, for the message.
 
     Raises
     ------
@@ -180,20 +192,21 @@ def check_fold_labels(y: np.ndarray, plan, grouped: bool, settings: Mapping | No
         s = settings
         g = None if s.get("groups") is None else check_groups(s["groups"], len(y), "cv.group")
         instead = _instead(y, s["n_splits"], s["stratified"], s["shuffle"], s["seed"], s.get("repeats", 1), g,
-                           ordinal=True)
+                           True, label_of)
     else:
         # without the settings: stratified K-fold on every class with at least this many rows holds every label
         # in every training part (each class spread over all folds); other settings depend on the seed
         labels, counts = np.unique(y, return_counts=True)
         near = labels[1] if end == labels[0] else labels[-2]
         instead = (f"use cv.stratified=true and cv.n_splits={min(int(counts.min()), len(plan[0]))}"
-                   if counts.min() >= 2 and not grouped else f"merge label {end:g} with label {near:g} (or drop its rows)")
-    raise ConfigError(f"label {end:g}: every row with it is {cause}, so the models of {where} would train "
-                      f"without it and take a narrower label range; {instead}")
+                   if counts.min() >= 2 and not grouped
+                   else f"merge label {_label(end, label_of)} with label {_label(near, label_of)} (or drop its rows)")
+    raise ConfigError(f"label {_label(end, label_of)}: every row with it is {cause}, so the models of {where} "
+                      f"would train without it and take a narrower label range; {instead}")
 
 
 def check_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int, repeats: int = 1,
-                groups=None, ordinal: bool = True) -> None:
+                groups=None, ordinal: bool = True, label_of=None) -> None:
     """The cross-validation plan checked before any training, as :func:`~qwkboost.cv.crossval.cross_validate`
     will make it: the folds can be made (:func:`make_repeated_folds`), and, for an ordinal objective, every
     training part holds both ends of the label range (:func:`check_fold_labels`).
@@ -210,27 +223,29 @@ def check_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, s
         ``cv.n_splits``, ``cv.stratified``, ``cv.shuffle``, ``seed``, ``cv.repeats`` and the rows' entities.
     ordinal : bool
         Whether the objective needs ordinal labels (its models then need both ends of the range).
+    label_of : callable, optional
+        The user's label of a value of ``y``, for messages (:meth:`~qwkboost.data.dataset.Dataset.label_of`).
 
     Raises
     ------
     ConfigError
     """
     y = np.asarray(y)
-    plan = make_repeated_folds(y, n_splits, stratified, shuffle, seed, repeats, groups, ordinal)
+    plan = make_repeated_folds(y, n_splits, stratified, shuffle, seed, repeats, groups, ordinal, label_of)
     if ordinal:
         check_fold_labels(y, plan, groups is not None, dict(n_splits=n_splits, stratified=stratified,
                                                             shuffle=shuffle, seed=seed, repeats=repeats,
-                                                            groups=groups))
+                                                            groups=groups), label_of)
 
 
 def make_repeated_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int,
                         repeats: int = 1, groups=None,
-                        ordinal: bool = True) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+                        ordinal: bool = True, label_of=None) -> list[list[tuple[np.ndarray, np.ndarray]]]:
     """``repeats`` K-fold splits, the r-th drawn with seed ``seed + r`` (:func:`make_folds`).
 
     Repeat 0 is the single split of ``make_folds(..., seed)``, so ``repeats=1``
     changes nothing.
-    ``ordinal`` decides which settings a refusal advises, as in :func:`make_folds`.
+    ``ordinal`` and ``label_of`` are for a refusal's message, as in :func:`make_folds`.
 
     Raises
     ------
@@ -241,7 +256,7 @@ def make_repeated_folds(y: np.ndarray, n_splits: int, stratified: bool, shuffle:
     if repeats > 1 and not shuffle:
         raise ValueError(f"cv.repeats={repeats} with cv.shuffle=false repeats one split {repeats} times; set "
                          "cv.shuffle=true")
-    return [make_folds(y, n_splits, stratified, shuffle, seed + r, groups, ordinal) for r in range(repeats)]
+    return [make_folds(y, n_splits, stratified, shuffle, seed + r, groups, ordinal, label_of) for r in range(repeats)]
 
 
 def fold_assignment(folds: list[tuple[np.ndarray, np.ndarray]], n: int, repeats: int = 1) -> np.ndarray:

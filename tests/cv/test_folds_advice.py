@@ -104,3 +104,11 @@ def test_the_advice_trains():
             if not s["stratified"]] or pytest.skip("no unstratified advice for this seed")
     cv = cross_validate(X, y, **{**kw, **s})
     assert len(cv.models) == 5
+
+
+def test_messages_name_the_users_labels():
+    words = np.array(["low", "mid", "high", "top"])
+    y = labels(CASES["one row of the top class"])
+    with pytest.raises(ConfigError, match=r"of label 'top'; no number of folds works: label 'top' has 1 training "
+                                          r"row; merge it with label 'high' \(or drop its rows\)$"):
+        check_folds(y, 5, True, True, 0, label_of=lambda v: words[int(v)])
