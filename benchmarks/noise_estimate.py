@@ -3,7 +3,10 @@ fold's early stopping on the fold it scores (``cv.early_stopping_on=valid``) and
 rows (``inner``).
 
     nice -n 15 python benchmarks/noise_estimate.py --json benchmarks/results/noise_estimate.json  # as in RESULTS.md
-    nice -n 15 python benchmarks/noise_estimate.py --quick --json /tmp/noise_quick.json         # a smoke run
+    nice -n 15 python benchmarks/noise_estimate.py --draws 0 --sets happiness gss_vocab chem97 --settings valid \
+        --real-candidates lightgbm/ordinal_logit lightgbm/multiclass --section class_objectives \
+        --json benchmarks/results/noise_estimate.json                          # the class objectives, part (c)
+    nice -n 15 python benchmarks/noise_estimate.py --quick --json /tmp/noise_quick.json --workdir /tmp/nq  # smoke
     python benchmarks/noise_estimate.py --json benchmarks/results/noise_estimate.json --report-only   # the tables
 
 (a) Random labels: ``--draws`` data sets of 3,000 training and 5,000 held-out rows, 8 features that look like a
@@ -245,11 +248,11 @@ def real_table(real: list, settings) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--draws", type=int, default=12, help="random-label data sets")
+    ap.add_argument("--draws", type=int, default=40, help="random-label data sets")
     ap.add_argument("--sets", nargs="*", default=list(SETS), help="packaged large sets (none: --sets)")
     ap.add_argument("--candidates", nargs="*", default=list(CANDIDATES))
-    ap.add_argument("--real-candidates", nargs="*", default=None,
-                    help="the candidates on the large sets (default: --candidates)")
+    ap.add_argument("--real-candidates", nargs="*", default=list(CANDIDATES[:2]),
+                    help="the candidates on the large sets (default: LightGBM and XGBoost with squared error)")
     ap.add_argument("--settings", nargs="*", default=list(SETTINGS))
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: 2 draws, 300 rounds at most, patience 20, happiness only, two candidates")
@@ -284,7 +287,7 @@ def main() -> None:
             ds = load(name)
             for setting in args.settings:
                 keep(one(name, ds.X_train, ds.y_train, ds.X_test, ds.y_test, setting,
-                         args.real_candidates or args.candidates, args.workdir, ds.schema, args.quick))
+                         args.real_candidates, args.workdir, ds.schema, args.quick))
     report(doc)
 
 
