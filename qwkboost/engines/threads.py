@@ -14,8 +14,8 @@ Three rules, measured on a 2-core machine (``benchmarks/api_speed.py`` and
   tasks hold (:func:`free_cores`), never fewer than one. OpenMP threads
   spin-wait at every barrier; with one more thread than free cores, a round waits
   for a thread the scheduler has set aside. Beside one busy process on 2 cores,
-  two LightGBM threads took 2-10x the time of one (worst on short rounds), while
-  on a quiet machine the free cores are every core, as before. An explicit
+  two LightGBM or XGBoost threads took 3-8x the time of one (worst on short
+  rounds), while on a quiet machine the free cores are every core, as before. An explicit
   ``n_jobs`` or engine thread parameter is used as given.
 * **Jobs side by side share the cores** (:func:`threads_per_job`): Hydra's joblib
   launcher gives each of its jobs its share; two engines that each spin two
