@@ -33,7 +33,8 @@ from qwkboost.objectives.squared_error import SquaredError
 from qwkboost.validation import shown
 
 __all__ = ["Objective", "get", "register", "available", "resolve", "import_objective", "saved_objective",
-           "check_trusted_modules", "import_path", "ExtendedQWK", "SquaredError", "Multiclass", "OrdinalLogit", "SoftQWK"]
+           "check_trusted_modules", "import_path", "ExtendedQWK", "SquaredError", "Multiclass", "OrdinalLogit",
+           "SoftQWK"]
 
 _REGISTRY: dict[str, type[Objective]] = {}
 
