@@ -17,7 +17,7 @@ from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES, dataset_p
 from qwkboost.distributed.cluster import ClusterSpec, dask_engines, dask_support
 from qwkboost.engines import ENGINES, check_engine_params
 from qwkboost.evaluation.thresholds import METHODS
-from qwkboost.exceptions import ConfigError, config_errors
+from qwkboost.exceptions import ConfigError, EngineUnavailable, config_errors
 from qwkboost.objectives import available as available_objectives
 from qwkboost.objectives import get as get_objective
 from qwkboost.objectives import import_objective
@@ -132,6 +132,8 @@ def check_config(cfg: Mapping) -> None:
         raise ValueError(f"engine.params.base_score must be a number or null; got {base_score!r}")
     try:        # what needs no data (names qwkboost sets, settings that write files), before the data is read
         check_engine_params(engine["name"], params, None)
+    except EngineUnavailable:
+        raise
     except ValueError as exc:
         raise ValueError(f"engine.params ({engine['name']}): {exc}") from None
     _check_cluster(cfg)
@@ -153,7 +155,7 @@ def check_config(cfg: Mapping) -> None:
                              "generated and has none; cv.group needs a file (data=csv) or a packaged set")
     n_jobs = cfg.get("n_jobs")
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
-        raise ValueError(f"n_jobs must be a non-zero integer or null (every core); got {n_jobs!r}")
+        raise ValueError(f"n_jobs must be a non-zero integer or null (the cores that are free); got {n_jobs!r}")
     if cfg.get("run_name") is not None and (not isinstance(cfg["run_name"], str) or not cfg["run_name"].strip()):
         raise ValueError(f"run_name must be a non-empty string or null; got {cfg['run_name']!r}")
     _positive_int(engine.get("num_boost_round"), "engine.num_boost_round")

@@ -64,7 +64,7 @@ class QWKClassifier(ClassifierMixin, BaseEstimator):
     random_state : int, default 0
         Fold assignment and engine seeds.
     n_jobs : int, optional
-        Engine threads (default: every core).
+        Engine threads (default: the cores free when training starts).
     classes : list, optional
         The classes in order, lowest first (as scikit-learn's ``OrdinalEncoder(categories=...)``), for labels
         that are words: ``classes=["low", "medium", "high"]``. A label of ``y`` outside it is refused, naming

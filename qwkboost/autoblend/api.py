@@ -12,6 +12,7 @@ from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.candidates import plan
 from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
 from qwkboost.autoblend.settings import AutoSettings
+from qwkboost.cv.inner import default_early_stopping_on
 from qwkboost.data.files import from_file
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.validation import check_int
@@ -32,7 +33,8 @@ def candidate_config(engine: str, objective: str, *, n_splits: int = 5, seed: in
     eng["params"] = {**(eng.get("params") or {}), **defaults.objective_engine_params(objective, engine)}
     obj = copy.deepcopy(defaults.objective_config(objective))
     return {"data": data or {"name": "frame"}, "engine": eng, "objective": obj,
-            "cv": {"n_splits": int(n_splits), "stratified": True, "shuffle": True, "group": group, "repeats": 1},
+            "cv": {"n_splits": int(n_splits), "stratified": True, "shuffle": True, "group": group, "repeats": 1,
+                   "early_stopping_on": default_early_stopping_on()},
             "thresholds": {"method": "exact"},
             "tracking": {"log_models": True, "log_pyfunc": False, "explain": False, **(tracking or {})},
             "seed": int(seed), "n_jobs": n_jobs}
@@ -99,7 +101,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         An MLflow store: one parent run, a child per candidate. Default: no tracking.
     experiment_name : str, default "qwkboost"
     n_jobs : int, optional
-        Engine threads (default: every core).
+        Engine threads (default: the cores free when training starts).
     max_members : int, default 15
     progress : bool, optional
         The progress line (default: on a terminal).

@@ -43,7 +43,7 @@ from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.fingerprint import fingerprint
 from qwkboost.engines.registry import get_engine
-from qwkboost.exceptions import ConfigError, RunStopped
+from qwkboost.exceptions import ConfigError, EngineUnavailable, RunStopped
 from qwkboost.objectives import get as get_objective
 from qwkboost.runs.experiment import check_against_data, run_experiment
 from qwkboost.tracking.loading import load_pipeline
@@ -130,6 +130,8 @@ def runnable_configs(configs: Mapping[tuple[str, str], dict], ds: Dataset) -> di
         obj.fit(ds.y_train)
         try:
             get_engine(engine).check_objective(obj)
+        except EngineUnavailable:        # an engine named in auto.engines that cannot be imported is refused
+            raise
         except ValueError as exc:
             left.append(f"{engine}-{objective} ({exc})")
             continue

@@ -55,7 +55,7 @@ from qwkboost.engines.engine import (
 )
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.exceptions import ConfigError
+from qwkboost.exceptions import ConfigError, EngineUnavailable
 from qwkboost.objectives import resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.validation import check_int, check_mapping, check_seed
@@ -69,8 +69,15 @@ log = logging.getLogger(__name__)
 def dask_engines(allreduce: bool = False) -> tuple[str, ...]:
     """The engines with a Dask interface (:attr:`~qwkboost.engines.base.Engine.dask`); with ``allreduce``, those
     whose workers add up an objective's sums and the metric over all of them."""
-    return tuple(n for n in ENGINES if get_engine(n).dask is not None and (get_engine(n).dask.allreduce
-                                                                           or not allreduce))
+    out = []
+    for n in ENGINES:
+        try:
+            dask = get_engine(n).dask
+        except EngineUnavailable:       # a library that cannot be imported: its engine is not offered
+            continue
+        if dask is not None and (dask.allreduce or not allreduce):
+            out.append(n)
+    return tuple(out)
 
 
 def __getattr__(name: str):

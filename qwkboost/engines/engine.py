@@ -23,7 +23,7 @@ from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.engines.base import Engine, EvalSet, FitResult
 from qwkboost.engines.model import Model, load_model
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.engines.threads import available_cores, blas_single_thread
+from qwkboost.engines.threads import blas_single_thread, engine_threads
 from qwkboost.objectives import Objective, resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.objectives.rows import freeze
@@ -341,8 +341,10 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
         on every engine; raising :class:`qwkboost.callback.EarlyStopException` stops training.
     seed : int, default 0
     n_jobs : int, optional
-        Engine threads; default every core this process may use. A thread
-        count in ``params`` (``nthread``, ``num_threads``, ...) wins.
+        Engine threads; default the cores free when training starts
+        (:func:`qwkboost.engines.threads.engine_threads`: the cores this process
+        may use less those other processes' runnable tasks hold, at least one).
+        A thread count in ``params`` (``nthread``, ``num_threads``, ...) wins.
     categorical : list of str or int, optional
         Further categorical columns (names, or positions for an array), e.g.
         integer-coded ones; strings and pandas categories are categorical anyway.
@@ -401,8 +403,7 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
     if not _splittable(X).any():
         raise ValueError(f"X: every feature is constant (or missing) over the {X.shape[0]} training row(s); "
                          "there is nothing to split on")
-    threads = available_cores() if n_jobs is None or n_jobs < 0 else int(n_jobs)
-    params = adapter.with_threads(params, threads)
+    params = adapter.with_threads(params, engine_threads(n_jobs))
     if weight is not None and takes_weight(obj.fit):
         obj.fit(y, sample_weight=weight)
     else:

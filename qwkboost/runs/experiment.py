@@ -25,7 +25,7 @@ import yaml
 from qwkboost import tracking
 from qwkboost.config import objective_ref
 from qwkboost.cv.crossval import CVResult, cross_validate
-from qwkboost.cv.folds import check_groups, fold_assignment
+from qwkboost.cv.folds import check_folds, check_groups, fold_assignment
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.features import EncodedFeatures
 from qwkboost.data.fingerprint import fingerprint
@@ -40,7 +40,7 @@ from qwkboost.evaluation.thresholds import (
     fit_thresholds,
     nested_classes,
 )
-from qwkboost.exceptions import config_errors
+from qwkboost.exceptions import EngineUnavailable, config_errors
 from qwkboost.explanations.explanation import explain, sample_rows
 from qwkboost.explanations.report import write_report
 from qwkboost.objectives import get as get_objective
@@ -282,19 +282,15 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
         params = check_engine_params(engine, dict(cfg["engine"].get("params") or {}), ds.X_train.shape[1])
         k = int(cfg["cv"]["n_splits"])     # a CV training fold is this many rows: can the engine split them?
         get_engine(engine).check_data(ds.X_train[: len(ds.X_train) * (k - 1) // k], params)
+    except EngineUnavailable:
+        raise
     except ValueError as exc:
         raise ValueError(f"engine.params ({engine}): {exc}") from None
     k = int(cfg["cv"]["n_splits"])
     if ds.is_ordinal and ds.has_test_labels and np.unique(ds.y_test).size < 2:
         raise ValueError(f"the {len(ds.y_test)} test row(s) hold a single class ({ds.y_test[0]:g}); QWK on the test "
                          "set is undefined: give more test rows (data.n_test, data.test_size or data.test_path)")
-    if ds.is_ordinal and cfg["cv"].get("stratified", True):
-        labels, counts = np.unique(ds.y_train, return_counts=True)
-        if counts.min() < k:
-            raise ValueError(f"cv.n_splits={k} exceeds the rows of the rarest class (label "
-                             f"{ds.label_of(labels[counts.argmin()])!r}: "
-                             f"{counts.min()} training rows); lower cv.n_splits or set cv.stratified=false")
-    elif k > len(ds.y_train):
+    if not ds.is_ordinal and k > len(ds.y_train):
         raise ValueError(f"cv.n_splits={k} exceeds the number of training rows ({len(ds.y_train)})")
     group = cfg["cv"].get("group")
     if group is not None:
@@ -305,6 +301,10 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
             raise ValueError(f"cv.n_splits={k} exceeds the number of groups in cv.group={group!r} ({n_groups}); "
                              "lower cv.n_splits")
     obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
+    if ds.is_ordinal:       # the folds as cross-validation will make them; advice only of settings that work
+        check_folds(ds.y_train, k, bool(cfg["cv"].get("stratified", True)), bool(cfg["cv"].get("shuffle", True)),
+                    int(cfg.get("seed", 0)), int(cfg["cv"].get("repeats", 1)),
+                    ds.groups_train if group is not None else None, ordinal=obj.ordinal, label_of=ds.label_of)
     if obj.ordinal and not ds.is_ordinal:
         raise ValueError(f"objective={obj.name} needs ordinal labels, but data={cfg['data']['name']} is a "
                          "regression target; use objective=squared_error")

@@ -97,7 +97,8 @@ def test_engine_threads_default_to_the_cores_and_follow_n_jobs(engine, small_qua
             return int(m.booster.get_params()["thread_count"])
         return m.booster.params["n_jobs"]
 
-    assert threads(qb.train(ds.X_train, ds.y_train, engine, num_boost_round=2)) == available_cores()
+    # the default is the cores free at training start (tests/engines/test_threads.py), at most every core
+    assert 1 <= threads(qb.train(ds.X_train, ds.y_train, engine, num_boost_round=2)) <= available_cores()
     assert threads(qb.train(ds.X_train, ds.y_train, engine, num_boost_round=2, n_jobs=1)) == 1
 
 

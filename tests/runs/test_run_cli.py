@@ -271,6 +271,6 @@ def test_a_sweep_names_the_job_whose_setting_is_bad(tmp_path, mlflow_store):
                    f"tracking.uri={mlflow_store}", "tracking.experiment_name=cli_bad_job", ok=False)
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith("error: cv.n_splits=80 exceeds the rows of the rarest class")
+    assert len(errors) == 1 and errors[0].startswith("error: cv.n_splits=80 exceeds the smallest class count")
     assert errors[0].endswith("(job 1: cv.n_splits=80)") and "Traceback" not in proc.stderr
     assert not list(tmp_path.glob("multirun/*/*/*/result.json"))

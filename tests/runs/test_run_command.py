@@ -111,7 +111,7 @@ def test_bad_tuning_input_is_refused_before_any_trial(tmp_path, mlflow_store, ar
     (["data.n_classes=2.5"], "data.n_classes must be an integer in [2, 1000]; got 2.5"),
     (["data.seed=-1"], "data.seed must be an integer in [0, 2147483647]; got -1"),
     (["data.n_visible=0"], "data.n_visible must be an integer >= 1; got 0"),
-    (["cv.n_splits=1000"], "cv.n_splits=1000 exceeds the rows of the rarest class"),
+    (["cv.n_splits=1000"], "cv.n_splits=1000 exceeds the smallest class count (375) of label 0; use cv.n_splits=375"),
     (["objective=extended_qwk", "objective.params.a=1e308"],
      "a (the target label mean) must lie within the labels' range [0, 3]"),
     (["tracking.experiment_name=''"], "tracking.experiment_name must be a non-empty name"),
