@@ -18,6 +18,7 @@ from qwkboost import tracking
 from qwkboost.blending.members import BlendInputError, Member, align, distinct_names, read_members
 from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
 from qwkboost.data.dataset import class_range
+from qwkboost.data.fingerprint import DataFingerprint
 from qwkboost.data.labels import ClassLabels
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import METHODS as THRESHOLD_METHODS
@@ -149,6 +150,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     runs = list(runs)
     members = distinct_names(runs) if all(isinstance(r, Member) for r in runs) else \
         read_members(runs, tracking_uri, id, target, classes=classes)
+    _check_same_data(members)
     members = align(members, check_folds=check_folds)
     ref = members[0]
     if np.any(ref.y != np.round(ref.y)):
@@ -220,6 +222,26 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
 
 #: What a blend writes into its directory; an earlier blend's that the new one lacks (``pipeline/``) go.
 BLEND_OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline")
+
+
+def _check_same_data(members: Sequence[Member]) -> None:
+    """Refuse members whose runs recorded fingerprints of other rows (:mod:`qwkboost.data.fingerprint`): the same
+    ids over a ``train.csv`` or ``test.csv`` edited between two runs are other data. Members that recorded none
+    (another tool's files, an older qwkboost's runs) are compared by ids, labels and folds only (:func:`align`).
+
+    Raises
+    ------
+    BlendInputError
+        Naming both members and what differs.
+    """
+    recorded = [(m, DataFingerprint.from_dict(m.info.get("data_fingerprint"))) for m in members]
+    recorded = [(m, fp) for m, fp in recorded if fp is not None]
+    for m, fp in recorded[1:]:
+        ref, ref_fp = recorded[0]
+        diff = ref_fp.changes(fp, when=(f"in {ref.name!r}", f"in {m.name!r}", "in both"))
+        if diff:
+            raise BlendInputError(f"member {m.name!r} ({m.source}) was made from other data than member "
+                                  f"{ref.name!r} ({ref.source}): {'; '.join(diff)}; blend runs of the same files")
 
 
 def write_blend(result: BlendResult, out: str | Path) -> list[Path]:

@@ -73,9 +73,10 @@ class DataFingerprint:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def changes(self, now: "DataFingerprint", train: str = "the training data",
-                test: str = "the test data") -> list[str]:
-        """What differs from ``now``, one phrase per part, naming the parts as ``train`` and ``test`` (the files)."""
+    def changes(self, now: "DataFingerprint", train: str = "the training data", test: str = "the test data",
+                when: tuple[str, str, str] = ("then", "now", "as then")) -> list[str]:
+        """What differs from ``now``, one phrase per part, naming the parts as ``train`` and ``test`` (the files)
+        and the two sides as ``when`` (``then``, ``now`` and the same count on both: ``as then``)."""
         out = []
         if self.columns != now.columns:
             gone = [c for c in self.columns if c not in now.columns]
@@ -86,8 +87,8 @@ class DataFingerprint:
             if was == is_:
                 continue
             what = train if part == "train" else test
-            out.append(f"{what} holds other rows ({rows} rows then, {now_rows} now)" if rows != now_rows
-                       else f"{what} holds other values ({rows} rows, as then)")
+            out.append(f"{what} holds other rows ({rows} rows {when[0]}, {now_rows} {when[1]})" if rows != now_rows
+                       else f"{what} holds other values ({rows} rows, {when[2]})")
         return out
 
 
