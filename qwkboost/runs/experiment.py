@@ -430,43 +430,50 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
 
     # the explanations are computed while the rest is logged (the engines' TreeSHAP runs outside the GIL)
     explaining = _start_explaining(cfg, ds, pipe) if cfg.get("tracking", {}).get("explain", True) else None
-    tracking.log_curves(cv.curves())
-    tracking.log_metrics(ev.metrics)
-    tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
-    tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
-                       "classes": None if ev.classes is None else ev.classes.tolist(),
-                       "labels": None if ds.labels is None else ds.labels.to_list()}, "thresholds.json")
-    tracking.log_dict({"best_iterations": cv.best_iterations, "fold_seconds": cv.fold_seconds,
-                       "repeats": cv.repeats, "grouped": cv.grouped, "duplicate_rows": cv.duplicate_rows,
-                       **ev.metrics}, "metrics.json")
-    if cv.duplicate_rows is not None:
-        tracking.log_metrics({"duplicate_rows": cv.duplicate_rows})
-    metric_name = cv.models[0].objective.metric_name
-    tracking.log_figure(plots.learning_curves(cv.models, metric_name), "plots/learning_curves.png")
-    names = None if ds.labels is None else ds.labels.to_list()
-    if ev.classes is not None:
-        tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts, names=names),
-                            "plots/oof_histograms.png")
-        if ev.test_classes is not None and ds.has_test_labels:
-            tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes, names=names),
-                                "plots/confusion_matrix.png")
-    if cv.oof_proba is not None and ev.classes is not None:
-        # the objective's classes are the labels' range, the same scale as the thresholds' classes
-        tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes, names=names),
-                            "plots/class_probabilities.png")
-    # what each fold's objective learned: its initial score, and e.g. ordinal_logit's cut points
-    tracking.log_dict({f"fold_{k}": m.objective.get_state() for k, m in enumerate(cv.models)}, "objective_state.json")
-    tracking.log_dict(ds.schema.to_dict(), "features.json")
-    with tracking.tmpdir() as d:
-        for f in write_outputs(Path(d), ds, cv, ev, pipe):
-            tracking.log_file(f, "predictions")
-        if cfg.get("tracking", {}).get("log_models", True):
-            # the fold models, averaged, with the cut points: load_run's artifact and a servable model
-            from qwkboost.tracking.serving import log_pyfunc  # slow to import: mlflow, pandas
+    try:
+        tracking.log_curves(cv.curves())
+        tracking.log_metrics(ev.metrics)
+        tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
+        tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
+                           "classes": None if ev.classes is None else ev.classes.tolist(),
+                           "labels": None if ds.labels is None else ds.labels.to_list()}, "thresholds.json")
+        tracking.log_dict({"best_iterations": cv.best_iterations, "fold_seconds": cv.fold_seconds,
+                           "repeats": cv.repeats, "grouped": cv.grouped, "duplicate_rows": cv.duplicate_rows,
+                           **ev.metrics}, "metrics.json")
+        if cv.duplicate_rows is not None:
+            tracking.log_metrics({"duplicate_rows": cv.duplicate_rows})
+        metric_name = cv.models[0].objective.metric_name
+        tracking.log_figure(plots.learning_curves(cv.models, metric_name), "plots/learning_curves.png")
+        names = None if ds.labels is None else ds.labels.to_list()
+        if ev.classes is not None:
+            tracking.log_figure(plots.score_histograms(cv.oof, ds.y_train, ev.classes, ev.cuts, names=names),
+                                "plots/oof_histograms.png")
+            if ev.test_classes is not None and ds.has_test_labels:
+                tracking.log_figure(plots.confusion_matrix(ds.y_test, ev.test_classes, ev.classes, names=names),
+                                    "plots/confusion_matrix.png")
+        if cv.oof_proba is not None and ev.classes is not None:
+            # the objective's classes are the labels' range, the same scale as the thresholds' classes
+            tracking.log_figure(plots.class_probabilities(cv.oof_proba, ds.y_train, ev.classes, names=names),
+                                "plots/class_probabilities.png")
+        # what each fold's objective learned: its initial score, and e.g. ordinal_logit's cut points
+        tracking.log_dict({f"fold_{k}": m.objective.get_state() for k, m in enumerate(cv.models)},
+                          "objective_state.json")
+        tracking.log_dict(ds.schema.to_dict(), "features.json")
+        with tracking.tmpdir() as d:
+            for f in write_outputs(Path(d), ds, cv, ev, pipe):
+                tracking.log_file(f, "predictions")
+            if cfg.get("tracking", {}).get("log_models", True):
+                # the fold models, averaged, with the cut points: load_run's artifact and a servable model
+                from qwkboost.tracking.serving import log_pyfunc  # slow to import: mlflow, pandas
 
-            tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
-            if cfg.get("tracking", {}).get("log_pyfunc", True):
-                log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))
+                tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
+                if cfg.get("tracking", {}).get("log_pyfunc", True):
+                    log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))
+    except BaseException:
+        if explaining is not None:      # its folder goes once the thread ends: nothing left in the temp dir
+            future, folder, _ = explaining
+            future.add_done_callback(lambda _: shutil.rmtree(folder, ignore_errors=True))
+        raise
     if explaining is not None:
         _log_explanations(*explaining)
 

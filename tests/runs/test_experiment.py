@@ -148,3 +148,25 @@ def test_thresholds_json_gives_labels_as_the_readme_shows(tmp_path, mlflow_store
     labels = apply_thresholds(cv.test, t["cuts"], classes=t["classes"])
     np.testing.assert_array_equal(labels, ev.test_classes)
     assert set(labels) <= {1, 2, 3, 4, 5} and labels.min() >= 1
+
+
+def test_a_run_that_fails_while_logging_leaves_no_explanation_folder(tiny_cfg, tmp_path, monkeypatch):
+    import tempfile
+    import time
+
+    from qwkboost import tracking
+    from qwkboost.runs import experiment
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cfg = {**tiny_cfg, "tracking": {**tiny_cfg["tracking"], "explain": True, "explain_rows": 200}}
+
+    def lost(*args, **kwargs):      # a store that goes away while the run logs its plots
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(experiment.plots, "learning_curves", lost)
+    with pytest.raises(RuntimeError, match="the store went away"):
+        experiment.run_experiment(cfg, tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"]))
+    deadline = time.monotonic() + 120       # the explaining thread ends on its own; its folder goes with it
+    while list(tmp_path.glob("qwkboost-explain-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not list(tmp_path.glob("qwkboost-explain-*"))
