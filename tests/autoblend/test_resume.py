@@ -92,16 +92,17 @@ def test_a_resume_with_one_more_engine_ends_the_parent_run_finished_with_the_new
     first = qb.auto(X, y, X_test, time_limit=120, output_dir=out, tracking_uri=mlflow_store,
                     experiment_name="resume_more", **KW)
     again = qb.auto(X, y, X_test, time_limit=120, output_dir=out, tracking_uri=mlflow_store,
-                    experiment_name="resume_more", **{**KW, "engines": ["lightgbm", "xgboost"]})
+                    experiment_name="resume_more", max_members=3, **{**KW, "engines": ["lightgbm", "xgboost"]})
     client = mlflow.MlflowClient(mlflow_store)
     exp = client.get_experiment_by_name("resume_more")
     parents = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("qwkboost.auto") == "parent"]
     assert len(parents) == 1 and parents[0].info.run_id == first.run_id == again.run_id
     run = parents[0]
     assert run.info.status == "FINISHED"
-    assert run.data.metrics["auto.n_finished"] == 4 and run.data.metrics["auto.pool_size"] == 4
+    # the finished candidates, not the pool the blend chose from (auto.max_members)
+    assert run.data.metrics["auto.n_finished"] == 4 and run.data.metrics["auto.pool_size"] == 3
     assert run.data.metrics["nested_oof_qwk"] == pytest.approx(again.metrics["nested_oof_qwk"])
-    assert run.data.tags["blend.members"] == "4"
+    assert run.data.tags["blend.members"] == "3"
     assert [s["status"] for s in _sessions(out)] == ["finished", "finished"]
     assert [s["settings"]["engines"] for s in _sessions(out)] == [["lightgbm"], ["lightgbm", "xgboost"]]
 
