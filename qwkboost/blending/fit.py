@@ -226,8 +226,9 @@ BLEND_OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.
 
 def _check_same_data(members: Sequence[Member]) -> None:
     """Refuse members whose runs recorded fingerprints of other rows (:mod:`qwkboost.data.fingerprint`): the same
-    ids over a ``train.csv`` or ``test.csv`` edited between two runs are other data. Members that recorded none
-    (another tool's files, an older qwkboost's runs) are compared by ids, labels and folds only (:func:`align`).
+    ids over a ``train.csv`` or ``test.csv`` edited between two runs are other data. The feature columns both read
+    are compared (members may use other features); members that recorded none (another tool's files, an older
+    qwkboost's runs) are compared by ids, labels and folds only (:func:`align`).
 
     Raises
     ------
@@ -238,7 +239,7 @@ def _check_same_data(members: Sequence[Member]) -> None:
     recorded = [(m, fp) for m, fp in recorded if fp is not None]
     for m, fp in recorded[1:]:
         ref, ref_fp = recorded[0]
-        diff = ref_fp.changes(fp, when=(f"in {ref.name!r}", f"in {m.name!r}", "in both"))
+        diff = ref_fp.conflicts(fp, when=(f"in {ref.name!r}", f"in {m.name!r}"))
         if diff:
             raise BlendInputError(f"member {m.name!r} ({m.source}) was made from other data than member "
                                   f"{ref.name!r} ({ref.source}): {'; '.join(diff)}; blend runs of the same files")

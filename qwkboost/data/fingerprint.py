@@ -4,15 +4,17 @@ A time budget's directory (``auto.json``), a tuning study and a blend's members 
 were made from. Paths and names say nothing of what a file holds (``train.csv`` replaced at the same path), so the
 fingerprint hashes the rows themselves after reading and encoding: features, labels, ids, entities, weights and
 the feature schema (names, kinds, category levels). A frame given in Python and a file on the command line both
-count, and a reordered column or a relabelled category changes it. SHA-256 over the arrays' bytes costs about
-0.2 s for a million rows of 30 features on a 2-core machine.
+count, and a reordered column or a relabelled category changes it. Each feature column is also digested on its
+own, so that runs reading other columns of the same files (a blend's members) compare the columns they share, and
+a message names the column that changed. SHA-256 over the arrays' bytes, whole and by column, took 0.49 s for a
+million rows of 30 features (800,000 training and 200,000 test rows) on a 2-core machine.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -53,6 +55,9 @@ class DataFingerprint:
     train_rows, test_rows : int
     columns : tuple of str
         The feature columns, in order.
+    train_columns, test_columns : dict
+        Each feature column's digest over the training and over the test rows: what two runs that read other
+        columns of the same files (a blend's members) can compare, and what names the column that changed.
     """
 
     train: str
@@ -60,23 +65,29 @@ class DataFingerprint:
     train_rows: int
     test_rows: int
     columns: tuple[str, ...]
+    train_columns: Mapping[str, str] = field(default_factory=dict)
+    test_columns: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "columns": list(self.columns)}
+        return {**asdict(self), "columns": list(self.columns), "train_columns": dict(self.train_columns),
+                "test_columns": dict(self.test_columns)}
 
     @classmethod
     def from_dict(cls, d: Any) -> "DataFingerprint | None":
         """The fingerprint a file recorded, or ``None`` if the record is not one (an older file)."""
         try:
             return cls(str(d["train"]), str(d["test"]), int(d["train_rows"]), int(d["test_rows"]),
-                       tuple(str(c) for c in d["columns"]))
-        except (KeyError, TypeError, ValueError):
+                       tuple(str(c) for c in d["columns"]),
+                       {str(k): str(v) for k, v in dict(d.get("train_columns") or {}).items()},
+                       {str(k): str(v) for k, v in dict(d.get("test_columns") or {}).items()})
+        except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
     def changes(self, now: "DataFingerprint", train: str = "the training data", test: str = "the test data",
                 when: tuple[str, str, str] = ("then", "now", "as then")) -> list[str]:
-        """What differs from ``now``, one phrase per part, naming the parts as ``train`` and ``test`` (the files)
-        and the two sides as ``when`` (``then``, ``now`` and the same count on both: ``as then``)."""
+        """What differs from ``now``, one phrase per part, naming the parts as ``train`` and ``test`` (the files),
+        the two sides as ``when`` (``then``, ``now`` and the same count on both: ``as then``), and the columns
+        whose values changed where the rows are as many."""
         out = []
         if self.columns != now.columns:
             gone = [c for c in self.columns if c not in now.columns]
@@ -87,14 +98,55 @@ class DataFingerprint:
             if was == is_:
                 continue
             what = train if part == "train" else test
-            out.append(f"{what} holds other rows ({rows} rows {when[0]}, {now_rows} {when[1]})" if rows != now_rows
-                       else f"{what} holds other values ({rows} rows, {when[2]})")
+            if rows != now_rows:
+                out.append(f"{what} holds other rows ({rows} rows {when[0]}, {now_rows} {when[1]})")
+                continue
+            changed = self._changed_columns(now, part)
+            out.append(f"{what} holds other values ({rows} rows, {when[2]})"
+                       + (f" in {_named(changed)}" if changed else ""))
         return out
+
+    def _changed_columns(self, other: "DataFingerprint", part: str) -> list[str]:
+        mine, theirs = (self.train_columns, other.train_columns) if part == "train" else \
+            (self.test_columns, other.test_columns)
+        return [c for c in mine if c in theirs and mine[c] != theirs[c]]
+
+    def conflicts(self, other: "DataFingerprint", when: tuple[str, str]) -> list[str]:
+        """Where two runs that may read other columns of the same files disagree: a feature column both read
+        whose values differ (training or test rows), or another count of rows. Columns only one run reads are
+        not compared (a blend's members may use other features)."""
+        out = []
+        for part, what, rows, other_rows in (("train", "the training data", self.train_rows, other.train_rows),
+                                             ("test", "the test data", self.test_rows, other.test_rows)):
+            if rows != other_rows:
+                out.append(f"{what} holds other rows ({rows} rows {when[0]}, {other_rows} {when[1]})")
+                continue
+            changed = self._changed_columns(other, part)
+            if changed:
+                out.append(f"{what} holds other values ({rows} rows in both) in {_named(changed)}")
+        return out
+
+
+def _named(columns: list[str]) -> str:
+    shown = ", ".join(repr(c) for c in columns[:5]) + (f" and {len(columns) - 5} more" if len(columns) > 5 else "")
+    return f"column{'s' if len(columns) > 1 else ''} {shown}"
 
 
 def _columns(gone: list[str], new: list[str]) -> str:
     parts = ([f"gone: {', '.join(gone[:5])}"] if gone else []) + ([f"new: {', '.join(new[:5])}"] if new else [])
     return "; ".join(parts) or "the same names in another order"
+
+
+def _column_digests(X, names: tuple[str, ...]) -> dict[str, str]:
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != len(names):
+        return {}
+    out = {}
+    for j, name in enumerate(names):
+        h = hashlib.sha256(b"qwkboost-column-1\0")
+        _update(h, name, X[:, j])
+        out[name] = h.hexdigest()[:DIGITS]
+    return out
 
 
 def fingerprint(ds: Dataset) -> DataFingerprint:
@@ -113,7 +165,8 @@ def fingerprint(ds: Dataset) -> DataFingerprint:
     names = (ds.schema.names if ds.schema is not None else None) or ds.feature_names or []
     columns = tuple(str(c) for c in names)
     return DataFingerprint(train.hexdigest()[:DIGITS], test.hexdigest()[:DIGITS], int(len(ds.y_train)),
-                           int(len(ds.X_test)), columns)
+                           int(len(ds.X_test)), columns, _column_digests(ds.X_train, columns),
+                           _column_digests(ds.X_test, columns))
 
 
 def check_same(recorded: Mapping | None, now: DataFingerprint, where: str, train: str, test: str) -> None:

@@ -22,16 +22,19 @@ def test_members_made_from_other_rows_are_refused_naming_both(tmp_path):
             "engine.num_boost_round=40", "cv.n_splits=3", "n_jobs=1", "tracking.uri=null"]
     run_in_process([*args, "engine=lightgbm"], tmp_path / "a")
     run_in_process([*args, "engine=xgboost"], tmp_path / "b")
-    assert qb.blend([tmp_path / "a", tmp_path / "b"]).metrics["nested_oof_qwk"] > 0.3
+    run_in_process([*args, "engine=xgboost", "data.drop=[f0]"], tmp_path / "fewer")    # other features: fine
+    assert qb.blend([tmp_path / "a", tmp_path / "b", tmp_path / "fewer"]).metrics["nested_oof_qwk"] > 0.3
     pd.DataFrame(ds.X_test[::-1], columns=cols).to_csv(test, index_label="id")       # same ids, other rows
     run_in_process([*args, "engine=xgboost"], tmp_path / "c")
     with pytest.raises(BlendInputError, match=r"member 'xgboost/squared_error' \(.*/c\) was made from other data "
                                               r"than member 'lightgbm/squared_error' \(.*/a\): the test data holds "
-                                              r"other values \(300 rows, in both\); blend runs of the same files"):
+                                              r"other values \(300 rows in both\) in columns 'f0', 'f1', 'f2', 'f3', "
+                                              r"'f4'; blend runs of the same files"):
         qb.blend([tmp_path / "a", tmp_path / "c"])
-    y = ds.y_train.astype(int)
-    pd.DataFrame(ds.X_train, columns=cols).assign(grade=np.roll(y, 1)).to_csv(train, index_label="id")
+    X = pd.DataFrame(ds.X_train, columns=cols)
+    X.assign(f2=X["f2"] + 1.0, grade=ds.y_train.astype(int)).to_csv(train, index_label="id")
     pd.DataFrame(ds.X_test, columns=cols).to_csv(test, index_label="id")
     run_in_process([*args, "engine=xgboost"], tmp_path / "d")
-    with pytest.raises(BlendInputError, match=r"the training data holds other values \(900 rows, in both\)"):
+    with pytest.raises(BlendInputError, match=r"the training data holds other values \(900 rows in both\) in "
+                                              r"column 'f2'; blend"):
         qb.blend([tmp_path / "a", tmp_path / "d"])
