@@ -63,19 +63,28 @@ class _StopAt(logging.Handler):
 
 @pytest.fixture
 def stop_at():
+    """``stop_at(prefix)``: SIGTERM when the folds' or the blend's logger writes a line starting with ``prefix``.
+    The handler sits on those loggers themselves, enabled at INFO, whatever an earlier test did to the logging
+    configuration (Hydra's, pytest's)."""
+    loggers = [logging.getLogger(n) for n in ("qwkboost.cv.crossval", "qwkboost.blending.fit")]
+    saved = [(lg, lg.disabled, lg.level) for lg in loggers]
     handlers = []
     old = signal.getsignal(signal.SIGTERM)
     install_sigterm()
 
     def add(prefix):
         h = _StopAt(prefix)
-        logging.getLogger().addHandler(h)
-        logging.getLogger().setLevel(logging.INFO)
+        for lg in loggers:
+            lg.disabled = False
+            lg.setLevel(logging.INFO)
+            lg.addHandler(h)
         handlers.append(h)
 
     yield add
-    for h in handlers:
-        logging.getLogger().removeHandler(h)
+    for lg, disabled, level in saved:
+        for h in handlers:
+            lg.removeHandler(h)
+        lg.disabled, lg.level = disabled, level
     signal.signal(signal.SIGTERM, old)
 
 

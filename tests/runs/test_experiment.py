@@ -143,7 +143,8 @@ def test_thresholds_json_gives_labels_as_the_readme_shows(tmp_path, mlflow_store
     # the same data and protocol as the run: its test classes come out on the labels' scale
     data = __import__("qwkboost.runs.experiment", fromlist=["load_dataset"]).load_dataset(cfg["data"], 0)
     cv = cross_validate(data.X_train, data.y_train, data.X_test, engine="lightgbm", objective="extended_qwk",
-                        params={"learning_rate": 0.3}, num_boost_round=60, early_stopping_rounds=10, n_splits=3)
+                        params={"learning_rate": 0.3}, num_boost_round=60, early_stopping_rounds=10, n_splits=3,
+                        early_stopping_on=None)     # the runs' setting, as the run above
     ev = evaluate(data, cv, "exact")
     labels = apply_thresholds(cv.test, t["cuts"], classes=t["classes"])
     np.testing.assert_array_equal(labels, ev.test_classes)
