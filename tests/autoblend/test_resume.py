@@ -288,3 +288,11 @@ def test_a_damaged_tuning_study_is_refused_before_any_training(frames, copy):
         qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **{**KW, "tune": True})
     assert (copy / "submission.csv").read_bytes() == before
     assert [s["status"] for s in _sessions(copy)] == ["finished"]
+
+
+def test_an_output_directory_that_cannot_be_written_is_one_line(frames, tmp_path):
+    X, y, X_test, _ = frames
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ConfigError, match=r"output_dir='.*afile/out' cannot be written \(Not a directory\); give a "
+                                          r"directory you can write to"):
+        qb.auto(X, y, X_test, time_limit=30, output_dir=tmp_path / "afile" / "out", **KW)
