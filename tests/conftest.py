@@ -245,3 +245,17 @@ def command_in_process(script: str, overrides, output_dir):
             return module.main(cfg)
         finally:
             HydraConfig.instance().cfg = None
+
+
+def quartile_frames(seed: int, n_train: int = 1200, n_test: int = 600):
+    """The article's data as the frames a user hands ``qb.auto``: ``(X, y, X_test, y_test)``, features ``f0..``,
+    labels 1..4 named ``grade``."""
+    import pandas as pd
+
+    from qwkboost.data import quartiles
+
+    ds = quartiles(n_train=n_train, n_test=n_test, seed=seed)
+    cols = [f"f{j}" for j in range(ds.X_train.shape[1])]
+    X = pd.DataFrame(ds.X_train, columns=cols)
+    X_test = pd.DataFrame(ds.X_test, columns=cols)
+    return X, pd.Series(ds.y_train.astype(int) + 1, name="grade"), X_test, ds.y_test.astype(int) + 1

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
+from conftest import quartile_frames
 from qwkboost.exceptions import ConfigError
 
 SMALL = dict(engines=["lightgbm", "xgboost"], objectives=["squared_error", "extended_qwk"], n_splits=3, n_jobs=1,
@@ -20,13 +21,7 @@ SMALL = dict(engines=["lightgbm", "xgboost"], objectives=["squared_error", "exte
 
 @pytest.fixture(scope="module")
 def frames():
-    from qwkboost.data import quartiles
-
-    ds = quartiles(n_train=1200, n_test=600, seed=3)
-    cols = [f"f{j}" for j in range(ds.X_train.shape[1])]
-    X = pd.DataFrame(ds.X_train, columns=cols)
-    X_test = pd.DataFrame(ds.X_test, columns=cols)
-    return X, pd.Series(ds.y_train.astype(int) + 1, name="grade"), X_test, ds.y_test.astype(int) + 1
+    return quartile_frames(seed=3)
 
 
 @pytest.fixture(scope="module")

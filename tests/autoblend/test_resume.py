@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
+from conftest import quartile_frames
 from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.interrupt import Terminated, install_sigterm
 
@@ -24,13 +25,7 @@ KW = dict(engines=["lightgbm"], objectives=["squared_error", "extended_qwk"], n_
 
 @pytest.fixture(scope="module")
 def frames():
-    from qwkboost.data import quartiles
-
-    ds = quartiles(n_train=1200, n_test=600, seed=5)
-    cols = [f"f{j}" for j in range(ds.X_train.shape[1])]
-    X = pd.DataFrame(ds.X_train, columns=cols)
-    X_test = pd.DataFrame(ds.X_test, columns=cols)
-    return X, pd.Series(ds.y_train.astype(int) + 1, name="grade"), X_test, ds.y_test.astype(int) + 1
+    return quartile_frames(seed=5)
 
 
 @pytest.fixture(scope="module")
