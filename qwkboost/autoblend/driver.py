@@ -220,6 +220,7 @@ class AutoRun:
         self.settings, self.configs, self.ds = settings, dict(configs), dataset
         self.data_names, self.dir_key = data_names, dir_key
         self.fingerprint = fingerprint(dataset)
+        self._checked: dict[str, str | None] = {}      # candidate -> its damage, as read by this invocation
         self.out = Path(output_dir)
         self.experiment_id, self.run_name, self.command = experiment_id, run_name, command
         self.budget = budget or Budget(settings.time_limit)
@@ -264,7 +265,7 @@ class AutoRun:
         (it would not fit in the time left) or stopped (out of time, or pruned by ``reporter``)."""
         cfg_hash = config_hash(cfg)
         rec = state.finished(cand.name, cfg_hash)
-        damage = None if rec is None else state.damage(cand.name)
+        damage = None if rec is None else self._damage(state, cand.name)
         if damage is not None:
             log.warning("auto: %s runs again: %s", cand.name, damage)
             rec = None
@@ -325,10 +326,11 @@ class AutoRun:
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
-               "files": manifest(self.out / directory),
+               "files": manifest(self.out / directory),      # just written: as _damage would find it
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
                                       "best_iteration_mean") if k in row}}
         state.candidates[cand.name] = rec
+        self._checked[cand.name] = None
         state.save()
         if guard.capped:
             log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping", cand.name,
@@ -343,6 +345,13 @@ class AutoRun:
             self.run_candidate(state, Candidate(engine, objective), cfg)
 
     # ------------------------------------------------------------------ the end
+    def _damage(self, state: AutoState, name: str) -> str | None:
+        """:meth:`~qwkboost.autoblend.state.AutoState.damage`, read once per invocation: a candidate checked when
+        it was reused, or written by this invocation, is not digested again for the blend."""
+        if name not in self._checked:
+            self._checked[name] = state.damage(name)
+        return self._checked[name]
+
     def allowed(self, rec: Mapping) -> bool:
         """Whether a candidate's engine and objective are among this invocation's (``auto.engines``,
         ``auto.objectives``): a resume that narrows them blends none of the others."""
@@ -358,7 +367,7 @@ class AutoRun:
         for n, r in state.candidates.items():
             if r.get("status") != "finished" or not self.allowed(r):
                 continue
-            damage = state.damage(n)
+            damage = self._damage(state, n)
             if damage is not None:
                 log.warning("auto: %s is left out of the blend: %s", n, damage)
                 continue
