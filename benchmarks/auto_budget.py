@@ -10,6 +10,15 @@ blend by hand, on the five large packaged sets with every training row.
     python benchmarks/auto_budget.py --sets happiness --budgets 60 --no-autogluon --no-by-hand \
         --json /tmp/smoke.json                                              # a smoke run, two minutes
 
+Issue 46 (auto against the path by hand with CatBoost and against the code before it; ``git worktree add
+/tmp/qwkboost-before d6134c3`` first):
+
+    python benchmarks/auto_budget.py --sets diamonds chem97 insteval gss_vocab happiness movielens \
+        --budgets 60 300 900 --long 0 --no-autogluon --baseline-root /tmp/qwkboost-before \
+        --json outputs/auto_plan/by_hand.json --workdir outputs/auto_plan
+    python benchmarks/auto_budget.py --json outputs/auto_plan/by_hand.json --workdir outputs/auto_plan \
+        --members-only                  # by-hand rows written without their members: filled from the workdir
+
 Per set (``qwkboost.data.packaged``, its fixed train/test split) and budget (``--budgets``, 60 and 300 s, and
 ``--long`` on ``--long-set``): ``python experiments/run.py experiment=auto auto.time_limit=<budget> data=<set>``
 in a fresh process, as a user runs it, its wall time measured from outside; then AutoGluon's
@@ -18,6 +27,16 @@ in a fresh process, as a user runs it, its wall time measured from outside; then
 per set the path by hand (``benchmarks/large_sets.py``: the multirun of ``--by-hand-engines`` times squared error
 and extended QWK, then ``experiments/blend.py``), timed. Every row is kept in ``--json`` as it finishes: the same
 command resumes. The runs of a set follow each other, so the machine's load is alike for all of them.
+
+With ``--baseline-root`` (a second checkout, e.g. a ``git worktree`` of the commit before a change), every (set,
+budget) also runs that checkout's ``experiments/run.py experiment=auto`` with the same python and arguments, in
+that checkout, importing its own ``qwkboost`` and reading its own ``conf/`` (see :func:`baseline_env`); those rows
+are ``kind: "auto_before"``. A set the baseline does not package is given to it as ``data=csv`` on the same
+prepared train and test files (:func:`data_args`). Every auto row names the commit that ran (``commit``, and
+``dirty`` when the checkout had uncommitted changes to ``qwkboost/``, ``conf/`` or ``experiments/``), the share of
+the budget auto's own clock used (``budget_used``) and how many candidates were left out or stopped for time
+(``left_candidates``). The by-hand row keeps each run of its multirun (``members``: engine, objective, seconds,
+nested out-of-fold and test QWK), the offline evidence for ranking candidates by the data's shape.
 """
 
 from __future__ import annotations
@@ -25,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,22 +57,112 @@ from large_sets import one, run  # noqa: E402
 from machine import machine  # noqa: E402
 
 
-def auto(name: str, budget: float, seed: int, work: str) -> dict:
-    """``experiment=auto`` on a packaged set in a fresh process; its figures from ``leaderboard.csv`` and the
-    blend's files."""
+#: The ``sitecustomize`` a baseline's process starts with. The project's editable install maps ``qwkboost`` and
+#: ``qwkboost.conf`` to this checkout with a finder that ``PYTHONPATH`` does not outrank for ``qwkboost.conf``
+#: (a checkout has ``conf/`` beside ``qwkboost/``, not in it), so ``qwkboost.defaults`` of the baseline would read
+#: this checkout's ``conf/``; this points the finder's mapping at the baseline instead.
+SHIM = """# written by benchmarks/auto_budget.py for a baseline checkout's processes (--baseline-root); see SHIM there
+import os
+import sys
+
+_new = {root!r}
+for _name, _mod in list(sys.modules.items()):
+    if _name.startswith("__editable___qwkboost") and _name.endswith("_finder") and "qwkboost" in _mod.MAPPING:
+        _old = os.path.dirname(_mod.MAPPING["qwkboost"])
+        _move = (lambda p: _new + p[len(_old):] if p == _old or p.startswith(_old + os.sep) else p)
+        for _k, _v in list(_mod.MAPPING.items()):
+            _mod.MAPPING[_k] = _move(_v)
+        for _k, _v in list(_mod.NAMESPACES.items()):
+            _mod.NAMESPACES[_k] = [_move(p) for p in _v]
+"""
+
+
+def git_commit(root: str) -> str | None:
+    """The short commit of the checkout at ``root`` (``None`` if it is not a git checkout)."""
+    proc = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def git_dirty(root: str) -> bool | None:
+    """Whether the checkout at ``root`` has uncommitted changes (untracked files included) to the code a run
+    imports or reads: ``qwkboost/``, ``conf/``, ``experiments/``; ``None`` if it is not a git checkout."""
+    proc = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "qwkboost", "conf", "experiments"],
+                          capture_output=True, text=True)
+    return bool(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def baseline_env(root: str, work: str) -> dict:
+    """The environment of a process of the baseline checkout ``root``: this one's, with ``PYTHONPATH`` the
+    checkout (its ``qwkboost`` is imported, not this one's) after a folder of ``work`` holding :data:`SHIM` as
+    ``sitecustomize.py`` (its ``conf/`` is read)."""
+    site = os.path.abspath(os.path.join(work, ".baseline-site"))
+    os.makedirs(site, exist_ok=True)
+    with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+        f.write(SHIM.format(root=os.path.abspath(root)))
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([site, os.path.abspath(root)])}
+
+
+def data_args(root: str, name: str) -> list[str]:
+    """The data overrides of packaged set ``name`` for the checkout at ``root``: ``data=<name>`` when the
+    checkout has its config; else ``data=csv`` on the same prepared train and test files (those
+    :func:`qwkboost.data.packaged.load` reads, with the same categorical columns and classes)."""
+    if os.path.exists(os.path.join(root, "conf", "data", f"{name}.yaml")):
+        return [f"data={name}"]
+    from qwkboost.data.packaged import PACKAGED, materialise
+
+    spec = PACKAGED[name]
+    train, test = materialise(name)
+    quote = (lambda v: "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'")
+    out = ["data=csv", f"data.path={quote(train)}", f"data.test_path={quote(test)}",
+           f"data.target={quote(spec.target)}"]
+    if spec.categorical:
+        out.append(f"data.categorical=[{','.join(map(quote, spec.categorical))}]")
+    if spec.classes:
+        out.append(f"data.classes=[{','.join(quote(c) if isinstance(c, str) else str(c) for c in spec.classes)}]")
+    return out
+
+
+def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folder: str = "auto") -> dict:
+    """``experiment=auto`` on a packaged set in a fresh process; its figures from ``leaderboard.csv``, ``auto.json``
+    and the blend's files.
+
+    Parameters
+    ----------
+    name : str
+        A packaged set.
+    budget : float
+        ``auto.time_limit``, seconds.
+    seed : int
+    work : str
+        The work directory; the run goes to ``<work>/<name>-<seed>/<folder>-<budget>``. An output left there by a
+        run that wrote no row (killed) is renamed aside first: auto would resume it, reusing its candidates.
+    root : str
+        The checkout whose ``experiments/run.py`` runs: this one, or a baseline (:func:`baseline_env`).
+    folder : str
+        ``auto`` or ``auto-before``.
+    """
     import pandas as pd
 
-    d = os.path.abspath(os.path.join(work, f"{name}-{seed}", f"auto-{budget:g}"))
+    d = os.path.abspath(os.path.join(work, f"{name}-{seed}", f"{folder}-{budget:g}"))
     os.makedirs(d, exist_ok=True)
-    wall = run([sys.executable, os.path.join(ROOT, "experiments", "run.py"), "experiment=auto",
-                f"auto.time_limit={budget:g}", f"data={name}", f"seed={seed}",
-                f"tracking.uri=sqlite:///{d}/mlflow.db", f"hydra.run.dir={d}/out"], f"{d}/auto.log")
+    if os.path.exists(f"{d}/out"):
+        aside = next(f"{d}/out.stale-{i}" for i in range(1, 1000) if not os.path.exists(f"{d}/out.stale-{i}"))
+        os.rename(f"{d}/out", aside)
+        print(f"{d}/out (a run that wrote no row) moved to {aside}: auto would resume it", flush=True)
+    baseline = os.path.abspath(root) != ROOT
+    commit, dirty = git_commit(root), git_dirty(root)
+    wall = run([sys.executable, os.path.join(root, "experiments", "run.py"), "experiment=auto",
+                f"auto.time_limit={budget:g}", *(data_args(root, name) if baseline else [f"data={name}"]),
+                f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db", f"hydra.run.dir={d}/out"], f"{d}/auto.log",
+               cwd=root if baseline else None, env=baseline_env(root, work) if baseline else None)
     board = pd.read_csv(f"{d}/out/leaderboard.csv")
     record = json.load(open(f"{d}/out/auto.json"))
     session = record["sessions"][-1]
     blend = json.load(open(f"{d}/out/blend.json")) if os.path.exists(f"{d}/out/blend.json") else None
     finished = board[board.status == "finished"]
     best = finished.sort_values("nested_oof_qwk", ascending=False).iloc[0]
+    started = [(r["started"], n) for n, r in record.get("candidates", {}).items()
+               if isinstance(r, dict) and r.get("started") is not None]
     return {"set": name, "seed": seed, "budget": budget, "wall_seconds": wall, "auto_seconds": session["seconds"],
             "test_qwk": blend["test_qwk"] if blend else float(best["test_qwk"]),
             "nested_oof_qwk": blend["nested_oof_qwk"] if blend else float(best["nested_oof_qwk"]),
@@ -60,7 +170,44 @@ def auto(name: str, budget: float, seed: int, work: str) -> dict:
             "pruned": int((board.status == "pruned").sum()),
             "trials": int(finished.candidate.str.contains("-trial-").sum()),
             "members": int((board.weight > 0).sum()),
-            "best_single": str(best.candidate), "best_single_test_qwk": float(best["test_qwk"])}
+            "best_single": str(best.candidate), "best_single_test_qwk": float(best["test_qwk"]),
+            "commit": commit, "dirty": dirty, "root": os.path.abspath(root),
+            "budget_used": session["seconds"] / budget,
+            "left_candidates": int(board.status.isin(["left out", "stopped"]).sum()),
+            "screened": int(board["screen_qwk"].notna().sum()) if "screen_qwk" in board else None,
+            "run_order": [n for _, n in sorted(started, key=lambda t: (isinstance(t[0], str), t[0]))]
+            if started else None}
+
+
+def members(name: str, seed: int, work: str) -> list[dict] | None:
+    """Each run of the multirun by hand of ``large_sets.one`` (``<work>/<name>-<seed>/multirun/<n>/``), in the
+    order it ran: engine, objective, ``seconds`` (the cross-validation's fit seconds its ``result.json`` holds, else
+    ``None``), ``wall_seconds`` (from its config's writing to its last file's, else ``None``), nested out-of-fold
+    and test QWK, and its weight in the blend by hand (``None`` if that blend does not name it); ``None`` without
+    the multirun."""
+    d = os.path.abspath(os.path.join(work, f"{name}-{seed}", "multirun"))
+    if not os.path.isdir(d):
+        return None
+    weights = {}
+    bj = os.path.join(os.path.dirname(d), "blend", "blend.json")
+    if os.path.exists(bj):
+        for m in json.load(open(bj)).get("members", []):
+            if m.get("source"):
+                weights[os.path.realpath(m["source"])] = m.get("weight")
+    out = []
+    for n in sorted((e for e in os.listdir(d) if e.isdigit()), key=int):
+        run_dir = os.path.join(d, n)
+        if not os.path.exists(os.path.join(run_dir, "result.json")):
+            continue
+        r = json.load(open(os.path.join(run_dir, "result.json")))
+        cfg = os.path.join(run_dir, ".hydra", "config.yaml")
+        files = [os.path.join(run_dir, f) for f in os.listdir(run_dir) if os.path.isfile(os.path.join(run_dir, f))]
+        wall = max(map(os.path.getmtime, files)) - os.path.getmtime(cfg) if os.path.exists(cfg) else None
+        out.append({"run": int(n), "engine": r.get("engine"), "objective": r.get("objective"),
+                    "seconds": r.get("fit_seconds"), "wall_seconds": wall,
+                    "qwk_thresholds_oof_nested": r.get("qwk_thresholds_oof_nested"),
+                    "qwk_thresholds": r.get("qwk_thresholds"), "weight": weights.get(os.path.realpath(run_dir))})
+    return out
 
 
 def reblend(name: str, budget: float, seed: int, work: str) -> dict:
@@ -112,8 +259,23 @@ def main() -> None:
     ap.add_argument("--reblend", action="store_true",
                     help="re-blend every finished auto run in --workdir with the current blend pool (no training) "
                          "and keep the figures as kind=reblend rows")
+    ap.add_argument("--baseline-root", help="a second checkout (e.g. git worktree add /tmp/qwkboost-before "
+                                            "<commit>): its experiment=auto also runs, as kind=auto_before rows")
+    ap.add_argument("--members-only", action="store_true",
+                    help="fill the by-hand rows without members from the multiruns in --workdir (no training)")
     args = ap.parse_args()
+    if args.baseline_root and not os.path.exists(os.path.join(args.baseline_root, "experiments", "run.py")):
+        ap.error(f"--baseline-root {args.baseline_root}: no experiments/run.py there")
+    if (args.members_only or args.reblend) and not args.workdir:
+        ap.error("--members-only and --reblend read the runs in --workdir")
     rows = json.load(open(args.json)) if os.path.exists(args.json) else []
+    if args.members_only:
+        for r in [r for r in rows if r["kind"] == "by_hand" and not r.get("members")]:
+            r["members"] = members(r["set"], r["seed"], args.workdir)
+            print(f"{r['set']}: {len(r['members']) if r['members'] is not None else 'no multirun in --workdir, no'} "
+                  "members", flush=True)
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
     if args.reblend:
         rows = [r for r in rows if r["kind"] != "reblend"]
         for r in [r for r in rows if r["kind"] == "auto"]:
@@ -121,7 +283,7 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if args.report_only or args.reblend:
+    if args.report_only or args.reblend or args.members_only:
         report(rows)
         return
     print(json.dumps(machine()), flush=True)
@@ -142,6 +304,9 @@ def main() -> None:
             for budget in budgets:
                 if not have(kind="auto", set=name, budget=budget):
                     keep({"kind": "auto", **auto(name, budget, args.seed, work)})
+                if args.baseline_root and not have(kind="auto_before", set=name, budget=budget):
+                    keep({"kind": "auto_before", **auto(name, budget, args.seed, work, root=args.baseline_root,
+                                                        folder="auto-before")})
                 for preset in args.presets if args.autogluon else []:
                     if not have(kind="autogluon", set=name, budget=budget, preset=preset):
                         keep({"kind": "autogluon", **autogluon(name, budget, preset, args.seed, work)})
@@ -150,11 +315,21 @@ def main() -> None:
                 r = one(name, args.seed, argparse.Namespace(n_train=None, engines=args.by_hand_engines), work)
                 keep({"kind": "by_hand", "set": name, "seed": args.seed, "engines": args.by_hand_engines,
                       "seconds": r["qwkboost_seconds"], "test_qwk": r["qwkboost_test_qwk"],
-                      "nested_oof_qwk": r["qwkboost_nested_oof_qwk"], "wall_seconds": time.perf_counter() - t})
+                      "nested_oof_qwk": r["qwkboost_nested_oof_qwk"], "wall_seconds": time.perf_counter() - t,
+                      "members": members(name, args.seed, work)})
     report(rows)
 
 
 def report(rows: list[dict]) -> None:
+    """The table of RESULTS.md (:func:`report_autogluon`), then, when the rows hold them, issue 46's
+    (:func:`report_before`) and the by-hand members' (:func:`report_members`)."""
+    if any(r["kind"] in ("auto", "autogluon") for r in rows):
+        report_autogluon(rows)
+    report_before(rows)
+    report_members(rows)
+
+
+def report_autogluon(rows: list[dict]) -> None:
     """The table of RESULTS.md: per set and budget, auto's test QWK and time against AutoGluon's presets, and at
     300 s the path by hand; then how each budget was kept."""
     budgets = sorted({r["budget"] for r in rows if r["kind"] == "auto"})
@@ -196,6 +371,118 @@ def report(rows: list[dict]) -> None:
                  if h["kind"] == "by_hand" and h["set"] == a["set"]]
         if hands:
             print(f"auto at 300 s minus the path by hand: {min(hands):+.4f} to {max(hands):+.4f} over {len(hands)} sets")
+
+
+def _used(r: dict) -> float:
+    """The share of its budget an auto run's own clock used (``auto_seconds`` in rows before ``budget_used``)."""
+    return r["budget_used"] if r.get("budget_used") is not None else r["auto_seconds"] / r["budget"]
+
+
+def report_before(rows: list[dict], reach: float = 0.005, keep: float = 0.002, use: float = 0.9) -> None:
+    """Issue 46's table, when the rows have ``auto_before`` runs or auto runs that recorded ``budget_used``: per set
+    and budget, auto (the code that ran as ``auto``) and the code before (``auto_before``): test QWK (nested OOF),
+    the share of the budget used (with the candidates left out or stopped for time), candidates finished /
+    screened; the path by hand (one row per set, on each budget's line); the differences. Then the goals: at 300 s
+    within ``reach`` of the path by hand on every set, never more than ``keep`` below the code before, at least
+    ``use`` of the budget used where candidates were left."""
+    new = [r for r in rows if r["kind"] == "auto"]
+    before = [r for r in rows if r["kind"] == "auto_before"]
+    if not before and not any("budget_used" in r for r in new):
+        return
+
+    def find(kind: str, name: str, budget: float | None = None) -> dict | None:
+        return next((r for r in rows if r["kind"] == kind and r["set"] == name
+                     and (budget is None or r["budget"] == budget)), None)
+
+    def qwk(r: dict | None) -> str:
+        return f"{r['test_qwk']:.4f} ({r['nested_oof_qwk']:.4f})" if r else "-"
+
+    def used(r: dict | None) -> str:
+        if r is None:
+            return "-"
+        left = r.get("left_candidates")
+        return f"{_used(r):.0%}" + (f" ({left} left)" if left else "")
+
+    def minus(x: dict | None, y: dict | None) -> str:
+        return f"{x['test_qwk'] - y['test_qwk']:+.4f}" if x and y else "-"
+
+    def commits(rs: list[dict]) -> str:
+        return ", ".join(sorted({(r.get("commit") or "no commit") + ("+dirty" if r.get("dirty") else "")
+                                 for r in rs})) or "-"
+
+    print(f"\n### Issue 46: auto ({commits(new)}) against the code before ({commits(before)}) and the path by hand\n")
+    print("| set | budget, s | auto: test QWK (nested OOF) | auto: budget used (candidates left) | auto: candidates "
+          "finished / screened | before: test QWK (nested OOF) | before: budget used (candidates left) | "
+          "by hand: test QWK, wall s | auto − by hand | auto − before |")
+    print("|---|---:|---|---:|---|---|---:|---|---:|---:|")
+    budgets = sorted({r["budget"] for r in new + before})
+    for name in dict.fromkeys(r["set"] for r in new + before):
+        hand = find("by_hand", name)
+        for b in budgets:
+            a, o = find("auto", name, b), find("auto_before", name, b)
+            if a is None and o is None:
+                continue
+            h = (f"{hand['test_qwk']:.4f}, {hand['wall_seconds']:.0f}"
+                 + ("" if "catboost" in hand.get("engines", []) else " (no CatBoost)")) if hand else "-"
+            done = (f"{a['finished']} / {a['screened'] if a.get('screened') is not None else '-'}") if a else "-"
+            print(f"| {name} | {b:g} | {qwk(a)} | {used(a)} | {done} | {qwk(o)} | {used(o)} | {h} | {minus(a, hand)} | "
+                  f"{minus(a, o)} |")
+    print()
+    gaps = {a["set"]: a["test_qwk"] - h["test_qwk"] for a in new if a["budget"] == 300
+            for h in [find("by_hand", a["set"])] if h}
+    if gaps:
+        short = [n for n, g in gaps.items() if g < -reach]
+        print(f"- at 300 s, auto − by hand: {min(gaps.values()):+.4f} to {max(gaps.values()):+.4f} over {len(gaps)} "
+              f"sets; {len(gaps) - len(short)} of {len(gaps)} within {reach} (auto ≥ by hand − {reach})"
+              + (f"; not: {', '.join(short)}" if short else ""))
+    pairs = [(a, o) for a in new for o in [find("auto_before", a["set"], a["budget"])] if o]
+    if pairs:
+        worst = min(pairs, key=lambda p: p[0]["test_qwk"] - p[1]["test_qwk"])
+        at300 = [a["test_qwk"] - o["test_qwk"] for a, o in pairs if a["budget"] == 300]
+        below = sum(a["test_qwk"] - o["test_qwk"] < -keep for a, o in pairs)
+        print(f"- auto − before: at least {worst[0]['test_qwk'] - worst[1]['test_qwk']:+.4f} ({worst[0]['set']}, "
+              f"{worst[0]['budget']:g} s) over {len(pairs)} (set, budget)"
+              + (f"; at 300 s at least {min(at300):+.4f}" if at300 else "")
+              + f"; {below} more than {keep} below before")
+    for label, rs in (("auto", new), ("before", before)):
+        left = [r for r in rs if r.get("left_candidates")]
+        if left:
+            low = min(left, key=_used)
+            print(f"- {label}: budget used where candidates were left: at least {_used(low):.0%} ({low['set']}, "
+                  f"{low['budget']:g} s) over {len(left)} runs; {sum(_used(r) < use for r in left)} under {use:.0%}")
+        elif rs and all("left_candidates" in r for r in rs):
+            print(f"- {label}: no run left candidates")
+
+
+def report_members(rows: list[dict]) -> None:
+    """The by-hand multirun's runs (rows with ``members``): per set, each (engine, objective)'s nested out-of-fold
+    QWK / test QWK and seconds; the best of each figure on a set in bold."""
+    hands = [r for r in rows if r["kind"] == "by_hand" and r.get("members")]
+    if not hands:
+        return
+    pairs = list(dict.fromkeys((m["engine"], m["objective"]) for h in hands for m in h["members"]))
+    print("\n### The path by hand's runs: nested OOF QWK / test QWK, fit seconds (the best of each bold)\n")
+    print("| set | " + " | ".join(f"{e} {o}" for e, o in pairs) + " |")
+    print("|---|" + "---|" * len(pairs))
+
+    def fig(v, best: bool) -> str:
+        return "-" if v is None else f"**{v:.4f}**" if best else f"{v:.4f}"
+
+    for h in hands:
+        ms = {(m["engine"], m["objective"]): m for m in h["members"]}
+        top = {k: max((m[k] for m in h["members"] if m.get(k) is not None), default=None)
+               for k in ("qwk_thresholds_oof_nested", "qwk_thresholds")}
+        cells = []
+        for p in pairs:
+            m = ms.get(p)
+            if m is None:
+                cells.append("-")
+                continue
+            nested, test = m.get("qwk_thresholds_oof_nested"), m.get("qwk_thresholds")
+            cells.append(f"{fig(nested, nested is not None and nested == top['qwk_thresholds_oof_nested'])} / "
+                         f"{fig(test, test is not None and test == top['qwk_thresholds'])}"
+                         + (f", {m['seconds']:.0f} s" if m.get("seconds") is not None else ""))
+        print(f"| {h['set']} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -32,10 +32,12 @@ from machine import machine  # noqa: E402
 AG_PYTHON = os.path.join(ROOT, ".venv-autogluon", "bin", "python")
 
 
-def run(cmd: list[str], log: str) -> float:
+def run(cmd: list[str], log: str, cwd: str | None = None, env: dict | None = None) -> float:
+    """Run ``cmd`` (in ``cwd``, with the environment ``env``; by default this process's), its output to ``log``;
+    its wall seconds. A failure ends the benchmark, naming the log."""
     t = time.perf_counter()
     with open(log, "w") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, text=True, cwd=cwd, env=env)
     if proc.returncode:
         raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}; see {log}")
     return time.perf_counter() - t
