@@ -64,7 +64,8 @@ def _frames(X, y, X_test):
 def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None, tune: bool = True,
          n_splits: int = 5, id: str | None = None, groups: str | None = None, classes=None, seed: int = 0,
          output_dir=None, tracking_uri: str | None = None, experiment_name: str = "qwkboost",
-         n_jobs: int | None = None, max_members: int = 15, progress: bool | None = None) -> AutoResult:
+         n_jobs: int | None = None, max_members: int = 15, screen: str = "auto",
+         progress: bool | None = None) -> AutoResult:
     """The best blend qwkboost finds within ``time_limit`` seconds (:mod:`qwkboost.autoblend`).
 
     Candidates (engine x objective) are cross-validated in the order of expected gain per second, the most
@@ -103,6 +104,9 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     n_jobs : int, optional
         Engine threads (default: the cores free when training starts).
     max_members : int, default 15
+    screen : {"auto", "always", "never"}, default "auto"
+        Screen the candidates on a sample of rows before their cross-validation, so that every engine gets a look
+        and the promising ones run first: ``auto`` when they would not all fit in the time left.
     progress : bool, optional
         The progress line (default: on a terminal).
 
@@ -119,7 +123,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
 
     with config_errors():
         settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,
-                                             "tune": tune, "max_members": max_members})
+                                             "tune": tune, "max_members": max_members, "screen": screen})
         n_splits = check_int(n_splits, "n_splits", 2)
     budget = Budget(settings.time_limit)
     if X_test is None:

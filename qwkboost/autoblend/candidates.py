@@ -6,9 +6,10 @@ error runs first; then the other engines on squared error (their blends with it 
 and the ordinal logit (other errors, so they blend well), the class objectives, and the slowest pairs last.
 
 Costs are relative to LightGBM's squared error: a prior per engine (the study's median seconds per cell:
-LightGBM 1.8, XGBoost 3.1, native 7.6, CatBoost 14.1) times a prior per objective, replaced by measured times as
-candidates finish (:class:`CostModel`; FLAML orders its learners the same way, from a cost prior that measured
-times replace).
+LightGBM 1.8, XGBoost 3.1, native 7.6, CatBoost 14.1) times a prior per objective, replaced by what is measured on
+the data as candidates are screened and finish (:class:`CostModel`; FLAML orders its learners the same way, from a
+cost prior that measured times replace). The order is then adapted to the data: its shape moves pairs
+(:mod:`~qwkboost.autoblend.ranking`) and screening settles the rest (:mod:`~qwkboost.autoblend.screening`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 
+from qwkboost.autoblend.ranking import objective_cost
 from qwkboost.exceptions import EngineUnavailable
 
 __all__ = ["Candidate", "ORDER", "ENGINE_COST", "OBJECTIVE_COST", "plan", "available_engines", "CostModel"]
@@ -133,28 +135,62 @@ def plan(engines=None, objectives=None) -> list[Candidate]:
 
 
 class CostModel:
-    """Expected seconds of a candidate's cross-validation, from the priors and the times measured so far.
+    """Expected seconds of a candidate's cross-validation, from what was measured on this data and the priors.
 
-    A pair that has run is expected to take what it took. Otherwise the estimate scales measured times by the
-    priors' ratio, preferring what is known of the same engine (an objective's ratio), then of the same objective
-    (an engine's ratio), then anything measured; the geometric mean of the scaled times when several apply.
-    Before anything is measured it is ``None``: the first candidate runs whatever it costs.
+    In order of preference:
+
+    1. a pair that has run is expected to take what it took;
+    2. a screened pair (:mod:`~qwkboost.autoblend.screening`), its screen's projection :math:`\\hat T` times the
+       correction :math:`\\rho` of finished candidates (the geometric mean of measured over projected seconds,
+       those of the same engine when there are any; 1 before any);
+    3. otherwise measured and projected times scaled by the priors' ratio, preferring what is known of the same
+       engine (an objective's ratio), then of the same objective (an engine's ratio), then anything known; the
+       geometric mean of the scaled times when several apply.
+
+    Before anything is measured or screened it is ``None``: the first candidate runs whatever it costs.
+
+    Parameters
+    ----------
+    shape : DataShape, optional
+        The data's shape: the class objectives' priors grow with the classes
+        (:func:`~qwkboost.autoblend.ranking.objective_cost`).
     """
 
-    def __init__(self):
+    def __init__(self, shape=None):
+        self.shape = shape
         self.measured: dict[tuple[str, str], float] = {}
+        self.projected: dict[tuple[str, str], float] = {}
+
+    def prior(self, pair: tuple[str, str]) -> float:
+        """The prior cost of ``pair`` relative to LightGBM's squared error on data of this shape."""
+        return ENGINE_COST.get(pair[0], 4.0) * objective_cost(pair[1], self.shape, OBJECTIVE_COST.get(pair[1], 4.0))
 
     def record(self, candidate: Candidate, seconds: float) -> None:
         if candidate.trial is None or candidate.pair not in self.measured:
             self.measured[candidate.pair] = float(seconds)
 
+    def screened(self, pair: tuple[str, str], projected: float) -> None:
+        """Record a screen's projection of ``pair``'s full cross-validation."""
+        self.projected[pair] = float(projected)
+
+    def correction(self, engine: str | None = None) -> float:
+        """:math:`\\rho`: measured over projected seconds of the pairs that have both (of ``engine`` when any)."""
+        both = [p for p in self.measured if p in self.projected and self.projected[p] > 0]
+        same = [p for p in both if p[0] == engine]
+        ratios = [self.measured[p] / self.projected[p] for p in (same or both)]
+        return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
+
     def estimate(self, candidate: Candidate) -> float | None:
-        if candidate.pair in self.measured:
-            return self.measured[candidate.pair]
-        if not self.measured:
+        pair = candidate.pair
+        if pair in self.measured:
+            return self.measured[pair]
+        if pair in self.projected:
+            return self.projected[pair] * self.correction(pair[0])
+        known = {**{p: t * self.correction(p[0]) for p, t in self.projected.items()}, **self.measured}
+        if not known:
             return None
-        same_engine = [(p, t) for p, t in self.measured.items() if p[0] == candidate.engine]
-        same_objective = [(p, t) for p, t in self.measured.items() if p[1] == candidate.objective]
-        basis = same_engine or same_objective or list(self.measured.items())
-        logs = [math.log(t * candidate.prior_cost / Candidate(*p).prior_cost) for p, t in basis]
+        same_engine = [(p, t) for p, t in known.items() if p[0] == candidate.engine]
+        same_objective = [(p, t) for p, t in known.items() if p[1] == candidate.objective]
+        basis = same_engine or same_objective or list(known.items())
+        logs = [math.log(t * self.prior(pair) / self.prior(p)) for p, t in basis]
         return math.exp(sum(logs) / len(logs))

@@ -29,9 +29,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from qwkboost import tracking
+from qwkboost.autoblend.board import closing_rows, leaderboard
 from qwkboost.autoblend.budget import Budget, TimeGuard
 from qwkboost.autoblend.candidates import Candidate, CostModel
 from qwkboost.autoblend.progress import Progress
+from qwkboost.autoblend.ranking import rank, shape_of
+from qwkboost.autoblend.schedule import run_defaults, screen_rest
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.autoblend.state import AutoState, config_hash, shared_part
 from qwkboost.autoblend.tuning import tune_best
@@ -65,9 +68,6 @@ SECONDS_PER_MB_TRACKED = 0.12   # measured: 13.6 s for the same with MLflow (two
 #: What the budget writes into its directory from the blend (an earlier session's that the new one lacks go).
 OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline",
            "leaderboard.csv")
-#: The closing log line lists the blend's members and this many best finished candidates; lists longer than this
-#: are counted (leaderboard.csv holds every row)
-SHOWN = 15
 
 
 def diverse_pool(done: list[tuple[str, dict]], size: int) -> list[tuple[str, dict]]:
@@ -86,27 +86,9 @@ def diverse_pool(done: list[tuple[str, dict]], size: int) -> list[tuple[str, dic
     for n, r in sorted(done, key=score, reverse=True):
         groups.setdefault((r.get("engine"), r.get("objective")), []).append((n, r))
     pool: list[tuple[str, dict]] = []
-    for rank in range(max((len(g) for g in groups.values()), default=0)):
-        pool += [g[rank] for g in groups.values() if rank < len(g)]   # groups keep their best-first order
+    for i in range(max((len(g) for g in groups.values()), default=0)):
+        pool += [g[i] for g in groups.values() if i < len(g)]   # groups keep their best-first order
     return pool[:size]
-
-
-def _closing_rows(board) -> tuple[Any, str]:
-    """What the closing log line shows of the leaderboard: the blend's members and the ``SHOWN`` best finished
-    candidates as a table, and one line per other kind of row (names, or their count when there are more than
-    ``SHOWN``); ``leaderboard.csv`` has every row."""
-    finished = board[board["status"] == "finished"]
-    best = finished.sort_values("nested_oof_qwk", ascending=False).index[:SHOWN]
-    shown = finished[(finished["weight"] > 0) | finished.index.isin(best)]
-    groups = (("finished, not shown", finished.loc[~finished.index.isin(shown.index), "candidate"]),
-              ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
-              ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
-              ("left out for time", board.loc[board["status"] == "left out", "candidate"]),
-              ("set aside (not in auto.engines, auto.objectives)",
-               board.loc[board["status"] == "set aside", "candidate"]))
-    others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else str(len(names)))
-                     for label, names in groups if len(names))
-    return shown, others
 
 
 def _megabytes(directory: Path) -> float:
@@ -217,7 +199,12 @@ class AutoRun:
                  data_names: tuple[str, str] = ("the training data", "the test data"),
                  dir_key: str = "hydra.run.dir"):
 
-        self.settings, self.configs, self.ds = settings, dict(configs), dataset
+        self.settings, self.ds = settings, dataset
+        # the candidates in the order for this data's shape, each with the reason (ranking)
+        self.shape = shape_of(dataset)
+        ranked = rank(configs, self.shape)
+        self.configs = {pair: configs[pair] for pair, _ in ranked}
+        self.why = dict(ranked)
         self.data_names, self.dir_key = data_names, dir_key
         self.fingerprint = fingerprint(dataset)
         self._checked: dict[str, str | None] = {}      # candidate -> its damage, as read by this invocation
@@ -225,7 +212,7 @@ class AutoRun:
         self.experiment_id, self.run_name, self.command = experiment_id, run_name, command
         self.budget = budget or Budget(settings.time_limit)
         self.progress = Progress(self.budget, progress_enabled() if progress is None else progress)
-        self.cost = CostModel()
+        self.cost = CostModel(self.shape)
         first = next(iter(self.configs.values()))
         self.base = first
         self.n_folds = int(first["cv"]["n_splits"]) * int(first["cv"].get("repeats", 1))
@@ -260,9 +247,11 @@ class AutoRun:
     def _n_finished(self, state: AutoState) -> int:
         return sum(1 for r in state.candidates.values() if r.get("status") == "finished" and self.allowed(r))
 
-    def run_candidate(self, state: AutoState, cand: Candidate, cfg: dict, reporter=None) -> dict | None:
+    def run_candidate(self, state: AutoState, cand: Candidate, cfg: dict, reporter=None,
+                      why: str = "") -> dict | None:
         """Cross-validate one candidate within the budget (or reuse it); its record, or ``None`` if it was left out
-        (it would not fit in the time left) or stopped (out of time, or pruned by ``reporter``)."""
+        (it would not fit in the time left) or stopped (out of time, or pruned by ``reporter``). ``why`` is the
+        reason for its place (the leaderboard's); its screen, if it had one, stays in its record."""
         cfg_hash = config_hash(cfg)
         rec = state.finished(cand.name, cfg_hash)
         damage = None if rec is None else self._damage(state, cand.name)
@@ -281,7 +270,8 @@ class AutoRun:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))
             if state.candidates.get(cand.name, {}).get("status") != "finished":    # an earlier finish stays
-                state.candidates[cand.name] = {"status": "left out", "estimate": round(estimate, 1),
+                state.candidates[cand.name] = {**self._kept(state, cand.name), "status": "left out",
+                                               "estimate": round(estimate, 1), "why": why,
                                                "engine": cand.engine, "objective": cand.objective}
             return None
         self.progress.step(cand.name)
@@ -304,6 +294,8 @@ class AutoRun:
         for d in (self.out / "candidates", self.out / directory):    # a link in their place is not followed
             if d.is_symlink() or (d.exists() and not d.is_dir()):
                 d.unlink()
+        started = {"why": why, "started_at": round(self.budget.elapsed, 1),
+                   **({"estimate": round(estimate, 1)} if estimate is not None else {})}
         t0 = time.monotonic()
         try:
             row = run_experiment(run_cfg, self.experiment_id, parent_run_id=self.parent_id, run_name=cand.name,
@@ -313,16 +305,16 @@ class AutoRun:
             # a trial the pruner stopped is "pruned", one the time guard stopped "stopped": the leaderboard tells
             # tuning's work from the budget's
             pruned = stop.tags.get("qwkboost.trial_state") == "PRUNED"
-            state.candidates[cand.name] = {"status": "pruned" if pruned else "stopped", "reason": str(stop),
-                                           "engine": cand.engine,
-                                           "objective": cand.objective,
-                                           "seconds": round(time.monotonic() - t0, 2)}
+            state.candidates[cand.name] = {**self._kept(state, cand.name), "status": "pruned" if pruned else "stopped",
+                                           "reason": str(stop), "engine": cand.engine, "objective": cand.objective,
+                                           "seconds": round(time.monotonic() - t0, 2), **started}
             state.save()
             log.info("auto: %s %s", cand.name, stop)
             return None
         seconds = time.monotonic() - t0
         self.cost.record(cand, seconds)
-        rec = {"status": "finished", "engine": cand.engine, "objective": cand.objective,
+        rec = {**self._kept(state, cand.name), **started, "status": "finished", "engine": cand.engine,
+               "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
@@ -338,11 +330,11 @@ class AutoRun:
         self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
         return rec
 
-    def _default_candidates(self, state: AutoState) -> None:
-        for (engine, objective), cfg in self.configs.items():
-            if self.budget.left_for_work <= 0:
-                break
-            self.run_candidate(state, Candidate(engine, objective), cfg)
+    @staticmethod
+    def _kept(state: AutoState, name: str) -> dict:
+        """What a candidate's new record keeps of its old one: its screen."""
+        old = state.candidates.get(name, {})
+        return {"screen": old["screen"]} if isinstance(old.get("screen"), dict) else {}
 
     # ------------------------------------------------------------------ the end
     def _damage(self, state: AutoState, name: str) -> str | None:
@@ -379,6 +371,9 @@ class AutoRun:
         log them in the parent run; the result."""
 
         self.progress.step("blend")
+        # when the work ended, how much of it was left unused, and the reserve kept for what follows
+        self._end = {"work_ended_at": round(self.budget.elapsed, 2), "reserve": round(self.budget.reserve, 2),
+                     "unused_for_work": round(max(self.budget.left_for_work, 0.0), 2)}
         members = self.members(state)
         if not members:
             tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
@@ -406,10 +401,10 @@ class AutoRun:
                 weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
                 metrics = dict(result.metrics)
             blend_seconds = time.monotonic() - t_blend
-            board = self._leaderboard(state, weights)
+            board = leaderboard(state.candidates, weights, self.allowed, self.ds.has_test_labels)
             board.to_csv(new / "leaderboard.csv", index=False)
             pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
-        shown, others = _closing_rows(board)
+        shown, others = closing_rows(board)
         elapsed = self.budget.elapsed
         n_done = self._n_finished(state)
         metrics.update({"seconds": elapsed, "time_limit": float(self.settings.time_limit),
@@ -434,21 +429,6 @@ class AutoRun:
                  shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others,
                  self.out / "submission.csv")
         return AutoResult(self.out, board, result, pipeline, metrics, self.parent_id, stopped)
-
-    def _leaderboard(self, state: AutoState, weights: Mapping[str, float]):
-        import pandas as pd  # slow to import: pandas
-
-        rows = []
-        for name, r in state.candidates.items():
-            status = r["status"] if self.allowed(r) else "set aside"     # not in this invocation's settings
-            rows.append({"candidate": name, "engine": r.get("engine"), "objective": r.get("objective"),
-                         "status": status, "seconds": r.get("seconds"), "capped_folds": r.get("capped_folds"),
-                         "oof_qwk": r.get("qwk_thresholds_oof"), "nested_oof_qwk": r.get("qwk_thresholds_oof_nested"),
-                         **({"test_qwk": r.get("qwk_thresholds")} if self.ds.has_test_labels else {}),
-                         "weight": weights.get(name, 0.0)})
-        board = pd.DataFrame(rows)
-        return board.sort_values(["weight", "nested_oof_qwk"], ascending=False, na_position="last",
-                                 ignore_index=True)
 
     def _log(self, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
         """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
@@ -491,7 +471,7 @@ class AutoRun:
                     raise ConfigError(str(exc)) from None
             self._check_time_left(state)
             session = state.begin(self.settings.as_dict())
-            status, self._members = "failed", 0
+            status, self._members, self._end = "failed", 0, {}
             try:
                 result = self._run(state, len(state.sessions))
                 status = "finished"
@@ -504,7 +484,7 @@ class AutoRun:
                 with contextlib.suppress(OSError):      # the record never hides the error that ended the run
                     state.end(session, status, stopped=status == "stopped", members=self._members,
                               n_finished=self._n_finished(state), time_limit=self.settings.time_limit,
-                              seconds=round(self.budget.elapsed, 2))
+                              seconds=round(self.budget.elapsed, 2), **self._end)
 
     def _run(self, state: AutoState, number: int) -> AutoResult:
         parent = contextlib.nullcontext() if self.experiment_id is None else \
@@ -528,9 +508,10 @@ class AutoRun:
                 tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
             state.save()
             try:
-                self._default_candidates(state)
+                run_defaults(self, state)
                 if self.settings.tune:
                     tune_best(self, state)
+                screen_rest(self, state)
             except KeyboardInterrupt:
                 if self.members(state):
                     log.warning("auto: stopped; writing the blend of the %d candidate(s) that finished",

@@ -9,9 +9,11 @@ from typing import Any, Mapping
 
 from qwkboost.validation import check_bool, check_int
 
-__all__ = ["AutoSettings", "AUTO_KEYS", "AUTO_OBJECTIVES"]
+__all__ = ["AutoSettings", "AUTO_KEYS", "AUTO_OBJECTIVES", "SCREEN_MODES"]
 
-AUTO_KEYS = ("time_limit", "engines", "objectives", "tune", "max_members", "blend_method", "pruner")
+AUTO_KEYS = ("time_limit", "engines", "objectives", "tune", "max_members", "blend_method", "pruner", "screen")
+#: When the default candidates are screened before their cross-validation (:mod:`qwkboost.autoblend.schedule`).
+SCREEN_MODES = ("auto", "always", "never")
 #: The objectives a budget can run: qwkboost's own, each with a config in ``conf/objective/``.
 AUTO_OBJECTIVES = ("squared_error", "extended_qwk", "ordinal_logit", "multiclass", "soft_qwk")
 
@@ -48,6 +50,9 @@ class AutoSettings:
         A method of :data:`qwkboost.blending.BLEND_METHODS` (``greedy``: ensemble selection).
     pruner : str
         The tuning's pruner (:data:`qwkboost.runs.tuning.pruners.PRUNERS`).
+    screen : {"auto", "always", "never"}
+        Screen the candidates on a sample before their cross-validation (:mod:`qwkboost.autoblend.schedule`):
+        ``auto`` when they would not all fit in the time left after the first one.
     """
 
     time_limit: float
@@ -57,6 +62,7 @@ class AutoSettings:
     max_members: int = 15
     blend_method: str = "greedy"
     pruner: str = "successive_halving"
+    screen: str = "auto"
 
     @classmethod
     def from_config(cls, auto: Mapping[str, Any]) -> "AutoSettings":
@@ -85,10 +91,13 @@ class AutoSettings:
         pruner = auto.get("pruner", "successive_halving")
         if pruner not in PRUNERS:
             raise ValueError(f"auto.pruner={pruner!r} is unknown; choose one of: {', '.join(PRUNERS)}")
+        screen = auto.get("screen", "auto")
+        if screen not in SCREEN_MODES:
+            raise ValueError(f"auto.screen={screen!r} is unknown; choose one of: {', '.join(SCREEN_MODES)}")
         return cls(float(limit), _names(auto.get("engines"), "auto.engines", list(ENGINES)),
                    _names(auto.get("objectives"), "auto.objectives", list(AUTO_OBJECTIVES)),
                    check_bool(auto.get("tune", True), "auto.tune"),
-                   check_int(auto.get("max_members", 15), "auto.max_members", 1), method, pruner)
+                   check_int(auto.get("max_members", 15), "auto.max_members", 1), method, pruner, screen)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

@@ -1,7 +1,8 @@
 """The tuning step of a time budget: the most promising candidate's engine parameters searched with Optuna while
 time remains, every trial a candidate of the blend.
 
-The target is the finished default candidate with the best nested out-of-fold QWK. Its engine's
+The target is the finished default candidate with the best nested out-of-fold QWK; when its trials no longer fit
+in the time left, the next best whose trials do (a cheaper engine's) is tuned, and so on. Its engine's
 ``search_space`` (``conf/engine/<engine>.yaml``) is searched by the seeded multivariate TPE sampler of
 ``experiments/tune.py``, each trial a cross-validated run scored by its out-of-fold QWK after cut points and
 stopped after a fold by the pruner (``auto.pruner``) or by the budget's guard. Optuna's own ``timeout`` is
@@ -27,19 +28,26 @@ log = logging.getLogger("qwkboost.autoblend")
 
 
 def tune_best(run, state) -> None:
-    """Tune the best finished default candidate of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`) until the
-    next trial would not fit in the time left."""
+    """Tune the finished default candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`), best nested
+    out-of-fold QWK first, each until its next trial would not fit in the time left: when the best one's trials no
+    longer fit, a cheaper one's may (so tuning goes on while a trial fits)."""
+    defaults = sorted(((r.get("qwk_thresholds_oof_nested", -1.0), (r["engine"], r["objective"]))
+                       for r in state.candidates.values() if r.get("status") == "finished" and r.get("trial") is None
+                       and (r["engine"], r["objective"]) in run.configs), reverse=True)
+    for rank, (_, pair) in enumerate(defaults):
+        if state.candidates[f"{pair[0]}-{pair[1]}"]["seconds"] > run.budget.left_for_work:
+            continue
+        _tune(run, state, pair, "tuning the best candidate" if rank == 0 else
+              f"tuning the best candidate whose trial fits in the time left (#{rank + 1} by nested QWK)")
+
+
+def _tune(run, state, pair: tuple[str, str], why: str) -> None:
+    """Tune ``pair`` until its next trial would not fit in the time left."""
     import optuna  # slow to import: optuna
 
     from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
     from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
 
-    defaults = [(r.get("qwk_thresholds_oof_nested", -1.0), (r["engine"], r["objective"]))
-                for r in state.candidates.values() if r.get("status") == "finished" and r.get("trial") is None
-                and (r["engine"], r["objective"]) in run.configs]
-    if not defaults:
-        return
-    _, pair = max(defaults)
     cfg = run.configs[pair]
     space = cfg["engine"].get("search_space") or {}
     if not space:
@@ -64,7 +72,7 @@ def tune_best(run, state) -> None:
         trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
         reporter = FoldReporter(trial, run.settings.pruner, "qwk_thresholds_oof", cfg["thresholds"]["method"],
                                 run.ds.y_train, classes, run.ds.w_train)
-        rec = run.run_candidate(state, cand, trial_cfg, reporter=reporter)
+        rec = run.run_candidate(state, cand, trial_cfg, reporter=reporter, why=why)
         if rec is None:
             raise optuna.TrialPruned(state.candidates.get(cand.name, {}).get("reason", "out of time"))
         seconds.append(rec["seconds"])

@@ -136,6 +136,15 @@ PACKAGED: dict[str, PackagedSet] = {s.name: s for s in (
         licence="GPL-3 (wooldridge)",
         classes=("not too happy", "pretty happy", "very happy"),
         drop=("rownames", "vhappy")),       # vhappy is the label's top class as 0/1
+    PackagedSet(
+        "movielens", "dslabs", "movielens", "rating",
+        label="a user's rating of a film in half stars, 1 (0.5 stars) .. 10 (5 stars)",
+        source="dslabs::movielens (a MovieLens sample: Harper and Konstan, The MovieLens Datasets, ACM TiiS 2015; "
+               "Irizarry, dslabs, 2019); 100,004 ratings of 9,066 films by 671 users",
+        licence="Artistic-2.0 (dslabs); MovieLens terms of use (GroupLens)",
+        prepare=lambda df: df.assign(rating=(df["rating"] * 2).round().astype("int64")),
+        drop=("rownames", "title"),          # title names the same film as movieId
+        categorical=("movieId", "userId")),
 )}
 
 

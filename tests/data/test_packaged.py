@@ -17,6 +17,7 @@ EXPECTED = {
     "insteval": (73_421, 6, [1, 2, 3, 4, 5]),
     "gss_vocab": (27_519, 7, list(range(11))),
     "happiness": (17_137, 31, ["not too happy", "pretty happy", "very happy"]),
+    "movielens": (100_004, 5, list(range(1, 11))),
 }
 
 

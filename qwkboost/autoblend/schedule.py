@@ -1,0 +1,130 @@
+r"""Which default candidate a budget cross-validates next, and when it screens first.
+
+1. The first candidate of the ranked order (:mod:`~qwkboost.autoblend.ranking`; LightGBM's squared error) is
+   cross-validated whole: whatever else happens, the budget ends with it.
+2. If the other candidates' expected costs (:class:`~qwkboost.autoblend.candidates.CostModel`, scaled from the
+   first one's measured time) add up to more than the time left, they are **screened** in the ranked order
+   (:mod:`~qwkboost.autoblend.screening`), with at most :data:`SCREEN_SHARE` of the time left; the first
+   candidate is screened too, so that its measured time corrects every screen's projection. Without screening
+   (everything fits) the candidates run in the ranked order, as before. ``auto.screen=always`` screens whether
+   or not they fit, ``never`` never does.
+3. After screening, the **promising** candidates (a screen's QWK within :data:`PROMISING` of the best screen's)
+   are cross-validated first, best screen first; then those screening had no time for, in the ranked order;
+   then the others, best screen first. A candidate whose estimate does not fit in the time left is left out, as
+   always, and the next one is tried.
+
+Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.autoblend.screening import screen
+from qwkboost.autoblend.state import config_hash
+
+__all__ = ["run_defaults", "screen_rest", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS"]
+
+log = logging.getLogger("qwkboost.autoblend")
+
+#: The share of the time left after the first candidate that screening may use.
+SCREEN_SHARE = 0.25
+#: A screened candidate within this QWK of the best screen is promising.
+PROMISING = 0.01
+#: A screen is not started with fewer seconds than this for it.
+MIN_SCREEN_SECONDS = 2.0
+
+
+def _screen_one(run, state, pair, cap: float) -> dict | None:
+    """Screen ``pair`` (or reuse its screen of the same configuration); its record's ``screen``."""
+    cfg = run.configs[pair]
+    name = Candidate(*pair).name
+    h = config_hash(cfg)
+    old = state.candidates.get(name, {})
+    if isinstance(old.get("screen"), dict) and old["screen"].get("config_hash") == h:     # a resumed directory's
+        run.cost.screened(pair, old["screen"]["projected"])
+        return old["screen"]
+    run.progress.step(f"screen {name}")
+    result = screen(run.ds, cfg, cap_seconds=cap)
+    rec = state.candidates.setdefault(name, {"status": "screened", "engine": pair[0], "objective": pair[1]})
+    rec["screen"] = {**result.to_dict(), "config_hash": h}
+    run.cost.screened(pair, result.projected)
+    state.save()
+    log.info("auto: screened %s: QWK %.4f on %d rows in %.1f s%s; its cross-validation: about %.0f s", name,
+             result.qwk, result.rows, result.seconds, " (capped)" if result.capped else "",
+             run.cost.estimate(Candidate(*pair)))
+    return rec["screen"]
+
+
+def _screen_all(run, state, pairs) -> dict:
+    """Screen ``pairs`` in order within :data:`SCREEN_SHARE` of the time left; ``pair -> screen`` of those
+    screened."""
+    allowance = SCREEN_SHARE * max(run.budget.left_for_work, 0.0)
+    until = run.budget.elapsed + allowance
+    screens = {}
+    for pair in pairs:
+        left = until - run.budget.elapsed
+        if left < MIN_SCREEN_SECONDS:
+            break
+        rec = _screen_one(run, state, pair, left)
+        if rec is not None:
+            screens[pair] = rec
+    return screens
+
+
+def _needs_screening(run, state, pairs) -> bool:
+    """Whether the unfinished ``pairs`` are expected to take longer than the time left."""
+    todo = [p for p in pairs if state.finished(Candidate(*p).name, config_hash(run.configs[p])) is None]
+    expected = [run.cost.estimate(Candidate(*p)) for p in todo]
+    return bool(todo) and sum(e or 0.0 for e in expected) > run.budget.left_for_work
+
+
+def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
+    """``pairs`` (the ranked order) after screening: promising ones by their screen, those not screened, the others
+    by their screen; each with the reason for its place (module docstring)."""
+    if not screens:
+        return [(p, why.get(p, "default order")) for p in pairs]
+    best = max(s["qwk"] for s in screens.values())
+    scored = sorted((p for p in pairs if p in screens), key=lambda p: -screens[p]["qwk"])
+    promising = [(p, f"screened {screens[p]['qwk']:.4f}: within {PROMISING} of the best screen ({best:.4f})")
+                 for p in scored if screens[p]["qwk"] >= best - PROMISING]
+    unscreened = [(p, f"not screened (its share of the time was spent): {why.get(p, 'default order')}")
+                  for p in pairs if p not in screens]
+    rest = [(p, f"screened {screens[p]['qwk']:.4f}: {best - screens[p]['qwk']:.4f} below the best screen")
+            for p in scored if screens[p]["qwk"] < best - PROMISING]
+    return promising + unscreened + rest
+
+
+def run_defaults(run, state) -> None:
+    """Cross-validate the default candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`) within its
+    budget (module docstring)."""
+    pairs = list(run.configs)
+    first, rest = pairs[0], pairs[1:]
+    run.run_candidate(state, Candidate(*first), run.configs[first], why=f"first: {run.why.get(first)}")
+    if not rest or run.budget.left_for_work <= 0:
+        return
+    screens = {}
+    mode = run.settings.screen
+    if mode == "always" or (mode == "auto" and _needs_screening(run, state, rest)):
+        log.info("auto: the other %d candidates would take longer than the %.0f s left: screening them first "
+                 "(at most %.0f s)", len(rest), run.budget.left_for_work,
+                 SCREEN_SHARE * run.budget.left_for_work)
+        screens = _screen_all(run, state, [first] + rest)
+    for pair, reason in order(rest, screens, run.why):
+        if run.budget.left_for_work <= 0:
+            break
+        run.run_candidate(state, Candidate(*pair), run.configs[pair], why=reason)
+
+
+def screen_rest(run, state) -> None:
+    """With time left that no candidate or trial fits in, screen the candidates never screened nor finished
+    (their figures go in the leaderboard; a screen is never blended)."""
+    for pair in run.configs:
+        rec = state.candidates.get(Candidate(*pair).name, {})
+        if rec.get("status") == "finished" or isinstance(rec.get("screen"), dict):
+            continue
+        left = run.budget.left_for_work
+        if left < MIN_SCREEN_SECONDS:
+            return
+        _screen_one(run, state, pair, 0.8 * left)     # scoring the screen's rows comes after its cap

@@ -1,0 +1,202 @@
+"""Where a budget spends its time: the ranking by the data's shape, screening before cross-validation (never mixed
+with full out-of-fold scores, reused on resume), cost estimates from this data, and the budget used and kept."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import qwkboost as qb
+from qwkboost.autoblend.candidates import ORDER, Candidate, CostModel
+from qwkboost.autoblend.ranking import ID_LEVELS, DataShape, objective_cost, rank, shape_of
+from qwkboost.autoblend.schedule import PROMISING, order
+from qwkboost.autoblend.screening import screen
+from qwkboost.autoblend.api import candidate_config
+from qwkboost.data.files import from_file
+
+pytest.importorskip("catboost")
+
+
+def id_frames(n=2400, n_test=800, users=150, items=120, seed=0):
+    """Ratings driven by two id-like columns (``user``, ``item``, as strings) and one numeric feature."""
+    rng = np.random.default_rng(seed)
+    ue, ie = rng.normal(size=users), rng.normal(size=items)
+
+    def draw(m):
+        u, i = rng.integers(0, users, m), rng.integers(0, items, m)
+        x = rng.normal(size=m)
+        s = ue[u] + ie[i] + 0.5 * x + rng.normal(scale=0.7, size=m)
+        return pd.DataFrame({"user": [f"u{v}" for v in u], "item": [f"i{v}" for v in i], "x": x}), s
+
+    X, s = draw(n)
+    Xt, st = draw(n_test)
+    cuts = np.quantile(s, [0.25, 0.5, 0.75])
+    Xt["rating"] = np.digitize(st, cuts) + 1
+    return X, pd.Series(np.digitize(s, cuts) + 1, name="rating"), Xt
+
+
+# ------------------------------------------------------------------ the ranking's rules
+def test_id_like_columns_move_catboost_up_and_say_why():
+    plain = DataShape(rows=50_000, columns=8, levels=(5, 12), classes=5)
+    ids = DataShape(rows=50_000, columns=8, levels=(5, 2_400, 900), classes=5)
+    assert plain.id_like == 0 and ids.id_like == 2
+    assert [p for p, _ in rank(ORDER, plain)] == list(ORDER)
+    ranked = rank(ORDER, ids)
+    pairs = [p for p, _ in ranked]
+    assert sorted(pairs) == sorted(ORDER)                   # the same candidates, another order
+    assert pairs[0] == ("lightgbm", "squared_error")        # the cheap, strong first candidate stays first
+    assert pairs[1] == ("catboost", "squared_error")
+    assert pairs.index(("catboost", "extended_qwk")) < pairs.index(("xgboost", "extended_qwk"))
+    assert pairs.index(("catboost", "extended_qwk")) < ORDER.index(("catboost", "extended_qwk"))
+    why = dict(ranked)
+    assert "2 id-like" in why[("catboost", "squared_error")] and why[("xgboost", "squared_error")] == "default order"
+    # without CatBoost among the candidates, the order is the default one
+    no_cat = [p for p in ORDER if p[0] != "catboost"]
+    assert [p for p, _ in rank(no_cat, ids)] == no_cat
+
+
+def test_a_column_below_the_id_threshold_is_not_id_like():
+    shape = DataShape(rows=10_000, columns=3, levels=(ID_LEVELS - 1,), classes=4)
+    assert shape.id_like == 0 and [p for p, _ in rank(ORDER, shape)] == list(ORDER)
+    assert DataShape(rows=10_000, columns=3, levels=(ID_LEVELS,), classes=4).id_like == 1
+
+
+def test_the_class_objectives_cost_grows_with_the_classes():
+    few, many = DataShape(1000, 3, (), 3), DataShape(1000, 3, (), 10)
+    assert objective_cost("multiclass", many, 3.0) == 5.0 and objective_cost("multiclass", few, 3.0) == 1.5
+    assert objective_cost("squared_error", many, 1.0) == 1.0
+    cost = CostModel(many)
+    cost.record(Candidate("lightgbm", "squared_error"), 10.0)
+    assert math.isclose(cost.estimate(Candidate("lightgbm", "multiclass")), 50.0)
+
+
+def _dataset(tmp_path):
+    X, y, X_test = id_frames()
+    X.assign(rating=y).to_parquet(tmp_path / "train.parquet")
+    X_test.to_parquet(tmp_path / "test.parquet")
+    return from_file(str(tmp_path / "train.parquet"), "rating", test_path=str(tmp_path / "test.parquet"))
+
+
+def test_the_shape_of_a_dataset(tmp_path):
+    ds = _dataset(tmp_path)
+    shape = shape_of(ds)
+    assert (shape.rows, shape.columns, shape.classes, shape.id_like) == (2400, 3, 4, 2)
+    assert sorted(shape.levels) == [120, 150]
+    assert shape.describe() == "2,400 rows x 3 columns, 2 categorical (2 id-like: 150, 120 levels), 4 classes"
+
+
+# ------------------------------------------------------------------ screening and the order after it
+def test_promising_screens_first_then_the_unscreened_then_the_rest():
+    pairs = [("lightgbm", "extended_qwk"), ("catboost", "squared_error"), ("xgboost", "squared_error"),
+             ("native", "squared_error")]
+    screens = {("lightgbm", "extended_qwk"): {"qwk": 0.50}, ("catboost", "squared_error"): {"qwk": 0.56},
+               ("xgboost", "squared_error"): {"qwk": 0.56 - PROMISING / 2}}
+    got = order(pairs, screens, {})
+    assert [p for p, _ in got] == [("catboost", "squared_error"), ("xgboost", "squared_error"),
+                                   ("native", "squared_error"), ("lightgbm", "extended_qwk")]
+    assert got[0][1].startswith("screened 0.5600: within") and got[2][1].startswith("not screened")
+    assert "0.0600 below the best screen" in got[3][1]
+    assert order(pairs, {}, {}) == [(p, "default order") for p in pairs]
+
+
+def test_a_screen_measures_a_fold_on_a_sample_and_projects_the_cross_validation(tmp_path):
+    ds = _dataset(tmp_path)
+    cfg = candidate_config("lightgbm", "squared_error", n_splits=4, n_jobs=1)
+    s = screen(ds, cfg, rows=1000)
+    assert s.rows == 1000 and not s.capped and s.rounds > 0 and 0.3 < s.qwk <= 1
+    assert math.isclose(s.projected, s.seconds * 1800 / 1000 * 4, rel_tol=1e-9)    # 1,800 rows per fold
+    again = screen(ds, cfg, rows=1000)
+    assert again.qwk == s.qwk and again.rounds == s.rounds                          # seeded
+    capped = screen(ds, cfg, cap_seconds=0.0)
+    assert capped.capped and capped.rounds == 1 and capped.rows == 1800
+
+
+def test_screens_correct_the_cost_model_by_what_finished():
+    cost = CostModel()
+    assert cost.estimate(Candidate("catboost", "squared_error")) is None
+    cost.screened(("lightgbm", "squared_error"), 10.0)
+    cost.screened(("catboost", "squared_error"), 100.0)
+    cost.record(Candidate("lightgbm", "squared_error"), 20.0)      # projections were half the truth
+    assert cost.correction() == 2.0
+    assert cost.estimate(Candidate("catboost", "squared_error")) == 200.0
+    # a pair without a screen: its engine's screen, corrected, times the objective's prior
+    assert math.isclose(cost.estimate(Candidate("catboost", "extended_qwk")), 200.0)
+    assert math.isclose(cost.estimate(Candidate("catboost", "ordinal_logit")), 400.0)
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def screened(tmp_path_factory):
+    X, y, X_test = id_frames()
+    out = tmp_path_factory.mktemp("screen") / "run"
+    result = qb.auto(X, y, X_test, time_limit=90, engines=["lightgbm", "catboost"],
+                     objectives=["squared_error", "extended_qwk"], tune=False, n_splits=3, n_jobs=1, progress=False,
+                     screen="always", output_dir=out)
+    return (X, y, X_test), out, result
+
+
+def test_every_candidate_is_screened_and_only_full_cross_validations_are_blended(screened):
+    (X, _, _), out, result = screened
+    record = json.loads((out / "auto.json").read_text())["candidates"]
+    assert set(record) == {"lightgbm-squared_error", "lightgbm-extended_qwk", "catboost-squared_error",
+                           "catboost-extended_qwk"}
+    for name, rec in record.items():
+        assert rec["screen"]["rows"] <= 1600 and 0 < rec["screen"]["qwk"] <= 1, name
+    board = result.leaderboard.set_index("candidate")
+    assert board["screen_qwk"].notna().all() and board["why"].str.len().gt(0).all()
+    assert board.loc["lightgbm-squared_error", "why"].startswith("first:")
+    # the id-like columns moved CatBoost's squared error up: it ran right after the first candidate
+    started = board.sort_values("started_at").index.tolist()
+    assert started[:2] == ["lightgbm-squared_error", "catboost-squared_error"] or \
+        board.loc["catboost-squared_error", "why"].startswith("screened")
+    # the blend: only candidates that finished every fold, each with an out-of-fold score for every row
+    members = board[board["weight"] > 0].index
+    assert len(members) and (board.loc[members, "status"] == "finished").all()
+    blend_oof = pd.read_parquet(out / "oof.parquet")
+    assert len(blend_oof) == len(X)
+    for name in members:
+        oof = pd.read_parquet(out / "candidates" / name / "oof.parquet")
+        assert len(oof) == len(X) and oof.select_dtypes("number").notna().all().all(), name
+    # a screen is never a candidate's out-of-fold score: its QWK is the screen's, not the cross-validation's
+    fin = board[board["status"] == "finished"]
+    assert (fin["screen_qwk"] != fin["oof_qwk"]).all()
+
+
+def test_a_resume_reuses_the_screens_and_the_finished_candidates(screened, caplog):
+    (X, y, X_test), out, first = screened
+    before = json.loads((out / "auto.json").read_text())["candidates"]
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    again = qb.auto(X, y, X_test, time_limit=40, engines=["lightgbm", "catboost"],
+                    objectives=["squared_error", "extended_qwk"], tune=False, n_splits=3, n_jobs=1, progress=False,
+                    screen="always", output_dir=out)
+    after = json.loads((out / "auto.json").read_text())["candidates"]
+    assert not [r for r in caplog.records if r.message.startswith("auto: screened")]
+    for name, rec in before.items():
+        assert after[name]["screen"] == rec["screen"], name
+        if rec["status"] == "finished":
+            assert after[name]["seconds"] == rec["seconds"], name
+    assert again.metrics["nested_oof_qwk"] == pytest.approx(first.metrics["nested_oof_qwk"])
+
+
+def test_the_budget_is_kept_and_used_while_a_trial_fits(tmp_path):
+    X, y, X_test = id_frames(n=1200, n_test=400, seed=1)
+    limit = 30.0
+    result = qb.auto(X, y, X_test, time_limit=limit, engines=["lightgbm", "xgboost"],
+                     objectives=["squared_error", "extended_qwk"], n_splits=3, n_jobs=1, progress=False,
+                     output_dir=tmp_path / "used")
+    session = json.loads((tmp_path / "used" / "auto.json").read_text())["sessions"][-1]
+    assert session["status"] == "finished" and session["seconds"] <= 1.1 * limit        # kept
+    board = result.leaderboard
+    trials = board[board["candidate"].str.contains("-trial-") & (board["status"] == "finished")]
+    assert len(trials), "the time after the default candidates went to tuning"
+    # used: when the work ended, less time was left for it than one more trial of any tuned pair takes
+    assert session["unused_for_work"] <= trials["seconds"].max() + 1.0, session
+    assert session["work_ended_at"] + session["reserve"] >= limit - trials["seconds"].max() - 1.0, session
+
+
+def test_a_bad_screen_setting_is_refused(tmp_path):
+    X, y, X_test = id_frames(n=200, n_test=50)
+    with pytest.raises(ValueError, match=r"auto.screen='sometimes' is unknown; choose one of: auto, always, never"):
+        qb.auto(X, y, X_test, time_limit=30, screen="sometimes", output_dir=tmp_path / "x")
