@@ -60,18 +60,28 @@ class Candidate:
         Engine parameters drawn by a tuning trial (on top of the defaults); empty for a default candidate.
     trial : int or None
         The tuning trial's number.
+    speedup : float
+        For a default candidate run with its learning rate raised to fit the time left
+        (:func:`~qwkboost.autoblend.schedule.fitted`): the factor, by which its rounds and time are expected to
+        fall; 1 otherwise.
     """
 
     engine: str
     objective: str
     params: tuple = field(default_factory=tuple)
     trial: int | None = None
+    speedup: float = 1.0
 
     @property
     def name(self) -> str:
-        """``<engine>-<objective>``, and ``-trial-<n>`` for a tuning trial: the candidate's directory and run."""
+        """``<engine>-<objective>``, ``-trial-<n>`` for a tuning trial, ``-lr<rate>`` for a default candidate whose
+        learning rate was raised to fit: the candidate's directory and run."""
         base = f"{self.engine}-{self.objective}"
-        return base if self.trial is None else f"{base}-trial-{self.trial}"
+        if self.trial is not None:
+            return f"{base}-trial-{self.trial}"
+        if self.speedup != 1.0:
+            return f"{base}-lr{dict(self.params)['learning_rate']:g}"
+        return base
 
     @property
     def pair(self) -> tuple[str, str]:
@@ -166,7 +176,10 @@ class CostModel:
         return ENGINE_COST.get(pair[0], 4.0) * objective_cost(pair[1], self.shape, OBJECTIVE_COST.get(pair[1], 4.0))
 
     def record(self, candidate: Candidate, seconds: float) -> None:
-        if candidate.trial is None or candidate.pair not in self.measured:
+        """A candidate's measured seconds: its pair's cost (a raised learning rate's times its speed-up)."""
+        if candidate.speedup != 1.0:
+            self.measured.setdefault(candidate.pair, float(seconds) * candidate.speedup)
+        elif candidate.trial is None or candidate.pair not in self.measured:
             self.measured[candidate.pair] = float(seconds)
 
     def screened(self, pair: tuple[str, str], projected: float) -> None:
@@ -181,6 +194,11 @@ class CostModel:
         return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
 
     def estimate(self, candidate: Candidate) -> float | None:
+        """Expected seconds of ``candidate`` (its pair's, divided by its ``speedup``), or ``None``."""
+        pair_estimate = self._pair(candidate)
+        return None if pair_estimate is None else pair_estimate / candidate.speedup
+
+    def _pair(self, candidate: Candidate) -> float | None:
         pair = candidate.pair
         if pair in self.measured:
             return self.measured[pair]

@@ -316,6 +316,7 @@ class AutoRun:
         rec = {**self._kept(state, cand.name), **started, "status": "finished", "engine": cand.engine,
                "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
+               **({"speedup": round(cand.speedup, 4)} if cand.speedup != 1.0 else {}),
                "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
                "files": manifest(self.out / directory),      # just written: as _damage would find it

@@ -18,13 +18,15 @@ Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv`
 
 from __future__ import annotations
 
+import copy
 import logging
 
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.state import config_hash
 
-__all__ = ["run_defaults", "screen_rest", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS"]
+__all__ = ["run_defaults", "screen_rest", "fitted", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
+           "MAX_SPEEDUP", "FIT_SHARE"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
@@ -34,6 +36,43 @@ SCREEN_SHARE = 0.25
 PROMISING = 0.01
 #: A screen is not started with fewer seconds than this for it.
 MIN_SCREEN_SECONDS = 2.0
+#: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
+#: factor, so that it is expected to take :data:`FIT_SHARE` of the time left (rounds fall as the rate rises).
+MAX_SPEEDUP = 4.0
+FIT_SHARE = 0.8
+
+
+def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
+    """The candidate to run for ``pair``: as configured when it fits in the time left (or nothing is known of its
+    cost); else a finished faster variant of an earlier invocation; else, when raising its learning rate by at
+    most :data:`MAX_SPEEDUP` makes it fit in :data:`FIT_SHARE` of the time left, that variant (boosting needs
+    about as many fewer rounds as the rate is larger, Friedman, *Annals of Statistics* 2001, sec. 5); else the
+    candidate as configured, which the budget then leaves out. With the reason (empty when as configured)."""
+    cfg = run.configs[pair]
+    plain = Candidate(*pair)
+    for name, rec in state.candidates.items():       # a faster variant that finished earlier is kept
+        if rec.get("status") == "finished" and rec.get("speedup", 1.0) != 1.0 and (rec.get("engine"),
+                                                                                  rec.get("objective")) == pair:
+            done = copy.deepcopy(cfg)
+            done["engine"]["params"] = {**done["engine"].get("params", {}), **rec.get("params", {})}
+            if state.finished(name, config_hash(done)) is not None and state.finished(plain.name, config_hash(cfg)) \
+                    is None:
+                return Candidate(*pair, tuple(sorted(rec["params"].items())), None, rec["speedup"]), done, \
+                    rec.get("why", "")
+    estimate, left = run.cost.estimate(plain), run.budget.left_for_work
+    rate = (cfg["engine"].get("params") or {}).get("learning_rate")
+    if estimate is None or estimate <= left or not rate or left <= 0 or \
+            state.finished(plain.name, config_hash(cfg)) is not None:
+        return plain, cfg, ""
+    speedup = estimate / (FIT_SHARE * left)
+    if speedup > MAX_SPEEDUP:
+        return plain, cfg, ""
+    faster = float(f"{rate * speedup:.3g}")
+    speedup = faster / rate
+    out = copy.deepcopy(cfg)
+    out["engine"]["params"] = {**out["engine"]["params"], "learning_rate": faster}
+    return (Candidate(*pair, (("learning_rate", faster),), None, speedup), out,
+            f"learning rate {rate:g} -> {faster:g} to fit the {left:.0f} s left (about {estimate:.0f} s at {rate:g})")
 
 
 def _screen_one(run, state, pair, cap: float) -> dict | None:
@@ -114,15 +153,18 @@ def run_defaults(run, state) -> None:
     for pair, reason in order(rest, screens, run.why):
         if run.budget.left_for_work <= 0:
             break
-        run.run_candidate(state, Candidate(*pair), run.configs[pair], why=reason)
+        cand, cfg, faster = fitted(run, state, pair)
+        run.run_candidate(state, cand, cfg, why=f"{reason}; {faster}" if faster else reason)
 
 
 def screen_rest(run, state) -> None:
     """With time left that no candidate or trial fits in, screen the candidates never screened nor finished
     (their figures go in the leaderboard; a screen is never blended)."""
+    finished = {(r.get("engine"), r.get("objective")) for r in state.candidates.values()
+                if r.get("status") == "finished"}
     for pair in run.configs:
         rec = state.candidates.get(Candidate(*pair).name, {})
-        if rec.get("status") == "finished" or isinstance(rec.get("screen"), dict):
+        if pair in finished or isinstance(rec.get("screen"), dict):
             continue
         left = run.budget.left_for_work
         if left < MIN_SCREEN_SECONDS:

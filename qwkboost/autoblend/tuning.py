@@ -31,18 +31,23 @@ def tune_best(run, state) -> None:
     """Tune the finished default candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`), best nested
     out-of-fold QWK first, each until its next trial would not fit in the time left: when the best one's trials no
     longer fit, a cheaper one's may (so tuning goes on while a trial fits)."""
-    defaults = sorted(((r.get("qwk_thresholds_oof_nested", -1.0), (r["engine"], r["objective"]))
-                       for r in state.candidates.values() if r.get("status") == "finished" and r.get("trial") is None
-                       and (r["engine"], r["objective"]) in run.configs), reverse=True)
-    for rank, (_, pair) in enumerate(defaults):
-        if state.candidates[f"{pair[0]}-{pair[1]}"]["seconds"] > run.budget.left_for_work:
+    best: dict[tuple[str, str], tuple[float, float]] = {}      # pair -> (nested QWK, seconds at its own rate)
+    for r in state.candidates.values():
+        pair = (r.get("engine"), r.get("objective"))
+        if r.get("status") == "finished" and r.get("trial") is None and pair in run.configs:
+            q = r.get("qwk_thresholds_oof_nested", -1.0)
+            if pair not in best or q > best[pair][0]:
+                best[pair] = (q, r["seconds"] * r.get("speedup", 1.0))
+    for rank, (pair, (_, seconds)) in enumerate(sorted(best.items(), key=lambda kv: -kv[1][0])):
+        if seconds > run.budget.left_for_work:
             continue
-        _tune(run, state, pair, "tuning the best candidate" if rank == 0 else
+        _tune(run, state, pair, seconds, "tuning the best candidate" if rank == 0 else
               f"tuning the best candidate whose trial fits in the time left (#{rank + 1} by nested QWK)")
 
 
-def _tune(run, state, pair: tuple[str, str], why: str) -> None:
-    """Tune ``pair`` until its next trial would not fit in the time left."""
+def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> None:
+    """Tune ``pair`` (its default took ``first_seconds`` at its configured learning rate) until its next trial
+    would not fit in the time left."""
     import optuna  # slow to import: optuna
 
     from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
@@ -60,7 +65,7 @@ def _tune(run, state, pair: tuple[str, str], why: str) -> None:
                                 sampler=make_sampler("tpe", seed), pruner=make_pruner(run.settings.pruner),
                                 load_if_exists=True)
     classes = class_range(run.ds.classes)
-    seconds = [state.candidates[f"{pair[0]}-{pair[1]}"]["seconds"]]
+    seconds = [first_seconds]
 
     def expected() -> float:
         return statistics.median(seconds)

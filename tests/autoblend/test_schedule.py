@@ -11,7 +11,9 @@ import pytest
 import qwkboost as qb
 from qwkboost.autoblend.candidates import ORDER, Candidate, CostModel
 from qwkboost.autoblend.ranking import ID_LEVELS, DataShape, objective_cost, rank, shape_of
-from qwkboost.autoblend.schedule import PROMISING, order
+from qwkboost.autoblend.budget import Budget
+from qwkboost.autoblend.schedule import FIT_SHARE, MAX_SPEEDUP, PROMISING, fitted, order
+from qwkboost.autoblend.state import AutoState
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.api import candidate_config
 from qwkboost.data.files import from_file
@@ -124,6 +126,32 @@ def test_screens_correct_the_cost_model_by_what_finished():
     # a pair without a screen: its engine's screen, corrected, times the objective's prior
     assert math.isclose(cost.estimate(Candidate("catboost", "extended_qwk")), 200.0)
     assert math.isclose(cost.estimate(Candidate("catboost", "ordinal_logit")), 400.0)
+
+
+def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate(tmp_path):
+    clock = [0.0]
+    budget = Budget(100.0, started=0.0, clock=lambda: clock[0])
+    cost = CostModel()
+    run = type("Run", (), {"configs": {("catboost", "squared_error"): candidate_config("catboost", "squared_error")},
+                           "cost": cost, "budget": budget})()
+    state = AutoState(tmp_path, {})
+    pair = ("catboost", "squared_error")
+    cand, cfg, why = fitted(run, state, pair)          # nothing known of its cost: as configured
+    assert cand == Candidate(*pair) and why == "" and cfg is run.configs[pair]
+    cost.screened(pair, 60.0)
+    assert fitted(run, state, pair)[0] == Candidate(*pair)        # fits in the 100 s left
+    cost.screened(pair, 200.0)
+    cand, cfg, why = fitted(run, state, pair)
+    rate = run.configs[pair]["engine"]["params"]["learning_rate"]
+    assert cfg["engine"]["params"]["learning_rate"] == pytest.approx(rate * 200 / (FIT_SHARE * 100), rel=1e-2)
+    assert cand.speedup == pytest.approx(cfg["engine"]["params"]["learning_rate"] / rate)
+    assert cand.name == f"catboost-squared_error-lr{cfg['engine']['params']['learning_rate']:g}"
+    assert cost.estimate(cand) == pytest.approx(FIT_SHARE * 100, rel=1e-2) and "to fit the 100 s left" in why
+    assert run.configs[pair]["engine"]["params"]["learning_rate"] == rate        # the plan's config untouched
+    cost.screened(pair, (MAX_SPEEDUP + 0.5) * FIT_SHARE * 100)
+    assert fitted(run, state, pair)[0] == Candidate(*pair)     # too slow even so: as configured, to be left out
+    cost.record(cand, 50.0)             # measured at its raised rate: the pair's cost is that times the speed-up
+    assert cost.estimate(Candidate(*pair)) == pytest.approx(50.0 * cand.speedup)
 
 
 # ------------------------------------------------------------------ end to end
