@@ -512,6 +512,7 @@ class AutoRun:
                 run_defaults(self, state)
                 if self.settings.tune:
                     tune_best(self, state)
+                self._set_reserve(state, coming=0)       # a screen never joins the blend
                 screen_rest(self, state)
             except KeyboardInterrupt:
                 if self.members(state):
