@@ -228,3 +228,25 @@ def test_a_bad_screen_setting_is_refused(tmp_path):
     X, y, X_test = id_frames(n=200, n_test=50)
     with pytest.raises(ValueError, match=r"auto.screen='sometimes' is unknown; choose one of: auto, always, never"):
         qb.auto(X, y, X_test, time_limit=30, screen="sometimes", output_dir=tmp_path / "x")
+
+
+def test_the_leaderboard_notes_an_estimate_missed_more_than_twofold():
+    from qwkboost.autoblend.board import leaderboard
+
+    records = {
+        "a": {"status": "finished", "engine": "lightgbm", "objective": "squared_error", "seconds": 30.0,
+              "estimate": 10.0, "why": "first: default order"},
+        "b": {"status": "finished", "engine": "xgboost", "objective": "squared_error", "seconds": 12.0,
+              "estimate": 10.0, "screen": {"qwk": 0.5, "seconds": 1.0, "rows": 100}},
+        "c": {"status": "finished", "engine": "catboost", "objective": "squared_error", "seconds": 3.0,
+              "estimate": 1.0},             # 3x, but by 2 s: within the noise of a short run
+        "d": {"status": "screened", "engine": "native", "objective": "squared_error",
+              "screen": {"qwk": 0.4, "seconds": 2.0, "rows": 100}},
+        "e": {"status": "pruned", "engine": "lightgbm", "objective": "squared_error", "seconds": 1.0,
+              "estimate": 30.0},            # a pruned trial stops early by design
+    }
+    board = leaderboard(records, {"a": 1.0}, lambda r: True, test_labels=False).set_index("candidate")
+    assert board.loc["a", "note"] == "took 3.0x its estimate (30 s for 10 s)"
+    assert board.loc[["b", "c", "d", "e"], "note"].eq("").all()
+    assert board.loc["d", "status"] == "screened" and board.loc["d", "screen_qwk"] == 0.4
+    assert "test_qwk" not in board.columns and board.index[0] == "a"      # the member first
