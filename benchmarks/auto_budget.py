@@ -261,6 +261,8 @@ def main() -> None:
                          "and keep the figures as kind=reblend rows")
     ap.add_argument("--baseline-root", help="a second checkout (e.g. git worktree add /tmp/qwkboost-before "
                                             "<commit>): its experiment=auto also runs, as kind=auto_before rows")
+    ap.add_argument("--kinds", nargs="*", default=["auto", "auto_before"],
+                    help="which auto runs to make: auto (this checkout), auto_before (--baseline-root's)")
     ap.add_argument("--members-only", action="store_true",
                     help="fill the by-hand rows without members from the multiruns in --workdir (no training)")
     args = ap.parse_args()
@@ -302,9 +304,10 @@ def main() -> None:
         for name in args.sets:
             budgets = list(args.budgets) + ([args.long] if args.long and name == args.long_set else [])
             for budget in budgets:
-                if not have(kind="auto", set=name, budget=budget):
+                if "auto" in args.kinds and not have(kind="auto", set=name, budget=budget):
                     keep({"kind": "auto", **auto(name, budget, args.seed, work)})
-                if args.baseline_root and not have(kind="auto_before", set=name, budget=budget):
+                if args.baseline_root and "auto_before" in args.kinds and \
+                        not have(kind="auto_before", set=name, budget=budget):
                     keep({"kind": "auto_before", **auto(name, budget, args.seed, work, root=args.baseline_root,
                                                         folder="auto-before")})
                 for preset in args.presets if args.autogluon else []:
