@@ -34,8 +34,8 @@ that checkout, importing its own ``qwkboost`` and reading its own ``conf/`` (see
 are ``kind: "auto_before"``. A set the baseline does not package is given to it as ``data=csv`` on the same
 prepared train and test files (:func:`data_args`). Every auto row names the commit that ran (``commit``, and
 ``dirty`` when the checkout had uncommitted changes to ``qwkboost/``, ``conf/`` or ``experiments/``), the share of
-the budget auto's own clock used (``budget_used``) and how many candidates were left out or stopped for time
-(``left_candidates``). The by-hand row keeps each run of its multirun (``members``: engine, objective, seconds,
+the budget auto's own clock used (``budget_used``) and how many candidates were left out, stopped for time or only
+screened (``left_candidates``). The by-hand row keeps each run of its multirun (``members``: engine, objective, seconds,
 nested out-of-fold and test QWK), the offline evidence for ranking candidates by the data's shape.
 """
 
@@ -161,8 +161,8 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
     blend = json.load(open(f"{d}/out/blend.json")) if os.path.exists(f"{d}/out/blend.json") else None
     finished = board[board.status == "finished"]
     best = finished.sort_values("nested_oof_qwk", ascending=False).iloc[0]
-    started = [(r["started"], n) for n, r in record.get("candidates", {}).items()
-               if isinstance(r, dict) and r.get("started") is not None]
+    started = [(r["started_at"], n) for n, r in record.get("candidates", {}).items()
+               if isinstance(r, dict) and r.get("started_at") is not None]
     return {"set": name, "seed": seed, "budget": budget, "wall_seconds": wall, "auto_seconds": session["seconds"],
             "test_qwk": blend["test_qwk"] if blend else float(best["test_qwk"]),
             "nested_oof_qwk": blend["nested_oof_qwk"] if blend else float(best["nested_oof_qwk"]),
@@ -173,7 +173,9 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
             "best_single": str(best.candidate), "best_single_test_qwk": float(best["test_qwk"]),
             "commit": commit, "dirty": dirty, "root": os.path.abspath(root),
             "budget_used": session["seconds"] / budget,
-            "left_candidates": int(board.status.isin(["left out", "stopped"]).sum()),
+            "left_candidates": int(board.status.isin(["left out", "stopped", "screened"]).sum()),
+            "unused_for_work": session.get("unused_for_work"), "reserve": session.get("reserve"),
+            "work_ended_at": session.get("work_ended_at"),
             "screened": int(board["screen_qwk"].notna().sum()) if "screen_qwk" in board else None,
             "run_order": [n for _, n in sorted(started, key=lambda t: (isinstance(t[0], str), t[0]))]
             if started else None}

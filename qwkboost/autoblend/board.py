@@ -65,6 +65,7 @@ def closing_rows(board) -> tuple[Any, str]:
                    if c in shown.columns]]
     groups = (("finished, not shown", finished.loc[~finished.index.isin(shown.index), "candidate"]),
               ("screened only", board.loc[board["status"] == "screened", "candidate"]),
+              ("replaced by a faster variant", board.loc[board["status"] == "replaced", "candidate"]),
               ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
               ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
               ("left out for time", board.loc[board["status"] == "left out", "candidate"]),

@@ -150,14 +150,18 @@ class CostModel:
     In order of preference:
 
     1. a pair that has run is expected to take what it took;
-    2. a screened pair (:mod:`~qwkboost.autoblend.screening`), its screen's projection :math:`\\hat T` times the
-       correction :math:`\\rho` of finished candidates (the geometric mean of measured over projected seconds,
-       those of the same engine when there are any; 1 before any);
+    2. a screened pair (:mod:`~qwkboost.autoblend.screening`), its screen's projection of the folds' training,
+       :math:`\\hat T`, times the correction :math:`\\rho` of finished candidates (the geometric mean of their
+       measured training seconds over their screens' projections, those of the same engine when there are any; 1
+       before any), plus what a finished candidate spent besides training (scoring, cut points, files: the mean
+       over finished candidates, 0 before any);
     3. otherwise measured and projected times scaled by the priors' ratio, preferring what is known of the same
        engine (an objective's ratio), then of the same objective (an engine's ratio), then anything known; the
        geometric mean of the scaled times when several apply.
 
-    Before anything is measured or screened it is ``None``: the first candidate runs whatever it costs.
+    Before anything is measured or screened it is ``None``: the first candidate runs whatever it costs. A
+    candidate run with a raised learning rate is expected to take its pair's estimate divided by its
+    ``speedup``.
 
     Parameters
     ----------
@@ -169,29 +173,39 @@ class CostModel:
     def __init__(self, shape=None):
         self.shape = shape
         self.measured: dict[tuple[str, str], float] = {}
+        self.trained: dict[tuple[str, str], float] = {}       # the folds' training seconds of measured pairs
         self.projected: dict[tuple[str, str], float] = {}
 
     def prior(self, pair: tuple[str, str]) -> float:
         """The prior cost of ``pair`` relative to LightGBM's squared error on data of this shape."""
         return ENGINE_COST.get(pair[0], 4.0) * objective_cost(pair[1], self.shape, OBJECTIVE_COST.get(pair[1], 4.0))
 
-    def record(self, candidate: Candidate, seconds: float) -> None:
-        """A candidate's measured seconds: its pair's cost (a raised learning rate's times its speed-up)."""
-        if candidate.speedup != 1.0:
-            self.measured.setdefault(candidate.pair, float(seconds) * candidate.speedup)
-        elif candidate.trial is None or candidate.pair not in self.measured:
-            self.measured[candidate.pair] = float(seconds)
+    def record(self, candidate: Candidate, seconds: float, fit_seconds: float | None = None) -> None:
+        """A candidate's measured seconds (and its folds' training seconds): its pair's cost (for a raised learning
+        rate, times its speed-up). A tuning trial's never replaces its pair's default."""
+        if candidate.trial is not None and candidate.pair in self.measured:
+            return
+        if candidate.speedup != 1.0 and candidate.pair in self.measured:
+            return
+        self.measured[candidate.pair] = float(seconds) * candidate.speedup
+        if fit_seconds is not None:
+            self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
 
     def screened(self, pair: tuple[str, str], projected: float) -> None:
-        """Record a screen's projection of ``pair``'s full cross-validation."""
+        """Record a screen's projection of ``pair``'s folds' training seconds."""
         self.projected[pair] = float(projected)
 
     def correction(self, engine: str | None = None) -> float:
-        """:math:`\\rho`: measured over projected seconds of the pairs that have both (of ``engine`` when any)."""
-        both = [p for p in self.measured if p in self.projected and self.projected[p] > 0]
+        """:math:`\\rho`: training over projected seconds of the pairs that have both (of ``engine`` when any)."""
+        both = [p for p in self.trained if p in self.projected and self.projected[p] > 0 and self.trained[p] > 0]
         same = [p for p in both if p[0] == engine]
-        ratios = [self.measured[p] / self.projected[p] for p in (same or both)]
+        ratios = [self.trained[p] / self.projected[p] for p in (same or both)]
         return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
+
+    def overhead(self) -> float:
+        """Mean seconds a finished candidate spent besides its folds' training."""
+        extra = [max(self.measured[p] - t, 0.0) for p, t in self.trained.items() if p in self.measured]
+        return sum(extra) / len(extra) if extra else 0.0
 
     def estimate(self, candidate: Candidate) -> float | None:
         """Expected seconds of ``candidate`` (its pair's, divided by its ``speedup``), or ``None``."""
@@ -203,8 +217,9 @@ class CostModel:
         if pair in self.measured:
             return self.measured[pair]
         if pair in self.projected:
-            return self.projected[pair] * self.correction(pair[0])
-        known = {**{p: t * self.correction(p[0]) for p, t in self.projected.items()}, **self.measured}
+            return self.projected[pair] * self.correction(pair[0]) + self.overhead()
+        known = {**{p: t * self.correction(p[0]) + self.overhead() for p, t in self.projected.items()},
+                 **self.measured}
         if not known:
             return None
         same_engine = [(p, t) for p, t in known.items() if p[0] == candidate.engine]

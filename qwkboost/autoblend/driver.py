@@ -230,10 +230,11 @@ class AutoRun:
         _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
         return time.perf_counter() - t
 
-    def _set_reserve(self, state: AutoState, coming: int = 1) -> None:
-        """Seconds kept for the end: the greedy blend of the finished candidates and ``coming`` more (its in-sample
-        fit and one per fold for the nested estimate), its files and its MLflow model, which grow with the size of
-        the members' pipelines (the largest ones count, one more for each coming candidate)."""
+    def set_reserve(self, state: AutoState, coming: int = 1) -> None:
+        """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
+        ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
+        which grow with the size of the members' pipelines (the largest ones count, one more for each coming
+        candidate)."""
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
@@ -259,18 +260,18 @@ class AutoRun:
             log.warning("auto: %s runs again: %s", cand.name, damage)
             rec = None
         if rec is not None:
-            self.cost.record(cand, rec["seconds"])
+            self.cost.record(cand, rec["seconds"], rec.get("fit_seconds"))
             self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
             log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec["seconds"],
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
-        self._set_reserve(state)
+        self.set_reserve(state)
         estimate = self.cost.estimate(cand)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))
             if state.candidates.get(cand.name, {}).get("status") != "finished":    # an earlier finish stays
-                state.candidates[cand.name] = {**self._kept(state, cand.name), "status": "left out",
+                state.candidates[cand.name] = {**self._kept(state, cand), "status": "left out",
                                                "estimate": round(estimate, 1), "why": why,
                                                "engine": cand.engine, "objective": cand.objective}
             return None
@@ -305,15 +306,15 @@ class AutoRun:
             # a trial the pruner stopped is "pruned", one the time guard stopped "stopped": the leaderboard tells
             # tuning's work from the budget's
             pruned = stop.tags.get("qwkboost.trial_state") == "PRUNED"
-            state.candidates[cand.name] = {**self._kept(state, cand.name), "status": "pruned" if pruned else "stopped",
+            state.candidates[cand.name] = {**self._kept(state, cand), "status": "pruned" if pruned else "stopped",
                                            "reason": str(stop), "engine": cand.engine, "objective": cand.objective,
                                            "seconds": round(time.monotonic() - t0, 2), **started}
             state.save()
             log.info("auto: %s %s", cand.name, stop)
             return None
         seconds = time.monotonic() - t0
-        self.cost.record(cand, seconds)
-        rec = {**self._kept(state, cand.name), **started, "status": "finished", "engine": cand.engine,
+        self.cost.record(cand, seconds, row.get("fit_seconds"))
+        rec = {**self._kept(state, cand), **started, "status": "finished", "engine": cand.engine,
                "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                **({"speedup": round(cand.speedup, 4)} if cand.speedup != 1.0 else {}),
@@ -321,9 +322,12 @@ class AutoRun:
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
                "files": manifest(self.out / directory),      # just written: as _damage would find it
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
-                                      "best_iteration_mean") if k in row}}
+                                      "best_iteration_mean", "fit_seconds") if k in row}}
         state.candidates[cand.name] = rec
         self._checked[cand.name] = None
+        plain = state.candidates.get(Candidate(*cand.pair).name)
+        if cand.speedup != 1.0 and plain is not None and plain.get("status") != "finished":
+            plain.update(status="replaced", why=f"ran as {cand.name}")      # its faster variant finished
         state.save()
         if guard.capped:
             log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping", cand.name,
@@ -332,10 +336,13 @@ class AutoRun:
         return rec
 
     @staticmethod
-    def _kept(state: AutoState, name: str) -> dict:
-        """What a candidate's new record keeps of its old one: its screen."""
-        old = state.candidates.get(name, {})
-        return {"screen": old["screen"]} if isinstance(old.get("screen"), dict) else {}
+    def _kept(state: AutoState, cand: Candidate) -> dict:
+        """What a candidate's new record keeps of its old one: its screen (a faster variant's, its pair's)."""
+        for name in (cand.name, Candidate(*cand.pair).name if cand.trial is None else cand.name):
+            old = state.candidates.get(name, {})
+            if isinstance(old.get("screen"), dict):
+                return {"screen": old["screen"]}
+        return {}
 
     # ------------------------------------------------------------------ the end
     def _damage(self, state: AutoState, name: str) -> str | None:
@@ -512,7 +519,6 @@ class AutoRun:
                 run_defaults(self, state)
                 if self.settings.tune:
                     tune_best(self, state)
-                self._set_reserve(state, coming=0)       # a screen never joins the blend
                 screen_rest(self, state)
             except KeyboardInterrupt:
                 if self.members(state):
@@ -534,7 +540,7 @@ class AutoRun:
         ConfigError
             Naming ``auto.time_limit`` and the least that can start one.
         """
-        self._set_reserve(state)
+        self.set_reserve(state)
         if self.budget.left_for_work > 0 or any(r.get("status") == "finished" and self.allowed(r)
                                                 for r in state.candidates.values()):
             return

@@ -18,7 +18,7 @@ one pair, checked leave-one-set-out (``benchmarks/ranking_loso.py``, RESULTS.md)
 - **Classes**: the class objectives fit one score per class and round, so their cost grows with the number of
   classes :math:`K` (:func:`objective_cost`: :math:`K/2` times squared error's for ``multiclass``, at least 1).
 
-LightGBM's squared error stays first on every shape: it is the cheapest candidate and within 0.005 of the best
+LightGBM's squared error stays first on every shape (when it is a candidate): it is the cheapest candidate and within 0.005 of the best
 single one on every set, so a budget always ends with something good to blend. What the rules leave uncertain is
 settled on the data itself by screening (:mod:`qwkboost.autoblend.screening`).
 """
@@ -100,6 +100,9 @@ def rank(pairs, shape: DataShape | None, moves=MOVES) -> list[tuple[tuple[str, s
         return [(p, "default order") for p in pairs]
     ids = f"; {shape.id_like} id-like column(s)" if shape is not None and shape.id_like else ""
     why = f"moved up: the best or second-best single candidate on 5 of 6 real sets{ids}"
+    moved = {pair: at for pair, at in moved.items() if at < pairs.index(pair)}     # never down
+    if not moved:
+        return [(p, "default order") for p in pairs]
     out = [(p, "default order") for p in pairs if p not in moved]
     for pair, at in sorted(moved.items(), key=lambda kv: kv[1]):
         out.insert(min(at, len(out)), (pair, why))

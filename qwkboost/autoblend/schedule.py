@@ -1,17 +1,19 @@
 r"""Which default candidate a budget cross-validates next, and when it screens first.
 
-1. The first candidate of the ranked order (:mod:`~qwkboost.autoblend.ranking`; LightGBM's squared error) is
-   cross-validated whole: whatever else happens, the budget ends with it.
+1. The first candidate of the ranked order (:mod:`~qwkboost.autoblend.ranking`) is cross-validated whole:
+   whatever else happens, the budget ends with it.
 2. If the other candidates' expected costs (:class:`~qwkboost.autoblend.candidates.CostModel`, scaled from the
    first one's measured time) add up to more than the time left, they are **screened** in the ranked order
-   (:mod:`~qwkboost.autoblend.screening`), with at most :data:`SCREEN_SHARE` of the time left; the first
-   candidate is screened too, so that its measured time corrects every screen's projection. Without screening
-   (everything fits) the candidates run in the ranked order, as before. ``auto.screen=always`` screens whether
-   or not they fit, ``never`` never does.
+   (:mod:`~qwkboost.autoblend.screening`), with at most :data:`SCREEN_SHARE` of the time left, each screen given
+   an equal share of what is left of it; the first candidate is screened too, so that its measured time corrects
+   every screen's projection. Without screening (everything fits) the candidates run in the ranked order.
+   ``auto.screen=always`` screens whether or not they fit, ``never`` never does.
 3. After screening, the **promising** candidates (a screen's QWK within :data:`PROMISING` of the best screen's)
-   are cross-validated first, best screen first; then those screening had no time for, in the ranked order;
-   then the others, best screen first. A candidate whose estimate does not fit in the time left is left out, as
-   always, and the next one is tried.
+   are cross-validated first, best screen first; then those screening could not judge (not screened, or stopped
+   at their time cap before early stopping, whose QWK understates them), in the ranked order; then the others,
+   best screen first.
+4. A candidate whose estimate does not fit in the time left runs with its learning rate raised, when that makes it
+   fit (:func:`fitted`); else it is left out, and the next one is tried.
 
 Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv``).
 """
@@ -25,7 +27,7 @@ from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.state import config_hash
 
-__all__ = ["run_defaults", "screen_rest", "fitted", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
+__all__ = ["run_defaults", "screen_rest", "fitted", "order", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
            "MAX_SPEEDUP", "FIT_SHARE"]
 
 log = logging.getLogger("qwkboost.autoblend")
@@ -37,38 +39,58 @@ PROMISING = 0.01
 #: A screen is not started with fewer seconds than this for it.
 MIN_SCREEN_SECONDS = 2.0
 #: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
-#: factor, so that it is expected to take :data:`FIT_SHARE` of the time left (rounds fall as the rate rises).
+#: factor, when that makes it expected to take :data:`FIT_SHARE` of the time left.
 MAX_SPEEDUP = 4.0
 FIT_SHARE = 0.8
 
 
+def _pair_screen(state, pair) -> dict | None:
+    rec = state.candidates.get(Candidate(*pair).name, {})
+    s = rec.get("screen")
+    return s if isinstance(s, dict) and "qwk" in s else None
+
+
 def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
-    """The candidate to run for ``pair``: as configured when it fits in the time left (or nothing is known of its
-    cost); else a finished faster variant of an earlier invocation; else, when raising its learning rate by at
-    most :data:`MAX_SPEEDUP` makes it fit in :data:`FIT_SHARE` of the time left, that variant (boosting needs
-    about as many fewer rounds as the rate is larger, Friedman, *Annals of Statistics* 2001, sec. 5); else the
-    candidate as configured, which the budget then leaves out. With the reason (empty when as configured)."""
+    r"""The candidate to run for ``pair``, its config and the reason when it is not the configured one.
+
+    As configured when that fits in the time left, when nothing is known of its cost, or when it has no
+    ``learning_rate``. Else a faster variant of an earlier invocation that finished, if any. Else, when raising
+    the learning rate :math:`\eta` by a factor :math:`f \le` :data:`MAX_SPEEDUP` makes it fit in
+    :data:`FIT_SHARE` of the time left, that variant: boosting needs about :math:`f` times fewer rounds
+    (Friedman, *Annals of Statistics* 2001, sec. 5), but early stopping's patience :math:`P` does not shrink, so
+    with :math:`R` rounds kept at :math:`\eta` (its screen's, fewer than the full data keeps: the estimate errs
+    long) the time falls by :math:`s = (R + P) / (R / f + P)`. Else the candidate as configured, which the budget
+    then leaves out."""
     cfg = run.configs[pair]
     plain = Candidate(*pair)
-    for name, rec in state.candidates.items():       # a faster variant that finished earlier is kept
-        if rec.get("status") == "finished" and rec.get("speedup", 1.0) != 1.0 and (rec.get("engine"),
-                                                                                  rec.get("objective")) == pair:
-            done = copy.deepcopy(cfg)
-            done["engine"]["params"] = {**done["engine"].get("params", {}), **rec.get("params", {})}
-            if state.finished(name, config_hash(done)) is not None and state.finished(plain.name, config_hash(cfg)) \
-                    is None:
-                return Candidate(*pair, tuple(sorted(rec["params"].items())), None, rec["speedup"]), done, \
-                    rec.get("why", "")
     estimate, left = run.cost.estimate(plain), run.budget.left_for_work
     rate = (cfg["engine"].get("params") or {}).get("learning_rate")
     if estimate is None or estimate <= left or not rate or left <= 0 or \
             state.finished(plain.name, config_hash(cfg)) is not None:
         return plain, cfg, ""
-    speedup = estimate / (FIT_SHARE * left)
-    if speedup > MAX_SPEEDUP:
+    for name, rec in state.candidates.items():       # a faster variant that finished earlier is kept
+        if rec.get("status") == "finished" and rec.get("speedup", 1.0) != 1.0 and rec.get("trial") is None and \
+                (rec.get("engine"), rec.get("objective")) == pair:
+            done = copy.deepcopy(cfg)
+            done["engine"]["params"] = {**done["engine"].get("params", {}), **rec.get("params", {})}
+            if state.finished(name, config_hash(done)) is not None:
+                return Candidate(*pair, tuple(sorted(rec["params"].items())), None, rec["speedup"]), done, \
+                    rec.get("why", "")
+    need = estimate / (FIT_SHARE * left)            # the time's speed-up that makes it fit
+    s = _pair_screen(state, pair)
+    patience = int(cfg["engine"].get("early_stopping_rounds") or 0)
+    rounds = int(s["rounds"]) if s is not None and s.get("rounds") else None
+    if rounds is None or patience == 0:
+        factor = need
+    elif (rounds + patience) / need > patience:
+        factor = rounds / ((rounds + patience) / need - patience)
+    else:
         return plain, cfg, ""
-    faster = float(f"{rate * speedup:.3g}")
-    speedup = faster / rate
+    if factor > MAX_SPEEDUP:
+        return plain, cfg, ""
+    faster = float(f"{rate * factor:.3g}")
+    factor = faster / rate
+    speedup = factor if rounds is None or patience == 0 else (rounds + patience) / (rounds / factor + patience)
     out = copy.deepcopy(cfg)
     out["engine"]["params"] = {**out["engine"]["params"], "learning_rate": faster}
     return (Candidate(*pair, (("learning_rate", faster),), None, speedup), out,
@@ -76,37 +98,45 @@ def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
 
 
 def _screen_one(run, state, pair, cap: float) -> dict | None:
-    """Screen ``pair`` (or reuse its screen of the same configuration); its record's ``screen``."""
+    """Screen ``pair`` (or reuse its screen of the same configuration that was not stopped at its cap); its
+    record's ``screen``, or ``None`` when the screen failed (logged: a screen only ranks, and the candidate's own
+    run will say what is wrong)."""
     cfg = run.configs[pair]
     name = Candidate(*pair).name
     h = config_hash(cfg)
-    old = state.candidates.get(name, {})
-    if isinstance(old.get("screen"), dict) and old["screen"].get("config_hash") == h:     # a resumed directory's
-        run.cost.screened(pair, old["screen"]["projected"])
-        return old["screen"]
+    old = state.candidates.get(name, {}).get("screen")
+    if isinstance(old, dict) and old.get("config_hash") == h and "qwk" in old and not old.get("capped"):
+        run.cost.screened(pair, old["projected"])
+        return old
     run.progress.step(f"screen {name}")
-    result = screen(run.ds, cfg, cap_seconds=cap)
+    try:
+        result = screen(run.ds, cfg, cap_seconds=cap)
+    except Exception as exc:  # noqa: BLE001 - a screen that fails ranks nothing; the run itself reports the error
+        log.warning("auto: screening %s failed (%s: %s); it keeps its place in the order", name,
+                    type(exc).__name__, exc)
+        return None
     rec = state.candidates.setdefault(name, {"status": "screened", "engine": pair[0], "objective": pair[1]})
     rec["screen"] = {**result.to_dict(), "config_hash": h}
     run.cost.screened(pair, result.projected)
     state.save()
     log.info("auto: screened %s: QWK %.4f on %d rows in %.1f s%s; its cross-validation: about %.0f s", name,
-             result.qwk, result.rows, result.seconds, " (capped)" if result.capped else "",
+             result.qwk, result.rows, result.seconds,
+             " (stopped at its time cap: both understate it)" if result.capped else "",
              run.cost.estimate(Candidate(*pair)))
     return rec["screen"]
 
 
 def _screen_all(run, state, pairs) -> dict:
-    """Screen ``pairs`` in order within :data:`SCREEN_SHARE` of the time left; ``pair -> screen`` of those
-    screened."""
-    allowance = SCREEN_SHARE * max(run.budget.left_for_work, 0.0)
-    until = run.budget.elapsed + allowance
+    """Screen ``pairs`` in order within :data:`SCREEN_SHARE` of the time left, each with an equal share of what
+    is left of it; ``pair -> screen`` of those screened."""
+    run.set_reserve(state)
+    until = run.budget.elapsed + SCREEN_SHARE * max(run.budget.left_for_work, 0.0)
     screens = {}
-    for pair in pairs:
+    for i, pair in enumerate(pairs):
         left = until - run.budget.elapsed
         if left < MIN_SCREEN_SECONDS:
             break
-        rec = _screen_one(run, state, pair, left)
+        rec = _screen_one(run, state, pair, max(left / (len(pairs) - i), MIN_SCREEN_SECONDS))
         if rec is not None:
             screens[pair] = rec
     return screens
@@ -120,19 +150,22 @@ def _needs_screening(run, state, pairs) -> bool:
 
 
 def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
-    """``pairs`` (the ranked order) after screening: promising ones by their screen, those not screened, the others
-    by their screen; each with the reason for its place (module docstring)."""
+    """``pairs`` (the ranked order) after screening: promising ones by their screen, those screening could not
+    judge in the ranked order, the others by their screen; each with the reason for its place (module
+    docstring)."""
     if not screens:
         return [(p, why.get(p, "default order")) for p in pairs]
-    best = max(s["qwk"] for s in screens.values())
-    scored = sorted((p for p in pairs if p in screens), key=lambda p: -screens[p]["qwk"])
-    promising = [(p, f"screened {screens[p]['qwk']:.4f}: within {PROMISING} of the best screen ({best:.4f})")
-                 for p in scored if screens[p]["qwk"] >= best - PROMISING]
-    unscreened = [(p, f"not screened (its share of the time was spent): {why.get(p, 'default order')}")
-                  for p in pairs if p not in screens]
-    rest = [(p, f"screened {screens[p]['qwk']:.4f}: {best - screens[p]['qwk']:.4f} below the best screen")
-            for p in scored if screens[p]["qwk"] < best - PROMISING]
-    return promising + unscreened + rest
+    judged = {p: s for p, s in screens.items() if not s.get("capped")}
+    best = max((s["qwk"] for s in judged.values()), default=max(s["qwk"] for s in screens.values()))
+    scored = sorted((p for p in pairs if p in judged), key=lambda p: -judged[p]["qwk"])
+    promising = [(p, f"screened {judged[p]['qwk']:.4f}: within {PROMISING} of the best screen ({best:.4f})")
+                 for p in scored if judged[p]["qwk"] >= best - PROMISING]
+    unjudged = [(p, (f"screen stopped at its time cap ({screens[p]['qwk']:.4f}): " if p in screens else
+                     "not screened (its share of the time was spent): ") + why.get(p, "default order"))
+                for p in pairs if p not in judged]
+    rest = [(p, f"screened {judged[p]['qwk']:.4f}: {best - judged[p]['qwk']:.4f} below the best screen")
+            for p in scored if judged[p]["qwk"] < best - PROMISING]
+    return promising + unjudged + rest
 
 
 def run_defaults(run, state) -> None:
@@ -159,14 +192,16 @@ def run_defaults(run, state) -> None:
 
 def screen_rest(run, state) -> None:
     """With time left that no candidate or trial fits in, screen the candidates never screened nor finished
-    (their figures go in the leaderboard; a screen is never blended)."""
+    (their figures go in the leaderboard; a screen is never blended). Not with ``auto.screen=never``."""
+    if run.settings.screen == "never":
+        return
+    run.set_reserve(state, coming=0)       # a screen never joins the blend
     finished = {(r.get("engine"), r.get("objective")) for r in state.candidates.values()
                 if r.get("status") == "finished"}
     for pair in run.configs:
-        rec = state.candidates.get(Candidate(*pair).name, {})
-        if pair in finished or isinstance(rec.get("screen"), dict):
+        if pair in finished or _pair_screen(state, pair) is not None:
             continue
         left = run.budget.left_for_work
-        if left < MIN_SCREEN_SECONDS:
+        if left < 2 * MIN_SCREEN_SECONDS:
             return
-        _screen_one(run, state, pair, 0.8 * left)     # scoring the screen's rows comes after its cap
+        _screen_one(run, state, pair, 0.5 * left)     # scoring the screen's rows comes after its cap

@@ -1,8 +1,10 @@
 r"""Screening: a cheap look at a candidate on this data before its full cross-validation.
 
-A screen trains the candidate once, as its first fold would (the same folds, groups and configuration), on at most
+A screen trains the candidate once on its first fold (the same folds, groups and configuration), on at most
 :data:`SCREEN_ROWS` of that fold's training rows, early-stopped and scored on at most :data:`SCREEN_VALID` of its
-validation rows. It returns two things the budget cannot know otherwise:
+validation rows (whatever ``cv.early_stopping_on`` says: a screen only ranks). Both samples are stratified by the
+label and keep every class the fold has, so an objective fitted on the sample sees the same classes. It returns
+two things the budget cannot know otherwise:
 
 - how good the candidate looks here: the QWK of its validation scores after exact cut points fitted on them
   (optimistic by the same small amount for every candidate, and never blended: only full out-of-fold scores are);
@@ -33,7 +35,7 @@ from qwkboost.engines import train
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
-__all__ = ["Screen", "screen", "SCREEN_ROWS", "SCREEN_VALID"]
+__all__ = ["Screen", "screen", "stratified_sample", "SCREEN_ROWS", "SCREEN_VALID"]
 
 #: Training rows of a screen (of the first fold's), and validation rows it is stopped and scored on.
 SCREEN_ROWS = 20_000
@@ -72,6 +74,16 @@ class Screen:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
+def stratified_sample(rows: np.ndarray, y: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """``size`` of ``rows`` (sorted), each label's share kept and every label present at least once."""
+    if rows.size <= size:
+        return rows
+    labels, counts = np.unique(y[rows], return_counts=True)
+    take = np.maximum(1, np.floor(counts * size / rows.size).astype(int))
+    out = [rng.choice(rows[y[rows] == v], k, replace=False) for v, k in zip(labels, np.minimum(take, counts))]
+    return np.sort(np.concatenate(out))
+
+
 def screen(ds: Dataset, cfg: Mapping[str, Any], cap_seconds: float = float("inf"), rows: int = SCREEN_ROWS,
            valid_rows: int = SCREEN_VALID) -> Screen:
     """Screen one candidate (``cfg``: its resolved run config) on ``ds``: see the module docstring.
@@ -93,10 +105,8 @@ def screen(ds: Dataset, cfg: Mapping[str, Any], cap_seconds: float = float("inf"
                                  bool(cv.get("shuffle", True)), seed, 1, ds.groups_train)[0][0]
     n_fold = tr.size
     rng = np.random.default_rng(seed)
-    if tr.size > rows:
-        tr = np.sort(rng.choice(tr, rows, replace=False))
-    if va.size > valid_rows:
-        va = np.sort(rng.choice(va, valid_rows, replace=False))
+    tr = stratified_sample(tr, ds.y_train, rows, rng)
+    va = stratified_sample(va, ds.y_train, valid_rows, rng)
     w = ds.w_train
     started = time.perf_counter()
 

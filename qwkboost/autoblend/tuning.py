@@ -79,6 +79,8 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
                                 run.ds.y_train, classes, run.ds.w_train)
         rec = run.run_candidate(state, cand, trial_cfg, reporter=reporter, why=why)
         if rec is None:
+            if state.candidates.get(cand.name, {}).get("status") == "left out":
+                trial.study.stop()      # the budget's estimate of a trial no longer fits: no more of this pair
             raise optuna.TrialPruned(state.candidates.get(cand.name, {}).get("reason", "out of time"))
         seconds.append(rec["seconds"])
         return rec["qwk_thresholds_oof"]

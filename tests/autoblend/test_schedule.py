@@ -60,6 +60,13 @@ def test_catboost_squared_error_comes_second_on_every_shape_and_the_reason_names
     assert rank(no_cat, ids) == [(p, "default order") for p in no_cat]
 
 
+def test_a_rule_never_moves_a_pair_down():
+    pairs = [("catboost", "squared_error"), ("catboost", "extended_qwk")]
+    assert rank(pairs, None) == [(p, "default order") for p in pairs]
+    pairs = [("catboost", "extended_qwk"), ("catboost", "squared_error")]
+    assert [p for p, _ in rank(pairs, None)] == pairs
+
+
 def test_a_rule_for_id_like_columns_moves_a_pair_on_such_data_only():
     moves = ((("catboost", "extended_qwk"), 1, True),)
     ids = DataShape(rows=10_000, columns=3, levels=(ID_LEVELS,), classes=4)
@@ -111,8 +118,8 @@ def test_a_screen_measures_a_fold_on_a_sample_and_projects_the_cross_validation(
     ds = _dataset(tmp_path)
     cfg = candidate_config("lightgbm", "squared_error", n_splits=4, n_jobs=1)
     s = screen(ds, cfg, rows=1000)
-    assert s.rows == 1000 and not s.capped and s.rounds > 0 and 0.3 < s.qwk <= 1
-    assert math.isclose(s.projected, s.seconds * 1800 / 1000 * 4, rel_tol=1e-9)    # 1,800 rows per fold
+    assert 990 <= s.rows <= 1000 and not s.capped and s.rounds > 0 and 0.3 < s.qwk <= 1
+    assert math.isclose(s.projected, s.seconds * 1800 / s.rows * 4, rel_tol=1e-9)    # 1,800 rows per fold
     again = screen(ds, cfg, rows=1000)
     assert again.qwk == s.qwk and again.rounds == s.rounds                          # seeded
     capped = screen(ds, cfg, cap_seconds=0.0)
@@ -124,12 +131,43 @@ def test_screens_correct_the_cost_model_by_what_finished():
     assert cost.estimate(Candidate("catboost", "squared_error")) is None
     cost.screened(("lightgbm", "squared_error"), 10.0)
     cost.screened(("catboost", "squared_error"), 100.0)
-    cost.record(Candidate("lightgbm", "squared_error"), 20.0)      # projections were half the truth
-    assert cost.correction() == 2.0
-    assert cost.estimate(Candidate("catboost", "squared_error")) == 200.0
+    # trained 18 s where its screen projected 10: projections are 1.8x short; 2 s went to scoring and files
+    cost.record(Candidate("lightgbm", "squared_error"), 20.0, fit_seconds=18.0)
+    assert cost.correction() == pytest.approx(1.8) and cost.overhead() == pytest.approx(2.0)
+    assert cost.estimate(Candidate("catboost", "squared_error")) == pytest.approx(182.0)
     # a pair without a screen: its engine's screen, corrected, times the objective's prior
-    assert math.isclose(cost.estimate(Candidate("catboost", "extended_qwk")), 200.0)
-    assert math.isclose(cost.estimate(Candidate("catboost", "ordinal_logit")), 400.0)
+    assert cost.estimate(Candidate("catboost", "extended_qwk")) == pytest.approx(182.0)
+    assert cost.estimate(Candidate("catboost", "ordinal_logit")) == pytest.approx(364.0)
+    # a tuning trial never replaces its pair's default
+    cost.record(Candidate("lightgbm", "squared_error", trial=3), 5.0, fit_seconds=4.0)
+    assert cost.estimate(Candidate("lightgbm", "squared_error")) == 20.0
+
+
+def test_a_failed_screen_is_logged_and_ranks_nothing(tmp_path, caplog):
+    from qwkboost.autoblend.progress import Progress
+    from qwkboost.autoblend.schedule import _screen_one
+
+    ds = _dataset(tmp_path)
+    cfg = candidate_config("lightgbm", "squared_error", n_jobs=1)
+    cfg["engine"]["params"] = {**cfg["engine"]["params"], "num_leaves": -3}       # LightGBM refuses it
+    budget = Budget(60.0)
+    run = type("Run", (), {"configs": {("lightgbm", "squared_error"): cfg}, "ds": ds, "cost": CostModel(),
+                           "budget": budget, "progress": Progress(budget, False)})()
+    state = AutoState(tmp_path / "out", {})
+    caplog.set_level("WARNING", logger="qwkboost.autoblend")
+    assert _screen_one(run, state, ("lightgbm", "squared_error"), 10.0) is None
+    assert "screening lightgbm-squared_error failed" in caplog.text and state.candidates == {}
+
+
+def test_a_screen_sample_keeps_every_class_and_its_shares():
+    from qwkboost.autoblend.screening import stratified_sample
+
+    y = np.r_[np.zeros(5000), np.ones(4990), np.full(10, 2.0)]        # a rare top class
+    rows = np.arange(y.size)
+    got = stratified_sample(rows, y, 500, np.random.default_rng(0))
+    assert got.size <= 500 and np.all(np.diff(got) > 0)
+    assert set(y[got]) == {0.0, 1.0, 2.0} and abs((y[got] == 0).mean() - 0.5) < 0.01
+    assert np.array_equal(stratified_sample(rows[:300], y, 500, np.random.default_rng(0)), rows[:300])
 
 
 def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate(tmp_path):
@@ -156,6 +194,16 @@ def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate
     assert fitted(run, state, pair)[0] == Candidate(*pair)     # too slow even so: as configured, to be left out
     cost.record(cand, 50.0)             # measured at its raised rate: the pair's cost is that times the speed-up
     assert cost.estimate(Candidate(*pair)) == pytest.approx(50.0 * cand.speedup)
+    # with its screen's rounds known, early stopping's patience (100 rounds) does not shrink: a larger factor
+    fresh = CostModel()
+    run.cost = fresh
+    fresh.screened(pair, 200.0)
+    state.candidates["catboost-squared_error"] = {"status": "screened", "engine": "catboost",
+                                                  "objective": "squared_error", "screen": {"qwk": 0.5, "rounds": 1000}}
+    cand, cfg, _ = fitted(run, state, pair)
+    factor = cfg["engine"]["params"]["learning_rate"] / rate
+    assert cand.speedup == pytest.approx(1100 / (1000 / factor + 100))
+    assert cand.speedup == pytest.approx(200 / (FIT_SHARE * 100), rel=2e-2) and factor > 200 / (FIT_SHARE * 100)
 
 
 # ------------------------------------------------------------------ end to end
@@ -227,6 +275,14 @@ def test_the_budget_is_kept_and_used_while_a_trial_fits(tmp_path):
     # used: when the work ended, less time was left for it than one more trial of any tuned pair takes
     assert session["unused_for_work"] <= trials["seconds"].max() + 1.0, session
     assert session["work_ended_at"] + session["reserve"] >= limit - trials["seconds"].max() - 1.0, session
+
+
+def test_never_screens_not_even_with_time_to_spare(tmp_path):
+    X, y, X_test = id_frames(n=600, n_test=200, seed=2)
+    qb.auto(X, y, X_test, time_limit=20, engines=["lightgbm"], objectives=["squared_error", "extended_qwk"],
+            tune=False, n_splits=3, n_jobs=1, progress=False, screen="never", output_dir=tmp_path / "never")
+    record = json.loads((tmp_path / "never" / "auto.json").read_text())["candidates"]
+    assert record and not any("screen" in r for r in record.values())
 
 
 def test_a_bad_screen_setting_is_refused(tmp_path):
