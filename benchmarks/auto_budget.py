@@ -34,8 +34,9 @@ that checkout, importing its own ``qwkboost`` and reading its own ``conf/`` (see
 are ``kind: "auto_before"``. A set the baseline does not package is given to it as ``data=csv`` on the same
 prepared train and test files (:func:`data_args`). Every auto row names the commit that ran (``commit``, and
 ``dirty`` when the checkout had uncommitted changes to ``qwkboost/``, ``conf/`` or ``experiments/``), the share of
-the budget auto's own clock used (``budget_used``) and how many candidates were left out, stopped for time or only
-screened (``left_candidates``). The by-hand row keeps each run of its multirun (``members``: engine, objective, seconds,
+the budget auto's own clock used (``budget_used``) and how many candidates were left (``left_candidates``: the
+engine and objective pairs that never finished, as ``auto.json`` records them, else the leaderboard's rows left
+out, stopped for time or only screened). The by-hand row keeps each run of its multirun (``members``: engine, objective, seconds,
 nested out-of-fold and test QWK), the offline evidence for ranking candidates by the data's shape.
 """
 
@@ -173,7 +174,9 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
             "best_single": str(best.candidate), "best_single_test_qwk": float(best["test_qwk"]),
             "commit": commit, "dirty": dirty, "root": os.path.abspath(root),
             "budget_used": session["seconds"] / budget,
-            "left_candidates": int(board.status.isin(["left out", "stopped", "screened"]).sum()),
+            "left_candidates": len(session["pairs_not_run"]) if "pairs_not_run" in session else
+            int(board.status.isin(["left out", "stopped", "screened"]).sum()),
+            "pairs_not_run": session.get("pairs_not_run"),
             "unused_for_work": session.get("unused_for_work"), "reserve": session.get("reserve"),
             "work_ended_at": session.get("work_ended_at"),
             "screened": int(board["screen_qwk"].notna().sum()) if "screen_qwk" in board else None,
