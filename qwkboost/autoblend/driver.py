@@ -230,16 +230,20 @@ class AutoRun:
         _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
         return time.perf_counter() - t
 
-    def set_reserve(self, state: AutoState, coming: int = 1) -> None:
+    def set_reserve(self, state: AutoState, coming: int = 1, coming_seconds: float | None = None) -> None:
         """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
         ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
-        which grow with the size of the members' pipelines (the largest ones count, one more for each coming
-        candidate)."""
+        which grow with the size of the members' pipelines (the largest ones count, and each coming candidate as the
+        largest one, or, when ``coming_seconds`` (its expected seconds) says it trains longer, as the finished
+        candidates' largest megabytes per second of cross-validation times those seconds: pipelines grow with the
+        rounds)."""
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
         sizes = sorted((r.get("pipeline_mb", 0.0) for r in done), reverse=True)
-        mb = sum(sizes[:m]) + coming * (max(sizes) if sizes else 0.0)
+        rate = max((r.get("pipeline_mb", 0.0) / r["seconds"] for r in done if r.get("seconds")), default=0.0)
+        coming_mb = max(max(sizes, default=0.0), rate * (coming_seconds or 0.0))
+        mb = sum(sizes[:m]) + coming * coming_mb
         tracked = self.experiment_id is not None
         per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
         self.budget.reserve = blend_s + WRITE_SECONDS + per_mb * mb + (PYFUNC_SECONDS if tracked else 0.0)
@@ -265,8 +269,8 @@ class AutoRun:
             log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec["seconds"],
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
-        self.set_reserve(state)
         estimate = self.cost.estimate(cand)
+        self.set_reserve(state, coming_seconds=estimate)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))
