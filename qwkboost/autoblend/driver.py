@@ -384,8 +384,10 @@ class AutoRun:
 
         self.progress.step("blend")
         # when the work ended, how much of it was left unused, and the reserve kept for what follows
+        done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values() if r.get("status") == "finished"}
         self._end = {"work_ended_at": round(self.budget.elapsed, 2), "reserve": round(self.budget.reserve, 2),
-                     "unused_for_work": round(max(self.budget.left_for_work, 0.0), 2)}
+                     "unused_for_work": round(max(self.budget.left_for_work, 0.0), 2),
+                     "pairs_not_run": sorted(f"{e}-{o}" for e, o in self.configs if (e, o) not in done)}
         members = self.members(state)
         if not members:
             tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
