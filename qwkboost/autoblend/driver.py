@@ -230,19 +230,26 @@ class AutoRun:
         _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
         return time.perf_counter() - t
 
-    def set_reserve(self, state: AutoState, coming: int = 1, coming_seconds: float | None = None) -> None:
+    def set_reserve(self, state: AutoState, coming: int = 1, coming_seconds: float | None = None,
+                    coming_engine: str | None = None) -> None:
         """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
         ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
-        which grow with the size of the members' pipelines (the largest ones count, and each coming candidate as the
-        largest one, or, when ``coming_seconds`` (its expected seconds) says it trains longer, as the finished
-        candidates' largest megabytes per second of cross-validation times those seconds: pipelines grow with the
-        rounds)."""
+        which grow with the size of the members' pipelines: the largest finished ones, and each coming candidate's,
+        expected from its seconds (``coming_seconds``) times the megabytes per second of cross-validation that its
+        engine's finished candidates wrote (pipelines grow with the rounds), or, for an engine not yet measured, the
+        largest of those rates and at least the largest pipeline so far."""
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
         sizes = sorted((r.get("pipeline_mb", 0.0) for r in done), reverse=True)
-        rate = max((r.get("pipeline_mb", 0.0) / r["seconds"] for r in done if r.get("seconds")), default=0.0)
-        coming_mb = max(max(sizes, default=0.0), rate * (coming_seconds or 0.0))
+        rates = {}
+        for r in done:
+            if r.get("seconds"):
+                rates[r.get("engine")] = max(rates.get(r.get("engine"), 0.0), r.get("pipeline_mb", 0.0) / r["seconds"])
+        if coming_seconds is not None and coming_engine in rates:
+            coming_mb = rates[coming_engine] * coming_seconds
+        else:
+            coming_mb = max(max(sizes, default=0.0), max(rates.values(), default=0.0) * (coming_seconds or 0.0))
         mb = sum(sizes[:m]) + coming * coming_mb
         tracked = self.experiment_id is not None
         per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
@@ -270,7 +277,7 @@ class AutoRun:
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
         estimate = self.cost.estimate(cand)
-        self.set_reserve(state, coming_seconds=estimate)
+        self.set_reserve(state, coming_seconds=estimate, coming_engine=cand.engine)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))
