@@ -57,9 +57,10 @@ __all__ = ["AutoRun", "AutoResult", "runnable_configs"]
 log = logging.getLogger("qwkboost.autoblend")
 
 #: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
-#: with the members' pipelines (measured: 2-5 s).
-WRITE_SECONDS = 3.0
-PYFUNC_SECONDS = 4.0
+#: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
+#: benchmarks/auto_budget.py; twice that is kept).
+WRITE_SECONDS = 2.0
+PYFUNC_SECONDS = 2.0
 #: Seconds per megabyte of the blend's members' pipelines (their models' JSON), which are copied into the output
 #: directory, read back for the result, and, with tracking, copied into MLflow and read once more as the pyfunc
 #: model is checked.
@@ -230,16 +231,27 @@ class AutoRun:
         _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
         return time.perf_counter() - t
 
-    def set_reserve(self, state: AutoState, coming: int = 1) -> None:
+    def set_reserve(self, state: AutoState, coming: int = 1, coming_seconds: float | None = None,
+                    coming_engine: str | None = None) -> None:
         """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
         ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
-        which grow with the size of the members' pipelines (the largest ones count, one more for each coming
-        candidate)."""
+        which grow with the size of the members' pipelines: the largest finished ones, and each coming candidate's,
+        expected from its seconds (``coming_seconds``) times the megabytes per second of cross-validation that its
+        engine's finished candidates wrote (pipelines grow with the rounds), or, for an engine not yet measured, the
+        largest of those rates and at least the largest pipeline so far."""
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
         sizes = sorted((r.get("pipeline_mb", 0.0) for r in done), reverse=True)
-        mb = sum(sizes[:m]) + coming * (max(sizes) if sizes else 0.0)
+        rates = {}
+        for r in done:
+            if r.get("seconds"):
+                rates[r.get("engine")] = max(rates.get(r.get("engine"), 0.0), r.get("pipeline_mb", 0.0) / r["seconds"])
+        if coming_seconds is not None and coming_engine in rates:
+            coming_mb = rates[coming_engine] * coming_seconds
+        else:
+            coming_mb = max(max(sizes, default=0.0), max(rates.values(), default=0.0) * (coming_seconds or 0.0))
+        mb = sum(sizes[:m]) + coming * coming_mb
         tracked = self.experiment_id is not None
         per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
         self.budget.reserve = blend_s + WRITE_SECONDS + per_mb * mb + (PYFUNC_SECONDS if tracked else 0.0)
@@ -265,8 +277,8 @@ class AutoRun:
             log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec["seconds"],
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
-        self.set_reserve(state)
         estimate = self.cost.estimate(cand)
+        self.set_reserve(state, coming_seconds=estimate, coming_engine=cand.engine)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))
@@ -380,8 +392,10 @@ class AutoRun:
 
         self.progress.step("blend")
         # when the work ended, how much of it was left unused, and the reserve kept for what follows
+        done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values() if r.get("status") == "finished"}
         self._end = {"work_ended_at": round(self.budget.elapsed, 2), "reserve": round(self.budget.reserve, 2),
-                     "unused_for_work": round(max(self.budget.left_for_work, 0.0), 2)}
+                     "unused_for_work": round(max(self.budget.left_for_work, 0.0), 2),
+                     "pairs_not_run": sorted(f"{e}-{o}" for e, o in self.configs if (e, o) not in done)}
         members = self.members(state)
         if not members:
             tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
