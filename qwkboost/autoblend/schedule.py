@@ -12,9 +12,8 @@ r"""Which default candidate a budget cross-validates next, and when it screens f
    are cross-validated first, best screen first; then those screening could not judge (not screened, or stopped
    at their time cap before early stopping, whose QWK understates them), in the ranked order; then the others,
    best screen first.
-4. A candidate expected to take more than :data:`FIT_SHARE` of the time left runs with its learning rate raised,
-   when that makes it fit in that share (:func:`fitted`); else, if it does not fit at all, it is left out, and the
-   next one is tried.
+4. A candidate whose estimate does not fit in the time left runs with its learning rate raised, when that makes it
+   fit in :data:`FIT_SHARE` of it (:func:`fitted`); else it is left out, and the next one is tried.
 
 Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv``).
 """
@@ -39,8 +38,8 @@ SCREEN_SHARE = 0.25
 PROMISING = 0.01
 #: A screen is not started with fewer seconds than this for it.
 MIN_SCREEN_SECONDS = 2.0
-#: A default candidate expected to take more than :data:`FIT_SHARE` of the time left runs with its learning rate
-#: raised by up to this factor, when that makes it expected to take that share.
+#: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
+#: factor, when that makes it expected to take :data:`FIT_SHARE` of the time left.
 MAX_SPEEDUP = 4.0
 FIT_SHARE = 0.8
 
@@ -54,10 +53,8 @@ def _pair_screen(state, pair) -> dict | None:
 def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
     r"""The candidate to run for ``pair``, its config and the reason when it is not the configured one.
 
-    As configured when it is expected to take at most :data:`FIT_SHARE` of the time left (the rest is margin for
-    an estimate that errs short: a candidate that cannot finish is stopped and its time lost), when nothing is
-    known of its cost, or when it has no ``learning_rate``. Else a faster variant of an earlier invocation that
-    finished, if any. Else, when raising
+    As configured when it is expected to fit in the time left, when nothing is known of its cost, or when it has
+    no ``learning_rate``. Else a faster variant of an earlier invocation that finished, if any. Else, when raising
     the learning rate :math:`\eta` by a factor :math:`f \le` :data:`MAX_SPEEDUP` makes it fit in
     :data:`FIT_SHARE` of the time left, that variant: boosting needs about :math:`f` times fewer rounds
     (Friedman, *Annals of Statistics* 2001, sec. 5), but early stopping's patience :math:`P` does not shrink, so
@@ -70,7 +67,7 @@ def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
     run.set_reserve(state, coming_seconds=estimate, coming_engine=pair[0])     # a longer run, a larger pipeline
     left = run.budget.left_for_work
     rate = (cfg["engine"].get("params") or {}).get("learning_rate")
-    if estimate is None or estimate <= FIT_SHARE * left or not rate or left <= 0 or \
+    if estimate is None or estimate <= left or not rate or left <= 0 or \
             state.finished(plain.name, config_hash(cfg)) is not None:
         return plain, cfg, ""
     for name, rec in state.candidates.items():       # a faster variant that finished earlier is kept

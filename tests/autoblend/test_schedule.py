@@ -180,10 +180,8 @@ def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate
     pair = ("catboost", "squared_error")
     cand, cfg, why = fitted(run, state, pair)          # nothing known of its cost: as configured
     assert cand == Candidate(*pair) and why == "" and cfg is run.configs[pair]
-    cost.screened(pair, FIT_SHARE * 100)
-    assert fitted(run, state, pair)[0] == Candidate(*pair)        # fits in the 100 s left, with a margin
     cost.screened(pair, 95.0)
-    assert fitted(run, state, pair)[0].speedup > 1                # fits, but without the margin: faster
+    assert fitted(run, state, pair)[0] == Candidate(*pair)        # fits in the 100 s left
     cost.screened(pair, 200.0)
     cand, cfg, why = fitted(run, state, pair)
     rate = run.configs[pair]["engine"]["params"]["learning_rate"]
