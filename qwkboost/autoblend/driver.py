@@ -58,14 +58,19 @@ log = logging.getLogger("qwkboost.autoblend")
 
 #: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
 #: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
-#: benchmarks/auto_budget.py; twice that is kept).
+#: benchmarks/auto_budget.py, and 2.5 s for the MLflow model's requirements and sources; about 1.5x that is kept).
 WRITE_SECONDS = 2.0
-PYFUNC_SECONDS = 2.0
-#: Seconds per megabyte of the blend's members' pipelines (their models' JSON), which are copied into the output
-#: directory, read back for the result, and, with tracking, copied into MLflow and read once more as the pyfunc
-#: model is checked.
-SECONDS_PER_MB = 0.07           # measured: 7.4 s for 133 MB (chem97, five members: copied, checked, read back)
-SECONDS_PER_MB_TRACKED = 0.12   # measured: 13.6 s for the same with MLflow (two copies, one more read)
+PYFUNC_SECONDS = 4.0
+#: Seconds per megabyte of the blend's members' pipelines (their models' text), about 1.5x what was measured on
+#: the 300 s budgets of InstEval, chem97, MovieLens, diamonds and happiness: each member's pipeline is copied into
+#: the output directory and checked (0.012 s/MB), read back for the result (:data:`READ_SECONDS_PER_MB`, by
+#: engine) and, with tracking, copied twice into MLflow (0.0055 s/MB).
+SECONDS_PER_MB = 0.018
+SECONDS_PER_MB_TRACKED = 0.027
+#: Seconds per megabyte to read a member's pipeline back, by engine (means measured as above: XGBoost's JSON
+#: 0.038, the native engine's 0.051, LightGBM's text 0.015, CatBoost's 0.011); an engine not named takes the
+#: largest.
+READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "catboost": 0.017}
 #: What the budget writes into its directory from the blend (an earlier session's that the new one lacks go).
 OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline",
            "leaderboard.csv")
@@ -235,14 +240,23 @@ class AutoRun:
                     coming_engine: str | None = None) -> None:
         """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
         ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
-        which grow with the size of the members' pipelines: the largest finished ones, and each coming candidate's,
-        expected from its seconds (``coming_seconds``) times the megabytes per second of cross-validation that its
-        engine's finished candidates wrote (pipelines grow with the rounds), or, for an engine not yet measured, the
-        largest of those rates and at least the largest pipeline so far."""
+        which grow with the size of the members' pipelines (seconds per megabyte by engine, :data:`SECONDS_PER_MB`
+        and :data:`READ_SECONDS_PER_MB`): the blend's pool as it stands (:meth:`members`, all of which the blend may
+        weigh), and each coming candidate's, expected from its seconds (``coming_seconds``) times the megabytes per
+        second of cross-validation that its engine's finished candidates wrote (pipelines grow with the rounds), or,
+        for an engine not yet measured, the largest of those rates and at least the largest pipeline so far."""
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
-        sizes = sorted((r.get("pipeline_mb", 0.0) for r in done), reverse=True)
+        tracked = self.experiment_id is not None
+        per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
+
+        def seconds_per_mb(engine) -> float:
+            return per_mb + READ_SECONDS_PER_MB.get(engine, max(READ_SECONDS_PER_MB.values()))
+
+        pool = diverse_pool([(n, r) for n, r in state.candidates.items()
+                             if r.get("status") == "finished" and self.allowed(r)], self.settings.max_members)
+        pooled = sum(r.get("pipeline_mb", 0.0) * seconds_per_mb(r.get("engine")) for _, r in pool)
         rates = {}
         for r in done:
             if r.get("seconds"):
@@ -250,11 +264,10 @@ class AutoRun:
         if coming_seconds is not None and coming_engine in rates:
             coming_mb = rates[coming_engine] * coming_seconds
         else:
-            coming_mb = max(max(sizes, default=0.0), max(rates.values(), default=0.0) * (coming_seconds or 0.0))
-        mb = sum(sizes[:m]) + coming * coming_mb
-        tracked = self.experiment_id is not None
-        per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
-        self.budget.reserve = blend_s + WRITE_SECONDS + per_mb * mb + (PYFUNC_SECONDS if tracked else 0.0)
+            coming_mb = max(max((r.get("pipeline_mb", 0.0) for r in done), default=0.0),
+                            max(rates.values(), default=0.0) * (coming_seconds or 0.0))
+        self.budget.reserve = blend_s + WRITE_SECONDS + pooled + \
+            coming * coming_mb * seconds_per_mb(coming_engine) + (PYFUNC_SECONDS if tracked else 0.0)
 
     # ------------------------------------------------------------------ candidates
     def _n_finished(self, state: AutoState) -> int:

@@ -211,3 +211,28 @@ def test_predict_cli_says_what_is_missing(tmp_path, args, message):
                            f"tracking.uri=sqlite:///{tmp_path}/mlflow.db"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env=ENV)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_logging_the_model_reads_its_pipeline_no_second_time(finished_run, monkeypatch, tmp_path):
+    """The pyfunc model is logged from the pipeline already read (its answer on the input example is the check);
+    MLflow's own check would read every fold model again. The logged model still loads and predicts."""
+    import mlflow
+
+    from qwkboost.tracking import loading
+    from qwkboost.tracking.serving import MODEL_NAME, example_frame, log_pyfunc
+
+    _, out, _, _, te, _ = finished_run
+    pipe = qb.load_run(out)
+    reads = []
+    real = loading.load_pipeline
+    monkeypatch.setattr(loading, "load_pipeline", lambda *a, **k: reads.append(a) or real(*a, **k))
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
+    try:
+        with mlflow.start_run() as run:
+            log_pyfunc(out / "pipeline", example_frame([pipe.schema]), pipe=pipe)
+        assert reads == []
+        served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/{MODEL_NAME}").predict(te.head(30))
+        assert len(reads) == 1
+        np.testing.assert_array_equal(served["class"], pipe.predict(te.head(30)))
+    finally:
+        mlflow.set_tracking_uri(None)
