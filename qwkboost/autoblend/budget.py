@@ -16,10 +16,13 @@ from typing import Callable
 from qwkboost.callback import EarlyStopException
 from qwkboost.exceptions import RunStopped
 
-__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME"]
+__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME", "RESCUE_SHARE"]
 
 #: The tag a candidate stopped by the budget ends its MLflow run with (it ends KILLED).
 OUT_OF_TIME = {"qwkboost.auto": "OUT_OF_TIME"}
+#: A candidate that would end past the limit finishes with its folds sharing the time left (``rescue``) when each
+#: gets at least this share of the time a fold takes; else it is stopped.
+RESCUE_SHARE = 0.5
 
 
 @dataclass
@@ -71,6 +74,11 @@ class TimeGuard:
     candidate finishes with every fold, each with fewer rounds than early stopping would have given it
     (``capped`` counts those folds).
 
+    With ``rescue``, a candidate that would be stopped shares the time left that way instead, when each fold
+    still gets at least :data:`RESCUE_SHARE` of the time a fold takes (the mean of its finished folds, at least
+    the current fold's time so far and ``fold_seconds``, the expected time of one): the folds it has run are
+    not thrown away for an estimate that was a little short (``rescued`` says it happened).
+
     Parameters
     ----------
     budget : Budget
@@ -79,14 +87,32 @@ class TimeGuard:
     report : callable, optional
         Called as ``report(fold, round)`` after every round (the progress line).
     share_folds : bool, default False
+    rescue : bool, default False
+    fold_seconds : float, optional
+        The expected seconds of one fold (for ``rescue``).
     """
 
     def __init__(self, budget: Budget, n_folds: int, report: Callable[[int, int], None] | None = None,
-                 share_folds: bool = False):
+                 share_folds: bool = False, rescue: bool = False, fold_seconds: float | None = None):
         self.budget, self.n_folds, self.report, self.share_folds = budget, int(n_folds), report, share_folds
+        self.rescue, self.fold_seconds, self.rescued = rescue, fold_seconds or 0.0, False
         self.started = budget.clock()
         self.capped: set[int] = set()
         self._fold, self._fold_end, self._fold_start = -1, float("inf"), budget.clock()
+
+    def _rescued(self, i: int, now: float, per_fold: float, done: int) -> bool:
+        """Whether the candidate, at fold ``i`` (``done`` folds finished, a fold taking at least ``per_fold``
+        seconds as measured), goes on with its folds sharing the time left rather than being stopped (class
+        docstring)."""
+        if not self.rescue:
+            return False
+        share = max(self.budget.left_for_work, 0.0) / (self.n_folds - done)
+        if share < RESCUE_SHARE * max(per_fold, self.fold_seconds):
+            return False
+        self.share_folds = self.rescued = True
+        # the current fold, if one runs, gets its share from now; the next starts with its own
+        self._fold, self._fold_end = (i, now + share) if done == i else (-1, float("inf"))
+        return True
 
     def on_round(self, i: int, rnd: int, evals: dict) -> None:
         if self.report is not None:
@@ -110,7 +136,8 @@ class TimeGuard:
         # the folds after this one, each at least as long as this one has run so far, cannot fit: stop now
         # rather than at the fold's end
         spent = now - self._fold_start
-        if spent * (self.n_folds - i - 1) > self.budget.left_for_work:
+        if spent * (self.n_folds - i - 1) > self.budget.left_for_work and \
+                not self._rescued(i, now, max(spent, (self._fold_start - self.started) / i if i else 0.0), i):
             raise RunStopped(f"stopped in fold {i + 1}/{self.n_folds}: it has run {spent:.0f} s, and the "
                              f"{self.n_folds - i - 1} folds after it would need at least "
                              f"{spent * (self.n_folds - i - 1):.0f} s of the {max(self.budget.left_for_work, 0):.0f} "
@@ -122,7 +149,7 @@ class TimeGuard:
             return
         spent = self.budget.clock() - self.started
         projected = spent / done * (self.n_folds - done)
-        if projected > self.budget.left_for_work:
+        if projected > self.budget.left_for_work and not self._rescued(done, self.budget.clock(), spent / done, done):
             raise RunStopped(f"stopped after fold {done}/{self.n_folds}: the other folds would take about "
                              f"{projected:.0f} s and {max(self.budget.left_for_work, 0):.0f} s are left",
                              tags=OUT_OF_TIME)

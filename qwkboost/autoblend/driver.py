@@ -303,8 +303,11 @@ class AutoRun:
         self.progress.step(cand.name)
         # until one candidate has finished, the folds share the time left rather than risk ending with nothing
         first = self._n_finished(state) == 0
+        # a default candidate whose estimate was a little short finishes with shorter folds rather than being
+        # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
         guard = TimeGuard(self.budget, self.n_folds, report=lambda i, rnd: self.progress.tick(i, rnd, self.n_folds),
-                          share_folds=first)
+                          share_folds=first, rescue=reporter is None,
+                          fold_seconds=None if estimate is None else estimate / self.n_folds)
 
         def on_fold(i, valid, scores):
             if reporter is not None:
@@ -355,8 +358,9 @@ class AutoRun:
             plain.update(status="replaced", why=f"ran as {cand.name}")      # its faster variant finished
         state.save()
         if guard.capped:
-            log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping", cand.name,
-                     len(guard.capped), self.n_folds)
+            log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping%s", cand.name,
+                     len(guard.capped), self.n_folds,
+                     " (it would have ended past the limit: its folds shared the time left)" if guard.rescued else "")
         self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
         return rec
 

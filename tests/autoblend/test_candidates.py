@@ -117,6 +117,53 @@ def test_a_fold_that_runs_longer_than_the_folds_after_it_can_get_is_stopped_in_t
         guard.on_round(0, 60, {})
 
 
+def test_a_candidate_a_little_over_its_estimate_finishes_with_shorter_folds_instead_of_being_dropped():
+    from qwkboost.callback import EarlyStopException
+
+    clock = Clock()
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    guard = TimeGuard(budget, n_folds=5, rescue=True, fold_seconds=16.0)
+    guard.on_round(0, 0, {})
+    clock.now = 20.0                         # fold 1 took 20 s: 4 more need 80 s, 70 s are left
+    guard.on_fold(0, None, None)             # 17.5 s a fold is at least half of 20 s: not dropped
+    assert guard.rescued and guard.share_folds
+    guard.on_round(1, 0, {})                 # fold 2 gets 70 / 4 = 17.5 s
+    clock.now = 37.0
+    guard.on_round(1, 30, {})
+    clock.now = 38.0
+    with pytest.raises(EarlyStopException):
+        guard.on_round(1, 31, {})
+    assert guard.capped == {1}
+    guard.on_fold(1, None, None)             # never dropped after that
+
+
+def test_a_candidate_far_over_its_estimate_is_still_dropped():
+    clock = Clock()
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    guard = TimeGuard(budget, n_folds=5, rescue=True)
+    clock.now = 40.0                         # 4 more folds of 40 s: 12.5 s each is less than half of one
+    with pytest.raises(RunStopped, match="other folds would take about 160 s and 50 s are left"):
+        guard.on_fold(0, None, None)
+    assert not guard.rescued
+    # in the middle of a fold, the expected time of a fold counts too: 80 s expected, 17.5 s a fold left
+    clock.now = 0.0
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    mid = TimeGuard(budget, n_folds=5, rescue=True, fold_seconds=80.0)
+    mid.on_round(0, 0, {})
+    clock.now = 19.0                         # >= 76 s needed after it, 71 s left
+    with pytest.raises(RunStopped, match="stopped in fold 1/5"):
+        mid.on_round(0, 60, {})
+    ok = TimeGuard(Budget(100.0, started=0.0, reserve=10.0, clock=clock), n_folds=5, rescue=True, fold_seconds=18.0)
+    clock.now = 0.0
+    ok.on_round(0, 0, {})
+    clock.now = 19.0                         # the same, expected 18 s a fold: its folds share the 71 s
+    ok.on_round(0, 60, {})
+    clock.now = 19.0 + 71.0 / 5 + 0.1       # fold 1 ends at its share from then
+    with pytest.raises(Exception) as info:
+        ok.on_round(0, 61, {})
+    assert type(info.value).__name__ == "EarlyStopException" and ok.capped == {0}
+
+
 def test_the_blend_pool_takes_every_pair_s_best_before_any_pair_s_second():
     def rec(engine, objective, q):
         return {"engine": engine, "objective": objective, "qwk_thresholds_oof_nested": q}
