@@ -175,6 +175,7 @@ class CostModel:
         self.measured: dict[tuple[str, str], float] = {}
         self.trained: dict[tuple[str, str], float] = {}       # the folds' training seconds of measured pairs
         self.projected: dict[tuple[str, str], float] = {}
+        self.screen_mb: dict[tuple[str, str], float] = {}       # a screened pair's model size
 
     def prior(self, pair: tuple[str, str]) -> float:
         """The prior cost of ``pair`` relative to LightGBM's squared error on data of this shape."""
@@ -191,9 +192,19 @@ class CostModel:
         if fit_seconds is not None:
             self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
 
-    def screened(self, pair: tuple[str, str], projected: float) -> None:
-        """Record a screen's projection of ``pair``'s folds' training seconds."""
+    def screened(self, pair: tuple[str, str], projected: float, mb: float | None = None) -> None:
+        """Record a screen's projection of ``pair``'s folds' training seconds (and its model's megabytes)."""
         self.projected[pair] = float(projected)
+        if mb:
+            self.screen_mb[pair] = float(mb)
+
+    def pipeline_mb(self, pair: tuple[str, str], n_models: int) -> float | None:
+        r"""Expected megabytes of ``pair``'s pipeline of ``n_models`` fold models from its screen, or ``None``:
+        the screen's model times :math:`\max(1, \rho)` each, the correction of :meth:`correction` (the rounds
+        that more rows keep grow the training time and the model alike)."""
+        if pair not in self.screen_mb:
+            return None
+        return n_models * self.screen_mb[pair] * max(1.0, self.correction(pair[0]))
 
     def correction(self, engine: str | None = None) -> float:
         """:math:`\\rho`: training over projected seconds of the pairs that have both (of ``engine`` when any)."""

@@ -64,7 +64,8 @@ def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
     cfg = run.configs[pair]
     plain = Candidate(*pair)
     estimate = run.cost.estimate(plain)
-    run.set_reserve(state, coming_seconds=estimate, coming_engine=pair[0])     # a longer run, a larger pipeline
+    run.set_reserve(state, coming_seconds=estimate, coming_engine=pair[0],     # a longer run, a larger pipeline
+                    coming_pair=pair)
     left = run.budget.left_for_work
     rate = (cfg["engine"].get("params") or {}).get("learning_rate")
     if estimate is None or estimate <= left or not rate or left <= 0 or \
@@ -108,7 +109,7 @@ def _screen_one(run, state, pair, cap: float) -> dict | None:
     h = config_hash(cfg)
     old = state.candidates.get(name, {}).get("screen")
     if isinstance(old, dict) and old.get("config_hash") == h and "qwk" in old and not old.get("capped"):
-        run.cost.screened(pair, old["projected"])
+        run.cost.screened(pair, old["projected"], old.get("mb"))
         return old
     run.progress.step(f"screen {name}")
     try:
@@ -119,7 +120,7 @@ def _screen_one(run, state, pair, cap: float) -> dict | None:
         return None
     rec = state.candidates.setdefault(name, {"status": "screened", "engine": pair[0], "objective": pair[1]})
     rec["screen"] = {**result.to_dict(), "config_hash": h}
-    run.cost.screened(pair, result.projected)
+    run.cost.screened(pair, result.projected, result.mb)
     state.save()
     log.info("auto: screened %s: QWK %.4f on %d rows in %.1f s%s; its cross-validation: about %.0f s", name,
              result.qwk, result.rows, result.seconds,

@@ -32,6 +32,7 @@ from qwkboost.cv.folds import make_repeated_folds
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.features import EncodedFeatures
 from qwkboost.engines import train
+from qwkboost.engines.registry import get_engine
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
@@ -61,6 +62,9 @@ class Screen:
         ``projected`` its cost).
     projected : float
         Expected seconds of the full cross-validation, :math:`K\\,t_s\\,n_f / n_s`.
+    mb : float
+        Megabytes of the screen's model as a pipeline holds it (the engine's model text): what one fold model
+        weighs at least, before its rounds grow with the rows.
     """
 
     qwk: float
@@ -69,6 +73,7 @@ class Screen:
     rounds: int
     capped: bool
     projected: float
+    mb: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -133,5 +138,6 @@ def screen(ds: Dataset, cfg: Mapping[str, Any], cap_seconds: float = float("inf"
     cuts = fit_thresholds(cfg["thresholds"]["method"] if cfg["thresholds"]["method"] != "round" else "exact", s,
                           y_idx, n_classes=classes.size, sample_weight=wv)
     score = qwk(y_idx, apply_thresholds(s, cuts), n_classes=classes.size, sample_weight=wv)
+    text = get_engine(engine["name"]).dump(model.booster) if model.booster is not None else ""
     return Screen(float(score), seconds, int(tr.size), int(model.best_iteration or model.num_rounds), bool(capped),
-                  seconds * n_fold / tr.size * n_splits * repeats)
+                  seconds * n_fold / tr.size * n_splits * repeats, len(text.encode()) / 1e6)

@@ -16,7 +16,10 @@ from qwkboost.autoblend.schedule import FIT_SHARE, MAX_SPEEDUP, PROMISING, fitte
 from qwkboost.autoblend.state import AutoState
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.api import candidate_config
+from qwkboost.data.features import EncodedFeatures
 from qwkboost.data.files import from_file
+from qwkboost.engines import train
+from qwkboost.engines.registry import get_engine
 
 pytest.importorskip("catboost")
 
@@ -120,6 +123,9 @@ def test_a_screen_measures_a_fold_on_a_sample_and_projects_the_cross_validation(
     s = screen(ds, cfg, rows=1000)
     assert 990 <= s.rows <= 1000 and not s.capped and s.rounds > 0 and 0.3 < s.qwk <= 1
     assert math.isclose(s.projected, s.seconds * 1800 / s.rows * 4, rel_tol=1e-9)    # 1,800 rows per fold
+    model_text = get_engine("lightgbm").dump(train(EncodedFeatures(ds.X_train[:10], ds.schema), ds.y_train[:10],
+                                                   engine="lightgbm", num_boost_round=1).booster)
+    assert s.mb > len(model_text) / 1e6                          # its model, many rounds, weighs more than one
     again = screen(ds, cfg, rows=1000)
     assert again.qwk == s.qwk and again.rounds == s.rounds                          # seeded
     capped = screen(ds, cfg, cap_seconds=0.0)
@@ -141,6 +147,18 @@ def test_screens_correct_the_cost_model_by_what_finished():
     # a tuning trial never replaces its pair's default
     cost.record(Candidate("lightgbm", "squared_error", trial=3), 5.0, fit_seconds=4.0)
     assert cost.estimate(Candidate("lightgbm", "squared_error")) == 20.0
+
+
+def test_a_screen_s_model_sizes_its_pipeline_grown_as_its_training_time():
+    cost = CostModel()
+    cost.screened(("lightgbm", "squared_error"), 10.0, mb=1.0)
+    cost.screened(("catboost", "squared_error"), 100.0, mb=40.0)
+    assert cost.pipeline_mb(("catboost", "squared_error"), 5) == pytest.approx(200.0)     # nothing finished yet
+    assert cost.pipeline_mb(("xgboost", "squared_error"), 5) is None                      # never screened
+    cost.record(Candidate("lightgbm", "squared_error"), 37.0, fit_seconds=35.0)            # trained 3.5x projected
+    assert cost.pipeline_mb(("catboost", "squared_error"), 5) == pytest.approx(700.0)
+    cost.record(Candidate("catboost", "squared_error"), 50.0, fit_seconds=50.0)            # half its projection
+    assert cost.pipeline_mb(("catboost", "squared_error"), 5) == pytest.approx(200.0)     # never below the screen
 
 
 def test_a_failed_screen_is_logged_and_ranks_nothing(tmp_path, caplog):
