@@ -4,7 +4,8 @@ Two lessons from the tools practitioners use with a time limit shape it. A limit
 the candidates (the blend, its files, the MLflow model) are counted in it, so a *reserve* for them is set aside
 and candidates get what is left. And a candidate stopped part-way is dropped, never kept with part of its folds:
 out-of-fold scores from some folds are not comparable with full ones, so after each fold the guard projects the
-remaining folds from the measured ones and stops the candidate early when they would end past the limit.
+remaining folds from the measured ones and, when they would end past the limit, either shortens them (each still
+gets half a fold's time or more: the folds share the time left) or stops the candidate early.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class TimeGuard:
 
     By default a candidate that cannot finish is stopped (:class:`~qwkboost.exceptions.RunStopped`, tagged
     :data:`OUT_OF_TIME`): after fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean
-    time of the folds so far each, :math:`(n - i)\\,\\bar t`, and if that exceeds :attr:`Budget.left_for_work`
-    the candidate stops. During fold :math:`i`, it stops as soon as nothing is left for work, or as soon as the
+    time of the folds so far each, :math:`(n - i)\\,\\bar t`, and if that exceeds :attr:`left` (the budget's time
+    left for work less what the candidate spends after its folds) the candidate stops. During fold :math:`i`, it stops as soon as nothing is left for work, or as soon as the
     time the fold has run, :math:`t`, times the folds after it, :math:`(n - i - 1)\\,t`, exceeds what is left:
     those folds cannot fit if each takes at least as long.
 
@@ -90,15 +91,25 @@ class TimeGuard:
     rescue : bool, default False
     fold_seconds : float, optional
         The expected seconds of one fold (for ``rescue``).
+    tail_seconds : float, default 0
+        What the candidate is expected to spend after its last fold (its scores, cut points and files): the
+        folds are given the time left for work less this (:attr:`left`).
     """
 
     def __init__(self, budget: Budget, n_folds: int, report: Callable[[int, int], None] | None = None,
-                 share_folds: bool = False, rescue: bool = False, fold_seconds: float | None = None):
+                 share_folds: bool = False, rescue: bool = False, fold_seconds: float | None = None,
+                 tail_seconds: float = 0.0):
         self.budget, self.n_folds, self.report, self.share_folds = budget, int(n_folds), report, share_folds
+        self.tail = max(float(tail_seconds), 0.0)
         self.rescue, self.fold_seconds, self.rescued = rescue, fold_seconds or 0.0, False
         self.started = budget.clock()
         self.capped: set[int] = set()
         self._fold, self._fold_end, self._fold_start = -1, float("inf"), budget.clock()
+
+    @property
+    def left(self) -> float:
+        """Seconds the folds may still use: the budget's time left for work, less the candidate's tail."""
+        return self.budget.left_for_work - self.tail
 
     def _rescued(self, i: int, now: float, per_fold: float, done: int) -> bool:
         """Whether the candidate, at fold ``i`` (``done`` folds finished, a fold taking at least ``per_fold``
@@ -106,7 +117,7 @@ class TimeGuard:
         docstring)."""
         if not self.rescue:
             return False
-        share = max(self.budget.left_for_work, 0.0) / (self.n_folds - done)
+        share = max(self.left, 0.0) / (self.n_folds - done)
         if share < RESCUE_SHARE * max(per_fold, self.fold_seconds):
             return False
         self.share_folds = self.rescued = True
@@ -121,7 +132,7 @@ class TimeGuard:
             now = self.budget.clock()
             if i != self._fold:     # a fold starts: its share of the time left
                 self._fold = i
-                self._fold_end = now + max(self.budget.left_for_work, 0.0) / (self.n_folds - i)
+                self._fold_end = now + max(self.left, 0.0) / (self.n_folds - i)
             if now >= self._fold_end and rnd > 0:
                 self.capped.add(i)
                 raise EarlyStopException(rnd)
@@ -136,11 +147,11 @@ class TimeGuard:
         # the folds after this one, each at least as long as this one has run so far, cannot fit: stop now
         # rather than at the fold's end
         spent = now - self._fold_start
-        if spent * (self.n_folds - i - 1) > self.budget.left_for_work and \
+        if spent * (self.n_folds - i - 1) > self.left and \
                 not self._rescued(i, now, max(spent, (self._fold_start - self.started) / i if i else 0.0), i):
             raise RunStopped(f"stopped in fold {i + 1}/{self.n_folds}: it has run {spent:.0f} s, and the "
                              f"{self.n_folds - i - 1} folds after it would need at least "
-                             f"{spent * (self.n_folds - i - 1):.0f} s of the {max(self.budget.left_for_work, 0):.0f} "
+                             f"{spent * (self.n_folds - i - 1):.0f} s of the {max(self.left, 0):.0f} "
                              "s left", tags=OUT_OF_TIME)
 
     def on_fold(self, i: int, valid_rows, scores) -> None:
@@ -149,7 +160,7 @@ class TimeGuard:
             return
         spent = self.budget.clock() - self.started
         projected = spent / done * (self.n_folds - done)
-        if projected > self.budget.left_for_work and not self._rescued(done, self.budget.clock(), spent / done, done):
+        if projected > self.left and not self._rescued(done, self.budget.clock(), spent / done, done):
             raise RunStopped(f"stopped after fold {done}/{self.n_folds}: the other folds would take about "
-                             f"{projected:.0f} s and {max(self.budget.left_for_work, 0):.0f} s are left",
+                             f"{projected:.0f} s and {max(self.left, 0):.0f} s are left",
                              tags=OUT_OF_TIME)

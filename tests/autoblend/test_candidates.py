@@ -164,6 +164,26 @@ def test_a_candidate_far_over_its_estimate_is_still_dropped():
     assert type(info.value).__name__ == "EarlyStopException" and ok.capped == {0}
 
 
+def test_the_folds_leave_the_time_the_candidate_needs_after_them():
+    from qwkboost.callback import EarlyStopException
+
+    clock = Clock()
+    budget = Budget(100.0, started=0.0, reserve=10.0, clock=clock)
+    guard = TimeGuard(budget, n_folds=5, tail_seconds=15.0)
+    assert guard.left == 75.0
+    clock.now = 16.0                         # 4 more folds of 16 s fit in the 74 s left for work, not with 15 s after
+    with pytest.raises(RunStopped, match="other folds would take about 64 s and 59 s are left"):
+        guard.on_fold(0, None, None)
+    shared = TimeGuard(Budget(100.0, started=0.0, reserve=10.0, clock=clock), n_folds=3, share_folds=True,
+                       tail_seconds=15.0)
+    shared.on_round(0, 0, {})                # (100 - 16 - 10 - 15) / 3 = 19.67 s for fold 1
+    clock.now = 35.5
+    shared.on_round(0, 5, {})
+    clock.now = 35.8
+    with pytest.raises(EarlyStopException):
+        shared.on_round(0, 6, {})
+
+
 def test_the_blend_pool_takes_every_pair_s_best_before_any_pair_s_second():
     def rec(engine, objective, q):
         return {"engine": engine, "objective": objective, "qwk_thresholds_oof_nested": q}
