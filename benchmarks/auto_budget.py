@@ -18,6 +18,8 @@ Issue 46 (auto against the path by hand with CatBoost and against the code befor
         --json outputs/auto_plan/by_hand.json --workdir outputs/auto_plan
     python benchmarks/auto_budget.py --json outputs/auto_plan/by_hand.json --workdir outputs/auto_plan \
         --members-only                  # by-hand rows written without their members: filled from the workdir
+    python benchmarks/auto_budget.py --json outputs/auto_plan/by_hand.json --workdir outputs/auto_plan \
+        --paired                        # auto − before on the same test rows, with a paired bootstrap
 
 Per set (``qwkboost.data.packaged``, its fixed train/test split) and budget (``--budgets``, 60 and 300 s, and
 ``--long`` on ``--long-set``): ``python experiments/run.py experiment=auto auto.time_limit=<budget> data=<set>``
@@ -184,6 +186,50 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
             if started else None}
 
 
+def paired(name: str, budget: float, seed: int, work: str, draws: int = 2000) -> dict:
+    """Test QWK of auto's submission minus the code before's on the same test rows (``<work>/<name>-<seed>/
+    auto-<budget>`` and ``auto-before-<budget>``), with its paired bootstrap standard error and 95 % interval:
+    ``draws`` resamples of the test rows, both submissions scored on each (Efron & Tibshirani, *An Introduction to
+    the Bootstrap*, 1993, ch. 6 and 13). Test QWK of one seed moves with which rows the test set holds; this says
+    by how much."""
+    import numpy as np
+    import pandas as pd
+
+    from qwkboost.data.packaged import PACKAGED
+
+    target = PACKAGED[name].target
+    base = os.path.join(work, f"{name}-{seed}")
+    a = pd.read_parquet(os.path.join(base, f"auto-{budget:g}", "out", "predictions.parquet"))
+    b = pd.read_parquet(os.path.join(base, f"auto-before-{budget:g}", "out", "predictions.parquet"))
+    y = a[target].to_numpy()
+    if not np.array_equal(y, b[target].to_numpy()):
+        raise ValueError(f"{name}: the two runs' test rows differ")
+    levels = np.unique(np.concatenate([y, a["class"].to_numpy(), b["class"].to_numpy()]))
+    k = levels.size
+    yi, ai, bi = (np.searchsorted(levels, v) for v in (y, a["class"].to_numpy(), b["class"].to_numpy()))
+    w = (np.arange(k)[:, None] - np.arange(k)[None, :]) ** 2
+
+    def kappa(t, p, idx):                       # quadratic weighted kappa of each row of idx (resamples)
+        n = idx.shape[1]
+        obs = np.zeros((idx.shape[0], k * k))
+        np.add.at(obs, (np.arange(idx.shape[0])[:, None], t[idx] * k + p[idx]), 1.0)
+        obs = obs.reshape(-1, k, k)
+        exp = obs.sum(2)[:, :, None] * obs.sum(1)[:, None, :] / n
+        return 1.0 - (obs * w).sum((1, 2)) / (exp * w).sum((1, 2))
+
+    whole = np.arange(y.size)[None, :]
+    diff = float(kappa(yi, ai, whole)[0] - kappa(yi, bi, whole)[0])
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(draws // 200):
+        idx = rng.integers(0, y.size, size=(200, y.size))
+        boot.append(kappa(yi, ai, idx) - kappa(yi, bi, idx))
+    boot = np.concatenate(boot)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return {"set": name, "seed": seed, "budget": budget, "test_rows": int(y.size), "diff": diff,
+            "se": float(boot.std(ddof=1)), "low": float(lo), "high": float(hi), "draws": int(boot.size)}
+
+
 def members(name: str, seed: int, work: str) -> list[dict] | None:
     """Each run of the multirun by hand of ``large_sets.one`` (``<work>/<name>-<seed>/multirun/<n>/``), in the
     order it ran: engine, objective, ``seconds`` (the cross-validation's fit seconds its ``result.json`` holds, else
@@ -268,13 +314,15 @@ def main() -> None:
                                             "<commit>): its experiment=auto also runs, as kind=auto_before rows")
     ap.add_argument("--kinds", nargs="*", default=["auto", "auto_before"],
                     help="which auto runs to make: auto (this checkout), auto_before (--baseline-root's)")
+    ap.add_argument("--paired", action="store_true",
+                    help="auto minus before on the same test rows, with a paired bootstrap (runs in --workdir)")
     ap.add_argument("--members-only", action="store_true",
                     help="fill the by-hand rows without members from the multiruns in --workdir (no training)")
     args = ap.parse_args()
     if args.baseline_root and not os.path.exists(os.path.join(args.baseline_root, "experiments", "run.py")):
         ap.error(f"--baseline-root {args.baseline_root}: no experiments/run.py there")
-    if (args.members_only or args.reblend) and not args.workdir:
-        ap.error("--members-only and --reblend read the runs in --workdir")
+    if (args.members_only or args.reblend or args.paired) and not args.workdir:
+        ap.error("--members-only, --reblend and --paired read the runs in --workdir")
     rows = json.load(open(args.json)) if os.path.exists(args.json) else []
     if args.members_only:
         for r in [r for r in rows if r["kind"] == "by_hand" and not r.get("members")]:
@@ -290,7 +338,15 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    if args.report_only or args.reblend or args.members_only:
+    if args.paired:
+        rows = [r for r in rows if r["kind"] != "paired"]
+        for r in [r for r in rows if r["kind"] == "auto"]:
+            if any(o["kind"] == "auto_before" and o["set"] == r["set"] and o["budget"] == r["budget"] for o in rows):
+                rows.append({"kind": "paired", **paired(r["set"], r["budget"], r["seed"], args.workdir)})
+                print(json.dumps(rows[-1]), flush=True)
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.report_only or args.reblend or args.members_only or args.paired:
         report(rows)
         return
     print(json.dumps(machine()), flush=True)
@@ -412,7 +468,10 @@ def report_before(rows: list[dict], reach: float = 0.005, keep: float = 0.002, u
         return f"{_used(r):.0%}" + (f" ({left} left)" if left else "")
 
     def minus(x: dict | None, y: dict | None) -> str:
-        return f"{x['test_qwk'] - y['test_qwk']:+.4f}" if x and y else "-"
+        if not (x and y):
+            return "-"
+        p = find("paired", x["set"], x["budget"]) if y["kind"] == "auto_before" else None
+        return f"{x['test_qwk'] - y['test_qwk']:+.4f}" + (f" ± {p['se']:.4f}" if p else "")
 
     def commits(rs: list[dict]) -> str:
         return ", ".join(sorted({(r.get("commit") or "no commit") + ("+dirty" if r.get("dirty") else "")
