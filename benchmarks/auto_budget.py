@@ -197,16 +197,23 @@ def paired(name: str, budget: float, seed: int, work: str, draws: int = 2000) ->
 
     from qwkboost.data.packaged import PACKAGED
 
-    target = PACKAGED[name].target
+    spec = PACKAGED[name]
+    target = spec.target
     base = os.path.join(work, f"{name}-{seed}")
     a = pd.read_parquet(os.path.join(base, f"auto-{budget:g}", "out", "predictions.parquet"))
     b = pd.read_parquet(os.path.join(base, f"auto-before-{budget:g}", "out", "predictions.parquet"))
     y = a[target].to_numpy()
     if not np.array_equal(y, b[target].to_numpy()):
         raise ValueError(f"{name}: the two runs' test rows differ")
-    levels = np.unique(np.concatenate([y, a["class"].to_numpy(), b["class"].to_numpy()]))
-    k = levels.size
-    yi, ai, bi = (np.searchsorted(levels, v) for v in (y, a["class"].to_numpy(), b["class"].to_numpy()))
+    values = (y, a["class"].to_numpy(), b["class"].to_numpy())
+    if spec.classes:            # labels in their order (diamonds' cut: Fair < Good < ...), not alphabetical
+        rank = {c: i for i, c in enumerate(spec.classes)}
+        yi, ai, bi = (np.array([rank[c] for c in v]) for v in values)
+        k = len(spec.classes)
+    else:
+        levels = np.unique(np.concatenate(values))
+        k = levels.size
+        yi, ai, bi = (np.searchsorted(levels, v) for v in values)
     w = (np.arange(k)[:, None] - np.arange(k)[None, :]) ** 2
 
     def kappa(t, p, idx):                       # quadratic weighted kappa of each row of idx (resamples)
@@ -351,8 +358,8 @@ def main() -> None:
         return
     print(json.dumps(machine()), flush=True)
 
-    def have(**key) -> bool:
-        return any(all(r.get(k) == v for k, v in key.items()) for r in rows)
+    def have(**key) -> bool:        # of this seed: another seed's row is not this one's
+        return any(all(r.get(k) == v for k, v in {**key, "seed": args.seed}.items()) for r in rows)
 
     def keep(row: dict) -> None:
         rows.append(row)

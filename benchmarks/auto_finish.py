@@ -29,8 +29,8 @@ from pathlib import Path
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from qwkboost.autoblend.driver import (PYFUNC_SECONDS, READ_SECONDS_PER_MB, SECONDS_PER_MB_TRACKED,  # noqa: E402
-                                       WRITE_SECONDS, diverse_pool)
+from qwkboost.autoblend import driver  # noqa: E402
+from qwkboost.autoblend.driver import diverse_pool  # noqa: E402
 
 
 def finish(src: Path) -> dict:
@@ -71,12 +71,14 @@ def finish(src: Path) -> dict:
             t["mlflow"] = time.perf_counter() - t0
         mlflow.set_tracking_uri(None)
         written = sum(f.stat().st_size for f in (new / "pipeline").rglob("*") if f.is_file()) / 1e6
-    pooled = sum(r.get("pipeline_mb", 0.0) * (SECONDS_PER_MB_TRACKED + READ_SECONDS_PER_MB[r["engine"]])
-                 for _, r in pool)
+    read = getattr(driver, "READ_SECONDS_PER_MB", None)        # a checkout before it (an A/B) reserves otherwise
+    pooled = None if read is None else sum(r.get("pipeline_mb", 0.0) * (driver.SECONDS_PER_MB_TRACKED
+                                                                        + read[r["engine"]]) for _, r in pool)
     return {"dir": str(src), "pool": len(pool), "blended": int(sum(w > 0 for w in result.weights)),
             "pool_mb": round(sum(r.get("pipeline_mb", 0.0) for _, r in pool), 1), "written_mb": round(written, 1),
             **{k: round(v, 2) for k, v in t.items()}, "after_blend": round(sum(t.values()) - t["blend"], 2),
-            "reserve_without_blend": round(WRITE_SECONDS + PYFUNC_SECONDS + pooled, 2)}
+            "reserve_without_blend": None if pooled is None else
+            round(driver.WRITE_SECONDS + driver.PYFUNC_SECONDS + pooled, 2)}
 
 
 def main() -> None:
@@ -98,7 +100,8 @@ def main() -> None:
     for r in rows:
         print(f"| {r['dir']} | {r['pool']} ({r['blended']}) | {r['pool_mb']:.0f} / {r['written_mb']:.0f} | "
               f"{r['read_members']:.1f} | {r['blend']:.1f} | {r['write_blend']:.1f} | {r['load_pipeline']:.1f} | "
-              f"{r['mlflow']:.1f} | {r['after_blend']:.1f} | {r['reserve_without_blend']:.1f} |")
+              f"{r['mlflow']:.1f} | {r['after_blend']:.1f} | "
+              f"{'-' if r['reserve_without_blend'] is None else format(r['reserve_without_blend'], '.1f')} |")
 
 
 if __name__ == "__main__":

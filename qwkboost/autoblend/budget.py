@@ -17,13 +17,33 @@ from typing import Callable
 from qwkboost.callback import EarlyStopException
 from qwkboost.exceptions import RunStopped
 
-__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME", "RESCUE_SHARE"]
+__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME", "RESCUE_SHARE", "WRITE_SECONDS", "PYFUNC_SECONDS", "SECONDS_PER_MB",
+           "SECONDS_PER_MB_TRACKED", "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB"]
 
 #: The tag a candidate stopped by the budget ends its MLflow run with (it ends KILLED).
 OUT_OF_TIME = {"qwkboost.auto": "OUT_OF_TIME"}
 #: A candidate that would end past the limit finishes with its folds sharing the time left (``rescue``) when each
 #: gets at least this share of the time a fold takes; else it is stopped.
 RESCUE_SHARE = 0.5
+
+#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
+#: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
+#: benchmarks/auto_budget.py, and 2.5 s for the MLflow model's requirements and sources; about 1.5x that is kept).
+WRITE_SECONDS = 2.0
+PYFUNC_SECONDS = 4.0
+#: Seconds per megabyte of the blend's members' pipelines (their models' text), about 1.5x what was measured on
+#: the 300 s budgets of InstEval, chem97, MovieLens, diamonds and happiness: each member's pipeline is copied into
+#: the output directory and checked (0.012 s/MB), read back for the result (:data:`READ_SECONDS_PER_MB`, by
+#: engine) and, with tracking, copied twice into MLflow (0.0055 s/MB).
+SECONDS_PER_MB = 0.018
+SECONDS_PER_MB_TRACKED = 0.027
+#: Seconds per megabyte to read a member's pipeline back, by engine (means measured as above: XGBoost's JSON
+#: 0.038, the native engine's 0.051, LightGBM's text 0.015, CatBoost's 0.011); an engine not named takes the
+#: largest.
+READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "catboost": 0.017}
+#: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
+#: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
+CANDIDATE_SECONDS_PER_MB = 0.03
 
 
 @dataclass
@@ -62,11 +82,11 @@ class TimeGuard:
     """``on_fold`` and ``on_round`` hooks of one candidate's cross-validation that keep it within the budget.
 
     By default a candidate that cannot finish is stopped (:class:`~qwkboost.exceptions.RunStopped`, tagged
-    :data:`OUT_OF_TIME`): after fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean
-    time of the folds so far each, :math:`(n - i)\\,\\bar t`, and if that exceeds :attr:`left` (the budget's time
-    left for work less what the candidate spends after its folds) the candidate stops. During fold :math:`i`, it stops as soon as nothing is left for work, or as soon as the
-    time the fold has run, :math:`t`, times the folds after it, :math:`(n - i - 1)\\,t`, exceeds what is left:
-    those folds cannot fit if each takes at least as long.
+    :data:`OUT_OF_TIME`): after fold :math:`i` of :math:`n`, the remaining folds are projected to take the mean time
+    of the folds so far each, :math:`(n - i)\\,\\bar t`, and if that exceeds :attr:`left` (the budget's time left for
+    work less what the candidate spends after its folds) the candidate stops. During fold :math:`i`, it stops as soon
+    as nothing is left for work, or as soon as the time the fold has run, :math:`t`, times the folds after it,
+    :math:`(n - i - 1)\\,t`, exceeds what is left: those folds cannot fit if each takes at least as long.
 
     With ``share_folds`` (the first candidate, when nothing has finished yet and a budget without any result
     would be worth nothing) every fold instead gets an equal share of the time left when it starts,

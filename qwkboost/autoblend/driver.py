@@ -30,7 +30,8 @@ import numpy as np
 
 from qwkboost import tracking
 from qwkboost.autoblend.board import closing_rows, leaderboard
-from qwkboost.autoblend.budget import Budget, TimeGuard
+from qwkboost.autoblend.budget import (CANDIDATE_SECONDS_PER_MB, PYFUNC_SECONDS, READ_SECONDS_PER_MB, SECONDS_PER_MB,
+                                      SECONDS_PER_MB_TRACKED, WRITE_SECONDS, Budget, TimeGuard)
 from qwkboost.autoblend.candidates import Candidate, CostModel
 from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.ranking import rank, shape_of
@@ -56,24 +57,6 @@ __all__ = ["AutoRun", "AutoResult", "runnable_configs"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
-#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
-#: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
-#: benchmarks/auto_budget.py, and 2.5 s for the MLflow model's requirements and sources; about 1.5x that is kept).
-WRITE_SECONDS = 2.0
-PYFUNC_SECONDS = 4.0
-#: Seconds per megabyte of the blend's members' pipelines (their models' text), about 1.5x what was measured on
-#: the 300 s budgets of InstEval, chem97, MovieLens, diamonds and happiness: each member's pipeline is copied into
-#: the output directory and checked (0.012 s/MB), read back for the result (:data:`READ_SECONDS_PER_MB`, by
-#: engine) and, with tracking, copied twice into MLflow (0.0055 s/MB).
-SECONDS_PER_MB = 0.018
-SECONDS_PER_MB_TRACKED = 0.027
-#: Seconds per megabyte to read a member's pipeline back, by engine (means measured as above: XGBoost's JSON
-#: 0.038, the native engine's 0.051, LightGBM's text 0.015, CatBoost's 0.011); an engine not named takes the
-#: largest.
-READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "catboost": 0.017}
-#: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
-#: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
-CANDIDATE_SECONDS_PER_MB = 0.03
 #: What the budget writes into its directory from the blend (an earlier session's that the new one lacks go).
 OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline",
            "leaderboard.csv")
@@ -244,13 +227,14 @@ class AutoRun:
                     coming_engine: str | None = None, coming_pair: tuple[str, str] | None = None) -> None:
         """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
         ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
-        which grow with the size of the members' pipelines (seconds per megabyte by engine, :data:`SECONDS_PER_MB`
-        and :data:`READ_SECONDS_PER_MB`): the blend's pool as it stands (:meth:`members`, all of which the blend may
-        weigh), and each coming candidate's, expected from its seconds (``coming_seconds``) times the megabytes per
-        second of cross-validation that its engine's finished candidates wrote (pipelines grow with the rounds), or,
-        for an engine not yet measured, the largest of those rates and at least the largest pipeline so far, and at
-        least what its screen's model says (``coming_pair``, :meth:`CostModel.pipeline_mb`): on MovieLens,
-        CatBoost's pipeline of 627 MB was 4.6 times what LightGBM's rate said."""
+        which grow with the size of the members' pipelines (seconds per megabyte by engine,
+        :data:`~qwkboost.autoblend.budget.SECONDS_PER_MB` and :data:`~qwkboost.autoblend.budget.READ_SECONDS_PER_MB`):
+        the blend's pool as it stands (:meth:`members`, all of which the blend may weigh), and each coming
+        candidate's, expected from its seconds (``coming_seconds``) times the megabytes per second of cross-validation
+        that its engine's finished candidates wrote (pipelines grow with the rounds), or, for an engine not yet
+        measured, the largest of those rates and at least the largest pipeline so far, and at least what its screen's
+        model says (``coming_pair``, :meth:`CostModel.pipeline_mb`): on MovieLens, CatBoost's pipeline of 627 MB was
+        4.6 times what LightGBM's rate said."""
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
