@@ -224,7 +224,7 @@ class AutoRun:
         return time.perf_counter() - t
 
     def set_reserve(self, state: AutoState, coming: int = 1, coming_seconds: float | None = None,
-                    coming_engine: str | None = None, coming_pair: tuple[str, str] | None = None) -> None:
+                    coming_pair: tuple[str, str] | None = None) -> None:
         """Set the budget's reserve: seconds kept for the end, the greedy blend of the finished candidates and
         ``coming`` more (its in-sample fit and one per fold for the nested estimate), its files and its MLflow model,
         which grow with the size of the members' pipelines (seconds per megabyte by engine,
@@ -235,6 +235,7 @@ class AutoRun:
         measured, the largest of those rates and at least the largest pipeline so far, and at least what its screen's
         model says (``coming_pair``, :meth:`CostModel.pipeline_mb`): on MovieLens, CatBoost's pipeline of 627 MB was
         4.6 times what LightGBM's rate said."""
+        coming_engine = coming_pair[0] if coming_pair else None
         done = [r for r in state.candidates.values() if r.get("status") == "finished"]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
@@ -283,7 +284,7 @@ class AutoRun:
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
         estimate = self.cost.estimate(cand)
-        self.set_reserve(state, coming_seconds=estimate, coming_engine=cand.engine, coming_pair=cand.pair)
+        self.set_reserve(state, coming_seconds=estimate, coming_pair=cand.pair)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))

@@ -64,8 +64,7 @@ def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
     cfg = run.configs[pair]
     plain = Candidate(*pair)
     estimate = run.cost.estimate(plain)
-    run.set_reserve(state, coming_seconds=estimate, coming_engine=pair[0],     # a longer run, a larger pipeline
-                    coming_pair=pair)
+    run.set_reserve(state, coming_seconds=estimate, coming_pair=pair)     # a longer run, a larger pipeline
     left = run.budget.left_for_work
     rate = (cfg["engine"].get("params") or {}).get("learning_rate")
     if estimate is None or estimate <= left or not rate or left <= 0 or \

@@ -39,7 +39,7 @@ def tune_best(run, state) -> None:
             if pair not in best or q > best[pair][0]:
                 best[pair] = (q, r["seconds"] * r.get("speedup", 1.0))
     for rank, (pair, (_, seconds)) in enumerate(sorted(best.items(), key=lambda kv: -kv[1][0])):
-        run.set_reserve(state, coming_seconds=seconds, coming_engine=pair[0])
+        run.set_reserve(state, coming_seconds=seconds, coming_pair=pair)
         if seconds > run.budget.left_for_work:
             continue
         _tune(run, state, pair, seconds, "tuning the best candidate" if rank == 0 else
@@ -87,7 +87,7 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
         return rec["qwk_thresholds_oof"]
 
     def out_of_time() -> bool:
-        run.set_reserve(state, coming_seconds=expected(), coming_engine=pair[0])
+        run.set_reserve(state, coming_seconds=expected(), coming_pair=pair)
         return expected() > run.budget.left_for_work
 
     def stop_when_out_of_time(study, trial) -> None:
