@@ -9,9 +9,12 @@ r"""Which default candidate a budget cross-validates next, and when it screens f
    every screen's projection. Without screening (everything fits) the candidates run in the ranked order.
    ``auto.screen=always`` screens whether or not they fit, ``never`` never does.
 3. After screening, the **promising** candidates (a screen's QWK within :data:`PROMISING` of the best screen's)
-   are cross-validated first, best screen first; then those screening could not judge (not screened, or stopped
-   at their time cap before early stopping, whose QWK understates them), in the ranked order; then the others,
-   best screen first.
+   are cross-validated first, best screen first. A screen stopped at its time cap before early stopping
+   understates its candidate, so it is promising when even its QWK is within :data:`PROMISING` of the best
+   screen that ended by itself (on MovieLens, CatBoost's capped screen was the best of all and had waited behind
+   two promising ones whose runs left it no time); else screening could not judge it. Then those screening
+   could not judge (not screened, or capped below that), in the ranked order; then the others, best screen
+   first.
 4. A candidate whose estimate does not fit in the time left runs with its learning rate raised, when that makes it
    fit in :data:`FIT_SHARE` of it (:func:`fitted`); else it is left out, and the next one is tried.
 
@@ -159,14 +162,19 @@ def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
         return [(p, why.get(p, "default order")) for p in pairs]
     judged = {p: s for p, s in screens.items() if not s.get("capped")}
     best = max((s["qwk"] for s in judged.values()), default=max(s["qwk"] for s in screens.values()))
-    scored = sorted((p for p in pairs if p in judged), key=lambda p: -judged[p]["qwk"])
-    promising = [(p, f"screened {judged[p]['qwk']:.4f}: within {PROMISING} of the best screen ({best:.4f})")
-                 for p in scored if judged[p]["qwk"] >= best - PROMISING]
+    # a capped screen's QWK is a lower bound: within PROMISING of the best, its candidate is promising too
+    hopeful = {p: s for p, s in screens.items() if p in judged or s["qwk"] >= best - PROMISING}
+    scored = sorted((p for p in pairs if p in hopeful), key=lambda p: -hopeful[p]["qwk"])
+
+    def note(p):
+        capped = " (stopped at its time cap, which understates it)" if p not in judged else ""
+        return f"screened {hopeful[p]['qwk']:.4f}{capped}: within {PROMISING} of the best screen ({best:.4f})"
+    promising = [(p, note(p)) for p in scored if hopeful[p]["qwk"] >= best - PROMISING]
     unjudged = [(p, (f"screen stopped at its time cap ({screens[p]['qwk']:.4f}): " if p in screens else
                      "not screened (its share of the time was spent): ") + why.get(p, "default order"))
-                for p in pairs if p not in judged]
+                for p in pairs if p not in hopeful]
     rest = [(p, f"screened {judged[p]['qwk']:.4f}: {best - judged[p]['qwk']:.4f} below the best screen")
-            for p in scored if judged[p]["qwk"] < best - PROMISING]
+            for p in scored if hopeful[p]["qwk"] < best - PROMISING]
     return promising + unjudged + rest
 
 

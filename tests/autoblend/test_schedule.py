@@ -117,6 +117,26 @@ def test_promising_screens_first_then_the_unscreened_then_the_rest():
     assert order(pairs, {}, {}) == [(p, "default order") for p in pairs]
 
 
+def test_a_capped_screen_already_among_the_best_is_promising():
+    """A screen stopped at its time cap understates its candidate: when even its QWK is within PROMISING of the
+    best screen that ended by itself, it runs among the promising ones (by its QWK), not after them; a capped screen
+    below that waits with the unscreened, in the ranked order."""
+    pairs = [("native", "squared_error"), ("xgboost", "extended_qwk"), ("catboost", "squared_error"),
+             ("catboost", "ordinal_logit"), ("lightgbm", "multiclass")]
+    screens = {("native", "squared_error"): {"qwk": 0.5084}, ("xgboost", "extended_qwk"): {"qwk": 0.5079},
+               ("catboost", "squared_error"): {"qwk": 0.5199, "capped": True},
+               ("catboost", "ordinal_logit"): {"qwk": 0.4900, "capped": True},
+               ("lightgbm", "multiclass"): {"qwk": 0.4859}}
+    got = order(pairs, screens, {})
+    assert [p for p, _ in got] == [("catboost", "squared_error"), ("native", "squared_error"),
+                                   ("xgboost", "extended_qwk"), ("catboost", "ordinal_logit"),
+                                   ("lightgbm", "multiclass")]
+    assert got[0][1] == ("screened 0.5199 (stopped at its time cap, which understates it): within 0.01 of the best "
+                         "screen (0.5084)")
+    assert got[3][1].startswith("screen stopped at its time cap (0.4900)")
+    assert got[4][1].startswith("screened 0.4859: 0.0225 below the best screen")
+
+
 def test_a_screen_measures_a_fold_on_a_sample_and_projects_the_cross_validation(tmp_path):
     ds = _dataset(tmp_path)
     cfg = candidate_config("lightgbm", "squared_error", n_splits=4, n_jobs=1)
