@@ -14,7 +14,7 @@ from qwkboost.callback import check_min_delta
 from qwkboost.cv.inner import EARLY_STOPPING_ON
 from qwkboost.data.labels import ClassLabels
 from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES, dataset_path
-from qwkboost.distributed.cluster import ClusterSpec, dask_engines, dask_support
+from qwkboost.distributed.cluster import ClusterSpec, check_dask_objective, dask_engines, dask_support
 from qwkboost.engines import ENGINES, check_engine_params
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, EngineUnavailable, config_errors
@@ -178,9 +178,11 @@ def check_config(cfg: Mapping) -> None:
         raise ValueError(f"objective.name={objective.get('name')!r} is unknown; choose one of: "
                          f"{', '.join(available_objectives())}, or objective=custom objective._target_=pkg.module.Class")
     try:
-        get_objective(objective_ref(objective), **check_mapping(objective.get("params"), "objective.params"))
+        obj = get_objective(objective_ref(objective), **check_mapping(objective.get("params"), "objective.params"))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"objective.params: {exc}") from None
+    if ClusterSpec.from_config(cfg.get("cluster")) is not None:
+        check_dask_objective(engine["name"], obj)     # what the engine's workers would get wrong, in one line
     for key in ("stratified", "shuffle"):
         if key in cfg["cv"]:
             check_bool(cfg["cv"][key], f"cv.{key}")

@@ -100,7 +100,7 @@ def test_dask_example_runs_as_written(tmp_path):
     from qwkboost.data.sources import quartiles
 
     page = (ROOT / "docs" / "guide" / "scale-out.md").read_text()
-    (code,) = [b for b in blocks(page, "py") if "train_dask(" in b]
+    (code,) = [b for b in blocks(page, "py") if "read_parquet(" in b]
     ds = quartiles(n_train=6_000, n_test=2_000)
     frame = lambda X, y=None: pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(
         **({} if y is None else {"rating": y}))
@@ -114,3 +114,33 @@ def test_dask_example_runs_as_written(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "scored 2000" in proc.stdout
     assert (tmp_path / "model.json").exists()
+
+
+def test_dask_categorical_example_runs_as_written(tmp_path):
+    """The in-memory example with a string column and the cumulative-link model, as a script: the cut points
+    learned on the workers come back, and the saved model predicts from the strings on one machine."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    import qwkboost
+    from qwkboost.data.sources import quartiles
+
+    page = (ROOT / "docs" / "guide" / "scale-out.md").read_text()
+    (code,) = [b for b in blocks(page, "py") if "ordinal_logit" in b]
+    ds = quartiles(n_train=4_000, n_test=500)
+    train = pd.DataFrame(ds.X_train, columns=[f"x{j}" for j in range(ds.X_train.shape[1])])
+    train["region"] = np.array(["north", "south", "east", "west"])[(ds.X_train[:, 0] * 4).astype(int).clip(0, 3)]
+    train["rating"] = ds.y_train
+    train.to_csv(tmp_path / "train.csv", index=False)
+    (tmp_path / "example.py").write_text(code)
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cuts = [float(c) for c in proc.stdout.split("cut points [")[1].split("]")[0].split(",")]
+    assert len(cuts) == 3 and cuts == sorted(cuts)
+    model = qwkboost.load_model(tmp_path / "model.json")
+    assert model.schema.categories[train.columns.get_loc("region")] == ["east", "north", "south", "west"]
+    pred = model.predict(train.drop(columns="rating").head(50))
+    assert pred.shape == (50,) and np.isfinite(pred).all()

@@ -26,7 +26,7 @@ from qwkboost import defaults
 from qwkboost.cv.folds import check_fold_labels, fold_assignment, make_repeated_folds, warn_duplicates
 from qwkboost.cv.inner import EARLY_STOPPING_ON, INNER_SHARE, default_early_stopping_on, inner_split, other_rounds
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.distributed.cluster import dask_support, train_dask
+from qwkboost.distributed.cluster import check_dask_categorical, dask_support, train_dask
 from qwkboost.engines import Model, train
 from qwkboost.objectives import resolve
 from qwkboost.validation import (
@@ -184,7 +184,8 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
         Row weights: each fold trains and early-stops with its rows' weights.
     client : distributed.Client, optional
         Train each fold on this Dask cluster (:func:`qwkboost.distributed.cluster.train_dask`;
-        ``engine`` xgboost or lightgbm, numeric features); ``n_jobs`` is then the workers'.
+        ``engine`` xgboost or lightgbm; categorical columns on xgboost, with the codes of this process);
+        ``n_jobs`` is then the workers'.
     groups : array-like or str, optional
         The entity of every training row (a user, a patient): rows of one entity
         stay in one fold (:func:`~qwkboost.cv.folds.make_folds`). A column name of a DataFrame ``X``
@@ -233,9 +234,8 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     y = check_1d(y, "y")
     check_same_length(X, y, "X", "y")
     w = check_weight(sample_weight, y.size)
-    if client is not None and schema.categorical:
-        raise ValueError(f"categorical columns {[schema.column_name(j) for j in schema.categorical]}: on a Dask "
-                         "cluster qwkboost trains numeric features only; train on one machine, or encode them")
+    if client is not None:
+        check_dask_categorical(engine, [schema.column_name(j) for j in schema.categorical])
     n_splits = check_int(n_splits, "cv.n_splits", 2)
     repeats = check_int(repeats, "cv.repeats", 1)
     stratified = check_bool(stratified, "cv.stratified")
@@ -284,10 +284,10 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                 callbacks.append(lambda rnd, evals, i=i: on_round(i, rnd, evals))
             t0 = time.perf_counter()
             if client is not None:
-                model = train_dask(client, X[tr], y[tr], engine=engine, objective=objective, params=params,
-                                   objective_params=objective_params, num_boost_round=num_boost_round,
+                model = train_dask(client, EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
+                                   params=params, objective_params=objective_params, num_boost_round=num_boost_round,
                                    # an engine whose workers do not all-reduce would score each worker's rows alone
-                                   eval_set=(X[st], y[st], None if w is None else w[st])
+                                   eval_set=(EncodedFeatures(X[st], schema), y[st], None if w is None else w[st])
                                    if dask_support(engine).allreduce else None,
                                    early_stopping_rounds=early_stopping_rounds, seed=seed + i,
                                    sample_weight=None if w is None else w[tr],

@@ -10,9 +10,15 @@ objective stays *one* objective:
   the initial score :math:`F_0`) are fitted once, on every training label,
   from the labels' (weighted) counts computed on the cluster;
 * an objective whose gradient needs sums over every row (``gradient_needs ==
-  "sums"``: extended QWK's :math:`f` and :math:`g`) gets them all-reduced over
-  XGBoost's workers (:func:`qwkboost.engines.engine.for_workers`), so each row's
-  gradient equals the one-process gradient;
+  "sums"``: extended QWK's :math:`f` and :math:`g`, soft QWK's expected
+  confusion matrix, the cumulative-link model's cut-point steps) gets them
+  all-reduced over XGBoost's workers (:func:`qwkboost.engines.engine.for_workers`),
+  so each row's gradient equals the one-process gradient; what it learns while
+  boosting (the cut points) comes back with the booster
+  (:meth:`~qwkboost.objectives.Objective.learned`);
+* categorical columns of in-memory rows are encoded on the client, with one
+  process's codes (:class:`~qwkboost.data.features.FeatureSchema`), and split
+  on by XGBoost's workers;
 * the metric is all-reduced the same way (:meth:`~qwkboost.objectives.Objective.metric_sums`),
   so early stopping sees the metric of all validation rows. XGBoost would
   otherwise average the workers' own metrics, which is not the QWK of their union.
@@ -37,13 +43,13 @@ from __future__ import annotations
 import logging
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping
 
 import numpy as np
 
 from qwkboost import defaults
-from qwkboost.data.features import FeatureSchema
+from qwkboost.data.features import EncodedFeatures, FeatureSchema
 from qwkboost.engines.base import DaskSupport
 from qwkboost.engines.engine import (
     check_early_stopping,
@@ -61,7 +67,7 @@ from qwkboost.objectives.base import takes_weight
 from qwkboost.validation import check_int, check_mapping, check_seed
 
 __all__ = ["ClusterSpec", "connect", "DaskData", "read_parquet", "train_dask", "predict_dask", "dask_engines",
-           "dask_support", "check_dask_objective", "DASK_ENGINES"]
+           "dask_support", "check_dask_objective", "check_dask_categorical", "DASK_ENGINES"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +134,21 @@ def check_dask_objective(engine: str, objective, scores_valid: bool = False) -> 
         raise ValueError(f"{engine}.dask scores eval sets and stops early on each worker's own rows; qwkboost "
                          "takes no eval_set or early_stopping_rounds for it (set engine.early_stopping_rounds=null, "
                          f"or use {_choices(dask_engines(True))}, whose metric covers every row)")
+
+
+def check_dask_categorical(engine: str, columns) -> None:
+    """Refuse categorical ``columns`` (names) before training on an engine whose Dask interface takes numbers only.
+
+    Raises
+    ------
+    ValueError
+        Naming the columns and the engines whose workers split on categories.
+    """
+    if columns and not dask_support(engine).categorical:
+        takes = [n for n in dask_engines() if get_engine(n).dask.categorical]
+        raise ValueError(f"categorical columns {list(columns)}: {engine}.dask takes numeric features only; use "
+                         f"{_choices(takes)} on a cluster (its workers split on the same category codes as one "
+                         "process), or encode them as numbers")
 
 
 @dataclass(frozen=True)
@@ -217,12 +238,16 @@ class DaskData:
     y : dask.array.Array of shape (n,) or None
     weight : dask.array.Array of shape (n,) or None
     feature_names : list of str or None
+    categorical : tuple of int
+        Positions of the columns that hold category codes (:class:`~qwkboost.data.features.FeatureSchema`), encoded
+        on the client as on one machine.
     """
 
     X: Any
     y: Any = None
     weight: Any = None
     feature_names: list[str] | None = None
+    categorical: tuple[int, ...] = ()
 
     @property
     def n_features(self) -> int:
@@ -394,7 +419,7 @@ def _label_counts(y, weight, weighted: bool = True) -> tuple[np.ndarray, np.ndar
 def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, params: dict | None = None,
                num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
                objective_params: dict | None = None, seed: int = 0, sample_weight=None,
-               early_stopping_min_delta: float | None = None) -> Model:
+               early_stopping_min_delta: float | None = None, categorical=None) -> Model:
     r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective`` over the workers of ``client``.
 
     The same contract as :func:`qwkboost.train`, on rows that live on a
@@ -407,10 +432,11 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     ----------
     client : distributed.Client
         See :func:`connect`.
-    X : DaskData, dask Array or DataFrame, NumPy array or pandas DataFrame
-        Numeric features (NaN is missing). In-memory inputs are split over the
-        workers. A :class:`DaskData` (from :func:`read_parquet`) carries ``y``
-        and the weights itself.
+    X : DaskData, dask Array or DataFrame, NumPy array, pandas DataFrame or EncodedFeatures
+        Features (NaN is missing). In-memory inputs are encoded on the client as :func:`qwkboost.train` encodes
+        them (string and pandas category columns become category codes, on an engine whose workers split on
+        categories: xgboost) and split over the workers. Dask collections hold numeric columns. A
+        :class:`DaskData` (from :func:`read_parquet`) carries ``y`` and the weights itself.
     y : array-like, optional
         Labels, with ``X``'s rows (omit with a :class:`DaskData` that has them).
     engine : str, optional
@@ -435,6 +461,8 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
         :func:`qwkboost.train`; a dict is used as given.
     seed : int, default 0
     sample_weight : array-like, optional
+    categorical : list of str or int, optional
+        Further categorical columns of in-memory ``X``, as in :func:`qwkboost.train`.
 
     Returns
     -------
@@ -450,12 +478,16 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective
     support = dask_support(engine)
+    schema, X = _encode(X, categorical)
     if objective_params is None and isinstance(objective, str):
         objective_params = defaults.objective_params(objective, engine)
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
     params = defaults.engine_params(engine, objective) if params is None else check_mapping(params, "params")
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
     data = X if isinstance(X, DaskData) else as_dask(X, y, sample_weight, n_partitions=n_workers, client=client)
+    if schema is not None:
+        data = replace(data, feature_names=schema.names, categorical=tuple(schema.categorical))
+    check_dask_categorical(engine, [schema.column_name(j) for j in schema.categorical] if schema else ())
     if isinstance(X, DaskData) and (y is not None or sample_weight is not None):
         raise ValueError("X is DaskData, which carries y and the weights itself; do not pass y or sample_weight")
     if data.y is None:
@@ -465,8 +497,12 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
         if isinstance(eval_set, DaskData):
             valid = eval_set
         elif isinstance(eval_set, (tuple, list)) and len(eval_set) in (2, 3):
-            valid = as_dask(eval_set[0], eval_set[1], eval_set[2] if len(eval_set) == 3 else None,
+            Xv = eval_set[0]
+            if schema is not None:          # encoded as X was: the same columns, the same category codes
+                Xv = Xv.X if isinstance(Xv, EncodedFeatures) else schema.encode(Xv, "eval_set X", reference="X has")
+            valid = as_dask(Xv, eval_set[1], eval_set[2] if len(eval_set) == 3 else None,
                             n_partitions=n_workers, client=client)
+            valid = replace(valid, categorical=data.categorical)
         else:
             raise ValueError("eval_set must be a pair (X_val, y_val), a triple (X_val, y_val, weight_val) or DaskData")
         if valid.y is None:
@@ -510,7 +546,24 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
     obj.finish(best_iteration)
     return Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
-                 label_offset=offset, schema=FeatureSchema.numeric(data.n_features, data.feature_names))
+                 label_offset=offset,
+                 schema=schema if schema is not None else FeatureSchema.numeric(data.n_features, data.feature_names))
+
+
+def _encode(X, categorical) -> tuple[FeatureSchema | None, Any]:
+    """In-memory rows encoded on the client as :func:`qwkboost.train` encodes them (strings and pandas categories,
+    and the ``categorical`` columns, become codes: :class:`~qwkboost.data.features.FeatureSchema`), with their
+    schema; a Dask collection as it is (numeric columns only), with ``None``."""
+    if isinstance(X, EncodedFeatures):
+        if categorical is not None:
+            raise ValueError("categorical: the columns of EncodedFeatures are set by its schema")
+        return X.schema, X.X
+    if isinstance(X, DaskData) or type(X).__module__.split(".")[0] == "dask":
+        if categorical:
+            raise ValueError("categorical: the columns of a Dask collection are taken as numbers; encode its "
+                             "categories as codes, or pass the rows in memory (encoded on the client)")
+        return None, X
+    return FeatureSchema.fit_encode(X, categorical, "X")
 
 
 def predict_dask(model: Model, X, num_iteration: int | None = None):

@@ -80,11 +80,14 @@ class DaskSupport:
         its own rows only: such objectives, eval sets and early stopping are refused.
     max_outputs : int or None
         The most scores per row it trains on a cluster; ``None``: as many as on one machine.
+    categorical : bool
+        Whether its workers split on category-code columns (``data.categorical``) as one process does.
     """
 
     train: Callable[..., "FitResult"]
     allreduce: bool
     max_outputs: int | None = None
+    categorical: bool = False
 
 
 @runtime_checkable

@@ -217,6 +217,34 @@ class _WorkerMetric:
         return self.objective.metric_name, self.objective.metric_from_sums(xgboost_allreduce(sums))
 
 
+#: The booster attribute a worker writes the objective's :meth:`~qwkboost.objectives.Objective.learned` into.
+LEARNED_ATTR = "qwkboost_learned"
+
+
+class _ShipLearned(xgb.callback.TrainingCallback):
+    """On a worker, after its last round: the objective's :meth:`~qwkboost.objectives.Objective.learned` (cut points
+    learned while boosting) written into the booster, which is what comes back to the client. The objective is
+    the one :class:`_WorkerObjective` boosts: both travel in one task, so one copy of it lives on the worker."""
+
+    def __init__(self, objective):
+        self.objective = objective
+
+    def after_training(self, model):
+        learned = self.objective.learned()
+        if learned is not None:
+            model.set_attr(**{LEARNED_ATTR: json.dumps(learned)})
+        return model
+
+
+def _take_learned(objective, booster) -> None:
+    """The client's ``objective`` takes what a worker's copy learned (:class:`_ShipLearned`); the attribute is
+    then removed, so the saved model is as one machine's."""
+    raw = booster.attr(LEARNED_ATTR)
+    if raw is not None:
+        objective.take_learned(json.loads(raw))
+        booster.set_attr(**{LEARNED_ATTR: None})
+
+
 def _margin(X, f0: np.ndarray):
     """Initial scores as XGBoost's per-row ``base_margin``, chunked as ``X``'s rows."""
     import dask.array as da  # optional: the cluster extra
@@ -242,17 +270,22 @@ def train_dask(client, data, valid, objective, *, offset, params, num_boost_roun
     params = {**params, "seed": seed, "disable_default_eval_metric": 1}
     worker = for_workers(obj, xgboost_allreduce)
 
+    types = _types(data.n_features, data.categorical)
+
     def dmatrix(d):
         # no feature names: the Model matches a DataFrame's columns itself, as on one machine
-        return dxgb.DaskDMatrix(client, d.X, d.y - offset, weight=d.weight, base_margin=margin(d))
+        return dxgb.DaskDMatrix(client, d.X, d.y - offset, weight=d.weight, base_margin=margin(d),
+                                feature_types=types, enable_categorical=types is not None)
 
     client.run(xgb.set_config, verbosity=0)    # quiet the workers' "got rank" lines
     evals = [(dmatrix(data), "train")]
     if valid is not None:
         evals.append((dmatrix(valid), "valid"))
-    callbacks = [] if early_stopping_rounds is None else [xgb.callback.EarlyStopping(
-        rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid", maximize=obj.higher_is_better,
-        save_best=False, min_delta=min_delta)]
+    callbacks = [_ShipLearned(worker)]
+    if early_stopping_rounds is not None:
+        callbacks.append(xgb.callback.EarlyStopping(
+            rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid",
+            maximize=obj.higher_is_better, save_best=False, min_delta=min_delta))
     if not obj.metric_adds_up():
         log.warning("objective %r has no metric_sums: XGBoost reports the mean of each worker's own %s, not the "
                     "%s of all rows", obj.name, obj.metric_name, obj.metric_name)
@@ -260,6 +293,7 @@ def train_dask(client, data, valid, objective, *, offset, params, num_boost_roun
                      obj=_WorkerObjective(worker, offset), custom_metric=_WorkerMetric(worker, offset),
                      callbacks=callbacks, verbose_eval=False)
     booster = out["booster"]
+    _take_learned(obj, booster)
     best = None
     if early_stopping_rounds is not None:
         # XGBoost's callback decides when to stop; the round kept is the best of all trained, as on one
@@ -277,7 +311,8 @@ class XGBoostEngine:
     default_learning_rate = 0.3
     checks_gradients = False
     #: ``xgboost.dask``: its workers all-reduce an objective's sums and the metric (:func:`xgboost_allreduce`)
-    dask = DaskSupport(train_dask, allreduce=True)
+    #: and split on category codes (its ``enable_categorical``)
+    dask = DaskSupport(train_dask, allreduce=True, categorical=True)
 
     def check_data(self, X, params: dict) -> None:
         """XGBoost trains on any rows :func:`qwkboost.train` takes."""

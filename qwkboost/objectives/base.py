@@ -154,6 +154,15 @@ class Objective:
         """Called once training ends, with the rounds the model keeps (1-based); an objective that learns
         parameters while boosting keeps those of that round. Default: nothing."""
 
+    def learned(self) -> dict | None:
+        """What this objective learned while boosting, as JSON-ready numbers, before :meth:`finish`: a cluster's
+        worker boosts its own copy and ships this back with the model (:meth:`take_learned`). Default ``None``:
+        nothing is learned while boosting."""
+        return None
+
+    def take_learned(self, learned: dict) -> None:
+        """Take :meth:`learned` from a copy that boosted elsewhere. Default: nothing to take."""
+
     # -- several outputs ---------------------------------------------------------
     def decode(self, score: np.ndarray) -> np.ndarray:
         """One continuous ordinal score per row from the raw scores. Default: the score itself."""

@@ -163,6 +163,7 @@ class OrdinalLogit(Objective):
 
     metric_name = "logloss"
     gradient_needs = "sums"      # the cut points' Newton steps sum over every row
+    allreduce_ready = True       # every sum goes through _global (per-class arrays) or global_sums
     higher_is_better = False
     ordinal = True
     centre_labels = False
@@ -240,11 +241,25 @@ class OrdinalLogit(Objective):
         r.p = p
         return r
 
+    def _global(self, sums: np.ndarray) -> np.ndarray:
+        """Per-class ``sums`` over every worker's rows (all-reduced on a cluster; as they are on one machine)."""
+        return sums if self.allreduce is None else np.asarray(self.allreduce(sums), dtype=np.float64)
+
     def _nll(self, lay, p) -> float:
-        """Mean negative log-likelihood from class-ordered ``p``."""
+        """Mean negative log-likelihood from class-ordered ``p`` (over every worker's rows)."""
+        if self.allreduce is not None:
+            s, n = self.global_sums(*self._log_sums(lay, p))
+            return -s / n
         if lay.w is None:
             return -sum_log(p) / p.size
         return float(-(lay.w @ np.log(p)) / lay.w.sum())
+
+    @staticmethod
+    def _log_sums(lay, p) -> tuple[float, float]:
+        r""":math:`(\sum_i w_i \log p_i, \sum_i w_i)` from class-ordered ``p``."""
+        if lay.w is None:
+            return float(sum_log(p)), float(p.size)
+        return float(lay.w @ np.log(p)), float(lay.w.sum())
 
     def _cut_grad(self, lay, r: _Rows):
         """The gradient of :eq:`ol-cuts` (summed log-loss), with :math:`r_a, r_b` (weighted) for the hessian."""
@@ -258,7 +273,7 @@ class OrdinalLogit(Objective):
         else:
             wa, wb = lay.w[:top], lay.w[bottom:]
             grad = -lay.sums(ra * wa, 0, K - 2) + lay.sums(rb * wb, 1, K - 1)
-        return grad, ra, rb
+        return self._global(grad), ra, rb
 
     def _cut_hess(self, lay, r: _Rows, ra, rb) -> np.ndarray:
         """The tridiagonal hessian of :eq:`ol-cuts`."""
@@ -277,6 +292,9 @@ class OrdinalLogit(Objective):
             off *= lay.w[bottom:top]
         hd = lay.sums(da, 0, K - 2) + lay.sums(db, 1, K - 1)
         ho = -lay.sums(off, 1, K - 2) if K > 2 else np.zeros(0)
+        if self.allreduce is not None:
+            both = self._global(np.concatenate([hd, ho]))
+            hd, ho = both[:hd.size], both[hd.size:]
         return np.diag(hd + 1e-9) + np.diag(ho, 1) + np.diag(ho, -1)
 
     def _first_step(self, lay, r: _Rows):
@@ -291,6 +309,8 @@ class OrdinalLogit(Objective):
         step = _solve(H, grad) if H is not None and H.shape[0] == grad.size else None
         if step is not None:
             total = float(lay.bounds[-1]) if lay.w is None else float(lay.w.sum())
+            if self.allreduce is not None:
+                total, = self.global_sums(total)
             if 0.5 * float(grad @ step) < MIN_GAIN * total:
                 return None
         age = self.__dict__.get("_hessian_age", 0) + 1
@@ -420,6 +440,27 @@ class OrdinalLogit(Objective):
         r = self._rows(lay, score, np.asarray(self.cuts_, dtype=np.float64), scratch=True)
         self.__dict__.setdefault("_memo", Memo()).put(lay, score, tuple(self.cuts_), r)
         return self._nll(lay, r.p)
+
+    def metric_sums(self, y, score, sample_weight=None):
+        r""":math:`(\sum_i w_i \log p_i, \sum_i w_i)` of :meth:`metric`'s likelihood: they add up over sets of rows."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        r = self._rows(lay, score, np.asarray(self.cuts_, dtype=np.float64), scratch=True)
+        self.__dict__.setdefault("_memo", Memo()).put(lay, score, tuple(self.cuts_), r)
+        return np.array(self._log_sums(lay, r.p))
+
+    def metric_from_sums(self, sums) -> float:
+        r"""The mean negative log-likelihood, :math:`-\sum w \log p / \sum w`."""
+        return float(-sums[0] / sums[1])
+
+    def learned(self) -> dict | None:
+        """The cut points learned while boosting, every round's (:meth:`finish` keeps the best round's)."""
+        return {"cuts": list(self.cuts_), "cuts_by_round": list(self.__dict__.get("_cuts_by_round", []))}
+
+    def take_learned(self, learned: dict) -> None:
+        """Take :meth:`learned` of a copy that boosted elsewhere (a cluster's worker)."""
+        self.cuts_ = [float(c) for c in learned["cuts"]]
+        self._cuts_by_round = [[float(c) for c in cuts] for cuts in learned["cuts_by_round"]]
 
     def loss(self, y, score, sample_weight=None):
         return self.metric(y, score, sample_weight)

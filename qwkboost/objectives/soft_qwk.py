@@ -77,6 +77,7 @@ class SoftQWK(Multiclass):
 
     metric_name = "kappa"
     gradient_needs = "sums"      # the expected confusion matrix over every row
+    allreduce_ready = True       # through global_sums (:meth:`_parts`)
     higher_is_better = True
 
     def __init__(self, hessian: str = "local"):
@@ -99,23 +100,25 @@ class SoftQWK(Multiclass):
         return ex.moments
 
     def _parts(self, lay, ex: Exps, sample_weight):
-        r"""The sums of :eq:`sq-moments`: ``(w, N, abar, bbar, num, den)`` for the labels of ``lay``."""
+        r"""The sums of :eq:`sq-moments`: ``(w, N, abar, bbar, num, den)`` for the labels of ``lay``.
+
+        Six sums over the rows, :math:`(N, \sum w y, \sum w y^2, \sum w y \mu, \sum w \nu, \sum w \mu)`, make
+        all of them; on a cluster they are all-reduced over the workers (:meth:`global_sums`), so every row's
+        gradient is the one-process gradient."""
         mu, nu = self._moments(ex)
         t, st, stt = lay.class_float()
         if sample_weight is None:
-            w, N = None, float(t.size)
-            abar = st / N
-            bbar = stt / N - abar * abar
-            num = float(stt - 2.0 * (t @ mu) + nu.sum())
-            den = float(nu.sum() - 2.0 * abar * mu.sum()) + (abar * abar + bbar) * N
+            w = None
+            sums = (float(t.size), st, stt, float(t @ mu), float(nu.sum()), float(mu.sum()))
         else:
             w = np.asarray(sample_weight, dtype=np.float64)
-            N = float(w.sum())
             wt = w * t
-            abar = float(wt.sum()) / N
-            bbar = float(wt @ t) / N - abar * abar
-            num = float(wt @ t - 2.0 * (wt @ mu) + w @ nu)
-            den = float(w @ nu - 2.0 * abar * (w @ mu)) + (abar * abar + bbar) * N
+            sums = (float(w.sum()), float(wt.sum()), float(wt @ t), float(wt @ mu), float(w @ nu), float(w @ mu))
+        N, st, stt, tmu, snu, smu = self.global_sums(*sums)
+        abar = st / N
+        bbar = stt / N - abar * abar
+        num = float(stt - 2.0 * tmu + snu)
+        den = float(snu - 2.0 * abar * smu) + (abar * abar + bbar) * N
         return w, N, abar, bbar, num, den
 
     def grad_hess(self, y, score, sample_weight=None, out=None):
@@ -191,6 +194,30 @@ class SoftQWK(Multiclass):
             t, st, stt = lay.class_float()
             return _class_qwk_whole(t.size, st, stt, float(pred.sum()), float(pred @ pred), float(t @ pred))
         return class_qwk(lay.idx, pred.astype(np.int64), sample_weight)
+
+    def metric_sums(self, y, score, sample_weight=None):
+        r""":math:`(W, \sum wt, \sum wt^2, \sum wp, \sum wp^2, \sum wtp)` of the class indices :math:`t` and the
+        rounded expected classes :math:`p` of :meth:`metric`: they add up over sets of rows."""
+        score = np.asarray(score, dtype=np.float64)
+        lay = self._layout(y, sample_weight)
+        ex = Exps(score, lay)
+        self._memo().put(lay, score, (), ex)        # the next gradients start from these scores, as after metric
+        mu, _ = self._moments(ex)
+        p = np.clip(np.rint(mu), 0, self.n_outputs_ - 1)
+        t = lay.class_float()[0]
+        w = np.ones_like(t) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        wt, wp = w * t, w * p
+        return np.array([float(w.sum()), float(wt.sum()), float(wt @ t), float(wp.sum()), float(wp @ p),
+                         float(wt @ p)])
+
+    def metric_from_sums(self, sums) -> float:
+        r""":math:`\kappa = 1 - W \sum w(t-p)^2 / \big(W(\sum wt^2 + \sum wp^2) - 2 \sum wt \sum wp\big)`, with
+        :math:`\sum w(t-p)^2 = \sum wt^2 - 2\sum wtp + \sum wp^2`; 0 when the labels are one class, as
+        :meth:`metric`."""
+        W, st, stt, sp, spp, stp = (float(v) for v in sums)
+        if W * stt - st * st <= 1e-12 * max(1.0, W * stt):      # a single class
+            return 0.0
+        return 1.0 - W * (stt - 2.0 * stp + spp) / (W * (stt + spp) - 2.0 * st * sp)
 
 
 def class_qwk(t: np.ndarray, p: np.ndarray, sample_weight=None) -> float:

@@ -9,6 +9,7 @@ import pytest
 from qwkboost.engines.engine import for_workers
 from qwkboost.engines.xgboost import xgboost_allreduce
 from qwkboost.objectives import get
+from qwkboost.objectives.squared_error import SquaredError
 
 
 def _worker_grad(rank, args, objective, y, score, w, queue):
@@ -59,11 +60,19 @@ def test_extended_qwk_gradient_on_two_workers_equals_one_process(params, weighte
     assert np.abs(alone - g1[half]).max() > 1e-3
 
 
+class WholeMean(SquaredError):
+    """An objective that says its gradient needs sums over every row but does not take them through
+    ``global_sums``."""
+
+    name = "whole_mean"
+    gradient_needs = "sums"
+
+
 def test_row_objectives_need_nothing_and_unsupported_sums_are_refused():
     y = np.arange(8.0) % 4
     se = get("squared_error").fit(y)
     assert for_workers(se, xgboost_allreduce).allreduce is None
-    with pytest.raises(ValueError, match="objective 'ordinal_logit' needs sums over every training row"):
-        for_workers(get("ordinal_logit").fit(y))
-    with pytest.raises(ValueError, match="objective 'soft_qwk' needs sums"):
-        for_workers(get("soft_qwk").fit(y))
+    for name in ("extended_qwk", "ordinal_logit", "soft_qwk"):      # every packaged objective that needs sums
+        assert for_workers(get(name).fit(y), xgboost_allreduce).allreduce is xgboost_allreduce
+    with pytest.raises(ValueError, match="objective 'whole_mean' needs sums over every training row"):
+        for_workers(WholeMean().fit(y))
