@@ -133,8 +133,9 @@ def test_bad_input_is_refused_before_training(client, data):
     ORDINAL = dict(engine="xgboost", objective="extended_qwk")
     with pytest.raises(ValueError, match="engine 'native' has no Dask interface"):
         train_dask(client, X, y, engine="native")
-    with pytest.raises(ValueError, match="not numeric"):
-        train_dask(client, pd.DataFrame({"a": ["u", "v"] * 50, "b": np.arange(100.0)}), np.arange(100) % 2)
+    with pytest.raises(ValueError, match=r"categorical columns \['a'\]: lightgbm.dask takes numeric features only"):
+        train_dask(client, pd.DataFrame({"a": ["u", "v"] * 50, "b": np.arange(100.0)}), np.arange(100) % 2,
+                   engine="lightgbm")
     bad = y.copy()
     bad[5] = np.nan
     with pytest.raises(ValueError, match="missing or infinite labels"):
@@ -173,7 +174,7 @@ def test_cli_trains_every_fold_on_a_local_cluster(tmp_path, mlflow_store):
     # the native engine, and objectives lightgbm.dask would get wrong, are refused before training (in this
     # process: a ConfigError is the command's exit status 2, tests/runs/test_run_cli.py)
     for extra, msg in ((["engine=native"], "has no Dask interface"),
-                       (["engine=lightgbm", "engine.early_stopping_rounds=null"], "lightgbm.dask cannot combine")):
+                       (["engine=lightgbm", "engine.early_stopping_rounds=null"], "lightgbm.dask calls the objective on each worker's rows")):
         with pytest.raises(ConfigError, match=msg):
             run_in_process([*cmd[2:-1], *extra], tmp_path / "bad")
     (only,) = client.search_runs([exp.experiment_id])            # nothing started a run
