@@ -259,3 +259,12 @@ def quartile_frames(seed: int, n_train: int = 1200, n_test: int = 600):
     X = pd.DataFrame(ds.X_train, columns=cols)
     X_test = pd.DataFrame(ds.X_test, columns=cols)
     return X, pd.Series(ds.y_train.astype(int) + 1, name="grade"), X_test, ds.y_test.astype(int) + 1
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real Dask LocalCluster of 2 worker processes of one thread each, for a test module (tests/distributed)."""
+    from qwkboost.distributed.cluster import ClusterSpec, connect
+
+    with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as c:
+        yield c

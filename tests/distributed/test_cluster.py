@@ -26,12 +26,6 @@ PARAMS = {"max_depth": 4, "learning_rate": 0.2}
 
 
 @pytest.fixture(scope="module")
-def client():
-    with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def data():
     """Quartile data with features on a 0.01 grid: fewer distinct values than bins, so the histogram cuts are
     the same however the rows are split, and any difference between 1 and 2 workers is the objective's."""

@@ -17,18 +17,12 @@ from conftest import TINY_OVERRIDES, run_in_process
 from qwkboost.config import ConfigError
 from qwkboost.cv import cross_validate
 from qwkboost.data.sources import quartiles
-from qwkboost.distributed.cluster import ClusterSpec, connect, train_dask
+from qwkboost.distributed.cluster import train_dask
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.objectives.ordinal_logit import OrdinalLogit
 from qwkboost.objectives.soft_qwk import SoftQWK
 
 PARAMS = {"max_depth": 4, "learning_rate": 0.2}
-
-
-@pytest.fixture(scope="module")
-def client():
-    with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")
