@@ -479,6 +479,8 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     objective = defaults.default_objective() if objective is None else objective
     support = dask_support(engine)
     schema, X = _encode(X, categorical)
+    # before the rows are placed on the workers
+    check_dask_categorical(engine, [schema.column_name(j) for j in schema.categorical] if schema else ())
     if objective_params is None and isinstance(objective, str):
         objective_params = defaults.objective_params(objective, engine)
     obj = resolve(objective, **check_mapping(objective_params, "objective_params"))
@@ -487,7 +489,6 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     data = X if isinstance(X, DaskData) else as_dask(X, y, sample_weight, n_partitions=n_workers, client=client)
     if schema is not None:
         data = replace(data, feature_names=schema.names, categorical=tuple(schema.categorical))
-    check_dask_categorical(engine, [schema.column_name(j) for j in schema.categorical] if schema else ())
     if isinstance(X, DaskData) and (y is not None or sample_weight is not None):
         raise ValueError("X is DaskData, which carries y and the weights itself; do not pass y or sample_weight")
     if data.y is None:
