@@ -247,12 +247,8 @@ class OrdinalLogit(Objective):
 
     def _nll(self, lay, p) -> float:
         """Mean negative log-likelihood from class-ordered ``p`` (over every worker's rows)."""
-        if self.allreduce is not None:
-            s, n = self.global_sums(*self._log_sums(lay, p))
-            return -s / n
-        if lay.w is None:
-            return -sum_log(p) / p.size
-        return float(-(lay.w @ np.log(p)) / lay.w.sum())
+        s, n = self.global_sums(*self._log_sums(lay, p))
+        return -s / n
 
     @staticmethod
     def _log_sums(lay, p) -> tuple[float, float]:
