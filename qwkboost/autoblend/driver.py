@@ -31,8 +31,9 @@ import numpy as np
 from qwkboost import tracking
 from qwkboost.autoblend.board import closing_rows, leaderboard
 from qwkboost.autoblend.budget import (CANDIDATE_SECONDS_PER_MB, PYFUNC_SECONDS, READ_SECONDS_PER_MB, SECONDS_PER_MB,
-                                      SECONDS_PER_MB_TRACKED, WRITE_SECONDS, Budget, TimeGuard)
+                                      SECONDS_PER_MB_TRACKED, WRITE_SECONDS, Budget)
 from qwkboost.autoblend.candidates import Candidate, CostModel
+from qwkboost.autoblend.executor import GuardSpec, Job, LocalExecutor
 from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.ranking import rank, shape_of
 from qwkboost.autoblend.schedule import run_defaults, screen_rest
@@ -47,9 +48,9 @@ from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.fingerprint import fingerprint
 from qwkboost.engines.registry import get_engine
-from qwkboost.exceptions import ConfigError, EngineUnavailable, RunStopped
+from qwkboost.exceptions import ConfigError, EngineUnavailable
 from qwkboost.objectives import get as get_objective
-from qwkboost.runs.experiment import check_against_data, run_experiment
+from qwkboost.runs.experiment import check_against_data
 from qwkboost.tracking.loading import load_pipeline
 from qwkboost.tracking.writing import OutputLock, manifest, staged
 
@@ -204,6 +205,8 @@ class AutoRun:
         self.experiment_id, self.run_name, self.command = experiment_id, run_name, command
         self.budget = budget or Budget(settings.time_limit)
         self.progress = Progress(self.budget, progress_enabled() if progress is None else progress)
+        #: where candidates run (:mod:`qwkboost.autoblend.executor`): this process, one at a time
+        self.executor = LocalExecutor(dataset, self.budget, self.progress.tick)
         self.cost = CostModel(self.shape)
         self.coming_mb = 0.0        # the pipeline expected of the candidate about to run (set_reserve)
         first = next(iter(self.configs.values()))
@@ -294,21 +297,15 @@ class AutoRun:
                                                "engine": cand.engine, "objective": cand.objective}
             return None
         self.progress.step(cand.name)
-        # until one candidate has finished, the folds share the time left rather than risk ending with nothing
-        first = self._n_finished(state) == 0
-        # a default candidate whose estimate was a little short finishes with shorter folds rather than being
-        # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
-        # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
-        tail = self.cost.overhead() + CANDIDATE_SECONDS_PER_MB * self.coming_mb
-        guard = TimeGuard(self.budget, self.n_folds, report=lambda i, rnd: self.progress.tick(i, rnd, self.n_folds),
-                          share_folds=first, rescue=reporter is None,
-                          fold_seconds=None if estimate is None else estimate / self.n_folds, tail_seconds=tail)
-
-        def on_fold(i, valid, scores):
-            if reporter is not None:
-                reporter(i, valid, scores)
-            guard.on_fold(i, valid, scores)
-
+        guard = GuardSpec(
+            self.n_folds,
+            # until one candidate has finished, the folds share the time left rather than risk ending with nothing
+            share_folds=self._n_finished(state) == 0,
+            # a default candidate whose estimate was a little short finishes with shorter folds rather than being
+            # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
+            rescue=reporter is None, fold_seconds=None if estimate is None else estimate / self.n_folds,
+            # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
+            tail_seconds=self.cost.overhead() + CANDIDATE_SECONDS_PER_MB * self.coming_mb)
         run_cfg = copy.deepcopy(cfg)
         # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
         # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)
@@ -320,28 +317,26 @@ class AutoRun:
                 d.unlink()
         started = {"why": why, "started_at": round(self.budget.elapsed, 1),
                    **({"estimate": round(estimate, 1)} if estimate is not None else {})}
-        t0 = time.monotonic()
-        try:
-            row = run_experiment(run_cfg, self.experiment_id, parent_run_id=self.parent_id, run_name=cand.name,
-                                 output_dir=self.out / directory, dataset=self.ds, on_fold=on_fold,
-                                 on_round=guard.on_round, progress=False)
-        except RunStopped as stop:
+        job = Job(cand.name, run_cfg, self.out / directory, guard, self.experiment_id, self.parent_id)
+        outcome = self.executor.run(job, reporter)
+        if outcome.row is None:
             # a trial the pruner stopped is "pruned", one the time guard stopped "stopped": the leaderboard tells
             # tuning's work from the budget's
-            pruned = stop.tags.get("qwkboost.trial_state") == "PRUNED"
+            pruned = outcome.tags.get("qwkboost.trial_state") == "PRUNED"
             state.candidates[cand.name] = {**self._kept(state, cand), "status": "pruned" if pruned else "stopped",
-                                           "reason": str(stop), "engine": cand.engine, "objective": cand.objective,
-                                           "seconds": round(time.monotonic() - t0, 2), **started}
+                                           "reason": outcome.stopped, "engine": cand.engine,
+                                           "objective": cand.objective, "seconds": round(outcome.seconds, 2),
+                                           **started}
             state.save()
-            log.info("auto: %s %s", cand.name, stop)
+            log.info("auto: %s %s", cand.name, outcome.stopped)
             return None
-        seconds = time.monotonic() - t0
+        row, seconds = outcome.row, outcome.seconds
         self.cost.record(cand, seconds, row.get("fit_seconds"))
         rec = {**self._kept(state, cand), **started, "status": "finished", "engine": cand.engine,
                "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                **({"speedup": round(cand.speedup, 4)} if cand.speedup != 1.0 else {}),
-               "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
+               "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": outcome.capped,
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
                "files": manifest(self.out / directory),      # just written: as _damage would find it
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
@@ -352,10 +347,10 @@ class AutoRun:
         if cand.speedup != 1.0 and plain is not None and plain.get("status") != "finished":
             plain.update(status="replaced", why=f"ran as {cand.name}")      # its faster variant finished
         state.save()
-        if guard.capped:
+        if outcome.capped:
             log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping%s", cand.name,
-                     len(guard.capped), self.n_folds,
-                     " (it would have ended past the limit: its folds shared the time left)" if guard.rescued else "")
+                     outcome.capped, self.n_folds,
+                     " (it would have ended past the limit: its folds shared the time left)" if outcome.rescued else "")
         self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
         return rec
 
