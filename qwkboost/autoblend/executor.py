@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from qwkboost.autoblend.budget import Budget, TimeGuard
-from qwkboost.data.dataset import Dataset
+from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.exceptions import RunStopped
 from qwkboost.runs.experiment import run_experiment
 
-__all__ = ["GuardSpec", "Job", "Outcome", "Executor", "LocalExecutor", "run_job"]
+__all__ = ["GuardSpec", "TrialSpec", "Job", "Outcome", "Executor", "LocalExecutor", "run_job", "trial_reporter"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,31 @@ class GuardSpec:
 
 
 @dataclass(frozen=True)
+class TrialSpec:
+    """A tuning trial's place in its Optuna study, so that its pruner runs where the trial runs.
+
+    Attributes
+    ----------
+    storage : str
+        The study's storage URL (one the workers reach: a file on a shared disk, PostgreSQL).
+    study_name : str
+    trial_id : int
+        Optuna's id of the trial (``trial._trial_id``), not its number.
+    pruner : str
+        :data:`~qwkboost.runs.tuning.pruners.PRUNERS`.
+    metric, method : str
+        What each fold reports (:class:`~qwkboost.runs.tuning.pruners.FoldReporter`).
+    """
+
+    storage: str
+    study_name: str
+    trial_id: int
+    pruner: str
+    metric: str = "qwk_thresholds_oof"
+    method: str = "exact"
+
+
+@dataclass(frozen=True)
 class Job:
     """One candidate's cross-validation, as the driver hands it to an executor.
 
@@ -62,6 +87,8 @@ class Job:
     guard : GuardSpec
     experiment_id, parent_run_id : str or None
         Its MLflow experiment and the budget's parent run; ``None`` logs nothing.
+    trial : TrialSpec or None
+        A tuning trial's study, for its pruner where it runs (:func:`run_job`).
     """
 
     name: str
@@ -70,6 +97,7 @@ class Job:
     guard: GuardSpec
     experiment_id: str | None = None
     parent_run_id: str | None = None
+    trial: TrialSpec | None = None
 
 
 @dataclass
@@ -104,6 +132,11 @@ class Outcome:
     rescued: bool = False
     where: str = "this process"
 
+    @property
+    def lost(self) -> bool:
+        """Whether it stopped because its worker was lost (a cluster's)."""
+        return self.tags.get("qwkboost.auto") == "LOST_WORKER"
+
 
 class Executor(Protocol):
     """Runs :class:`Job` objects (the driver's side of the seam)."""
@@ -114,13 +147,24 @@ class Executor(Protocol):
     def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
         """Run ``job`` and return its outcome (``reporter(fold, valid, scores)`` after each fold: a pruner)."""
 
+    def submit(self, job: Job) -> None:
+        """Start ``job`` (with ``slots > 1``: while others run)."""
+
+    def next_outcome(self) -> Outcome:
+        """Wait for the next started job to end; its outcome."""
+
+    def stop(self) -> list[Outcome]:
+        """Stop every started job; their outcomes."""
+
 
 def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, int], None] | None = None,
             reporter: Callable | None = None, where: str = "this process") -> Outcome:
     """Cross-validate ``job`` on ``dataset`` within ``budget`` (:class:`~qwkboost.autoblend.budget.TimeGuard` from its
     :class:`GuardSpec`); ``report(fold, round)`` after every round, ``reporter(fold, valid, scores)`` after every
-    fold (a tuning trial's pruner, which may stop it)."""
+    fold (a tuning trial's pruner, which may stop it; by default the pruner of ``job.trial``, if any)."""
     g = job.guard
+    if reporter is None and job.trial is not None:
+        reporter = trial_reporter(job.trial, dataset)
     guard = TimeGuard(budget, g.n_folds, report=report, share_folds=g.share_folds, rescue=g.rescue,
                       fold_seconds=g.fold_seconds, tail_seconds=g.tail_seconds)
 
@@ -140,6 +184,20 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
     return Outcome(job.name, row, None, {}, time.monotonic() - t0, len(guard.capped), guard.rescued, where)
 
 
+def trial_reporter(spec: TrialSpec, dataset: Dataset):
+    """The fold reporter of the trial ``spec`` names, on its study in ``spec.storage``
+    (:class:`~qwkboost.runs.tuning.pruners.FoldReporter`)."""
+    import optuna  # slow to import: optuna
+
+    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=spec.study_name, storage=spec.storage, pruner=make_pruner(spec.pruner))
+    trial = optuna.trial.Trial(study, spec.trial_id)
+    return FoldReporter(trial, spec.pruner, spec.metric, spec.method, dataset.y_train, class_range(dataset.classes),
+                        dataset.w_train)
+
+
 class LocalExecutor:
     """Runs one job at a time in this process, on the budget's own clock (:func:`run_job`).
 
@@ -155,6 +213,17 @@ class LocalExecutor:
 
     def __init__(self, dataset: Dataset, budget: Budget, report: Callable[[int, int, int], Any] | None = None):
         self.dataset, self.budget, self.report = dataset, budget, report
+        self._queue: list[Job] = []
+
+    def submit(self, job: Job) -> None:
+        self._queue.append(job)
+
+    def next_outcome(self) -> Outcome:
+        return self.run(self._queue.pop(0))
+
+    def stop(self) -> list[Outcome]:
+        self._queue.clear()
+        return []
 
     def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
         n = job.guard.n_folds
