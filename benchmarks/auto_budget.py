@@ -125,7 +125,8 @@ def data_args(root: str, name: str) -> list[str]:
     return out
 
 
-def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folder: str = "auto") -> dict:
+def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folder: str = "auto",
+         extra: list[str] | tuple = ()) -> dict:
     """``experiment=auto`` on a packaged set in a fresh process; its figures from ``leaderboard.csv``, ``auto.json``
     and the blend's files.
 
@@ -143,6 +144,8 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
         The checkout whose ``experiments/run.py`` runs: this one, or a baseline (:func:`baseline_env`).
     folder : str
         ``auto`` or ``auto-before``.
+    extra : list of str
+        More overrides (``cluster=local``: ``benchmarks/auto_cluster.py``).
     """
     import pandas as pd
 
@@ -156,7 +159,8 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
     commit, dirty = git_commit(root), git_dirty(root)
     wall = run([sys.executable, os.path.join(root, "experiments", "run.py"), "experiment=auto",
                 f"auto.time_limit={budget:g}", *(data_args(root, name) if baseline else [f"data={name}"]),
-                f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db", f"hydra.run.dir={d}/out"], f"{d}/auto.log",
+                f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db", f"hydra.run.dir={d}/out", *extra],
+               f"{d}/auto.log",
                cwd=root if baseline else None, env=baseline_env(root, work) if baseline else None)
     board = pd.read_csv(f"{d}/out/leaderboard.csv")
     record = json.load(open(f"{d}/out/auto.json"))

@@ -59,7 +59,7 @@ GROUP_KEYS = {
     "objective": ("name", "params", "_target_"),
     "table": ("engines", "objectives"),
     "protocol": ("engine", "objective", "training"),
-    "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit"),
+    "cluster": ("name", "address", "n_workers", "threads_per_worker", "memory_limit", "parallel"),
     "tune": ("n_trials", "study_name", "storage", "metric", "direction", "heartbeat_interval", "grace_period",
              "max_retry", "pruner", "sampler", "rerun_repeats"),
 }
@@ -85,8 +85,13 @@ def objective_ref(objective) -> str:
 def _check_cluster(cfg: Mapping) -> None:
     """A Dask cluster trains on engines with a Dask interface only (:attr:`qwkboost.engines.base.Engine.dask`),
     and takes early stopping where their workers score the whole validation fold."""
-    if ClusterSpec.from_config(cfg.get("cluster")) is None:
+    spec = ClusterSpec.from_config(cfg.get("cluster"))
+    if spec is None:
         return
+    if spec.parallel == "runs":
+        raise ValueError("cluster.parallel=runs runs experiment=auto's candidates or tune.py's trials side by side, one "
+                         "per worker; a single run trains its folds' rows across the workers: cluster.parallel=rows "
+                         "(or leave it unset)")
     engine = cfg["engine"]
     if engine.get("name") not in dask_engines():
         raise ValueError(f"engine={engine.get('name')} has no Dask interface; with cluster=... use "
@@ -97,6 +102,17 @@ def _check_cluster(cfg: Mapping) -> None:
                          "each worker's own rows, so it cannot stop early on the fold's metric; set "
                          "engine.early_stopping_rounds=null (and engine.num_boost_round), or use "
                          + " or ".join(f"engine={n}" for n in dask_engines(allreduce=True)))
+
+
+def side_by_side(cfg: Mapping) -> tuple[dict, ClusterSpec | None]:
+    """``cfg`` without its ``cluster`` group, and that cluster, when whole runs go side by side on its workers, one
+    per worker (``cluster.parallel=runs``, the default of ``experiment=auto`` and ``tune.py``): each such run trains
+    on one machine, so its config names no cluster. Else ``cfg`` as given and ``None`` (no cluster, or
+    ``cluster.parallel=rows``: one run's folds across the workers)."""
+    spec = ClusterSpec.from_config(cfg.get("cluster"))
+    if spec is None or spec.parallel == "rows":
+        return dict(cfg), None
+    return {k: v for k, v in cfg.items() if k != "cluster"}, spec
 
 
 def check_config(cfg: Mapping) -> None:

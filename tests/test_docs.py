@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from qwkboost.config import check_config
+from qwkboost.config import check_config, side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
@@ -71,6 +71,8 @@ def test_run_commands_compose_into_valid_configs(page, args, tmp_path):
         cfg["data"]["path"], cfg["data"]["test_path"] = str(tmp_path / "train.csv"), str(tmp_path / "test.csv")
     if cfg["table"]:
         return
+    if cfg.get("auto"):         # the budget's candidates run side by side on a cluster, each on one machine
+        cfg, _ = side_by_side(cfg)
     check_config(cfg)
     if cfg.get("auto"):
         from qwkboost.autoblend.settings import AutoSettings
@@ -144,3 +146,29 @@ def test_dask_categorical_example_runs_as_written(tmp_path):
     assert model.schema.categories[train.columns.get_loc("region")] == ["east", "north", "south", "west"]
     pred = model.predict(train.drop(columns="rating").head(50))
     assert pred.shape == (50,) and np.isfinite(pred).all()
+
+
+def test_auto_on_a_cluster_example_runs_as_written(tmp_path):
+    """The scale-out guide's ``qb.auto(..., cluster="local")`` example, as a script: candidates on both workers of
+    a LocalCluster, the leaderboard's ``worker`` column printed."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from qwkboost.data.sources import quartiles
+
+    page = (ROOT / "docs" / "guide" / "scale-out.md").read_text()
+    (code,) = [b for b in blocks(page, "py") if 'cluster="local"' in b]
+    ds = quartiles(n_train=2_000, n_test=500)
+    cols = [f"x{j}" for j in range(ds.X_train.shape[1])]
+    pd.DataFrame(ds.X_train, columns=cols).assign(rating=ds.y_train.astype(int)).to_csv(tmp_path / "train.csv",
+                                                                                        index=False)
+    pd.DataFrame(ds.X_test, columns=cols).to_csv(tmp_path / "test.csv", index=False)
+    (tmp_path / "example.py").write_text(code)
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    board = pd.read_csv(tmp_path / "auto-on-a-cluster" / "leaderboard.csv")
+    workers = board.loc[board["status"] == "finished", "worker"]
+    assert workers.str.startswith("tcp://127.0.0.1:").all() and workers.nunique() == 2
+    assert "worker" in proc.stdout.splitlines()[0]

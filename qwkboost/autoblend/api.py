@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import tempfile
 from pathlib import Path
@@ -9,11 +10,13 @@ from pathlib import Path
 from qwkboost import defaults
 from qwkboost import tracking as trk
 from qwkboost.autoblend.budget import Budget
-from qwkboost.autoblend.candidates import plan
-from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
+from qwkboost.autoblend.candidates import plan, runnable_configs
+from qwkboost.autoblend.cluster import DaskExecutor
+from qwkboost.autoblend.driver import AutoResult, AutoRun
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.cv.inner import default_early_stopping_on
 from qwkboost.data.files import from_file
+from qwkboost.distributed.connection import ClusterSpec, connect
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.validation import check_int
 
@@ -65,7 +68,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
          n_splits: int = 5, id: str | None = None, groups: str | None = None, classes=None, seed: int = 0,
          output_dir=None, tracking_uri: str | None = None, experiment_name: str = "qwkboost",
          n_jobs: int | None = None, max_members: int = 15, screen: str = "auto",
-         progress: bool | None = None) -> AutoResult:
+         progress: bool | None = None, cluster=None) -> AutoResult:
     """The best blend qwkboost finds within ``time_limit`` seconds (:mod:`qwkboost.autoblend`).
 
     Candidates (engine x objective) are cross-validated in the order of expected gain per second, the most
@@ -109,6 +112,11 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         and the promising ones run first: ``auto`` when they would not all fit in the time left.
     progress : bool, optional
         The progress line (default: on a terminal).
+    cluster : str, ClusterSpec or distributed.Client, optional
+        Run the candidates and tuning trials on a Dask cluster, one per worker at a time
+        (:mod:`qwkboost.autoblend.cluster`): ``"local"`` (a ``LocalCluster`` of 2 workers on this machine), a
+        scheduler's address (``"tcp://10.0.0.5:8786"``), a :class:`~qwkboost.distributed.cluster.ClusterSpec`, or a
+        connected client. Default: this process, one at a time.
 
     Returns
     -------
@@ -125,6 +133,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,
                                              "tune": tune, "max_members": max_members, "screen": screen})
         n_splits = check_int(n_splits, "n_splits", 2)
+        spec = _cluster_spec(cluster)
     budget = Budget(settings.time_limit)
     if X_test is None:
         raise ConfigError("X_test: give the rows to predict (a test set): the budget writes their submission; "
@@ -152,5 +161,33 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     experiment_id = None
     if tracking_uri is not None:
         experiment_id = trk.setup(tracking_uri, experiment_name)
-    return AutoRun(settings, configs, ds, out, experiment_id, "auto", budget=budget, progress=progress,
-                   data_names=("X", "X_test"), dir_key="output_dir").run()
+    args = dict(budget=budget, progress=progress, data_names=("X", "X_test"), dir_key="output_dir")
+    if spec is None:
+        return AutoRun(settings, configs, ds, out, experiment_id, "auto", **args).run()
+    with _client(spec) as client:
+        import mlflow  # slow to import: mlflow
+
+        executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None)
+        return AutoRun(settings, configs, ds, out, experiment_id, "auto", executor=executor, **args).run()
+
+
+def _cluster_spec(cluster):
+    """``auto(cluster=...)`` checked: ``None``, a connected client, or a ``ClusterSpec``."""
+    if cluster is None or isinstance(cluster, ClusterSpec) or hasattr(cluster, "scheduler_info"):
+        return cluster
+    if cluster == "local":
+        return ClusterSpec()
+    if isinstance(cluster, str) and "://" in cluster:
+        return ClusterSpec(address=cluster)
+    raise ValueError(f"cluster must be 'local', a scheduler address such as 'tcp://10.0.0.5:8786', a ClusterSpec "
+                     f"or a distributed.Client; got {cluster!r}")
+
+
+@contextlib.contextmanager
+def _client(spec):
+    """A Dask client for ``auto(cluster=...)``: the given one, or one connected for the call."""
+    if hasattr(spec, "scheduler_info"):          # a distributed.Client
+        yield spec
+        return
+    with connect(spec) as client:
+        yield client

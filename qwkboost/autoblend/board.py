@@ -15,10 +15,11 @@ SHOWN = 15
 #: at least :data:`MISS_SECONDS` more or less, is noted.
 MISS = 2.0
 MISS_SECONDS = 5.0
-#: The columns of ``leaderboard.csv`` (``test_qwk`` only when the test rows have labels).
+#: The columns of ``leaderboard.csv`` (``test_qwk`` only when the test rows have labels, ``worker``, the address of
+#: the Dask worker a candidate ran on, only when one ran on a cluster).
 COLUMNS = ("candidate", "engine", "objective", "status", "seconds", "estimate_seconds", "capped_folds", "oof_qwk",
            "nested_oof_qwk", "test_qwk", "weight", "screen_qwk", "screen_seconds", "screen_rows", "started_at",
-           "why", "note")
+           "worker", "why", "note")
 
 
 def _note(r: Mapping) -> str:
@@ -48,8 +49,11 @@ def leaderboard(candidates: Mapping[str, Mapping], weights: Mapping[str, float],
                      "nested_oof_qwk": r.get("qwk_thresholds_oof_nested"),
                      "test_qwk": r.get("qwk_thresholds"), "weight": weights.get(name, 0.0),
                      "screen_qwk": s.get("qwk"), "screen_seconds": s.get("seconds"), "screen_rows": s.get("rows"),
-                     "started_at": r.get("started_at"), "why": r.get("why", ""), "note": _note(r)})
-    board = pd.DataFrame(rows, columns=[c for c in COLUMNS if test_labels or c != "test_qwk"])
+                     "started_at": r.get("started_at"), "worker": r.get("worker"), "why": r.get("why", ""),
+                     "note": _note(r)})
+    on_cluster = any(r.get("worker") for r in candidates.values())
+    board = pd.DataFrame(rows, columns=[c for c in COLUMNS if (test_labels or c != "test_qwk")
+                                        and (on_cluster or c != "worker")])
     return board.sort_values(["weight", "nested_oof_qwk", "screen_qwk"], ascending=False, na_position="last",
                              ignore_index=True)
 

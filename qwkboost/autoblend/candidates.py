@@ -17,11 +17,16 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
 
 from qwkboost.autoblend.ranking import objective_cost
 from qwkboost.exceptions import EngineUnavailable
 
-__all__ = ["Candidate", "ORDER", "ENGINE_COST", "OBJECTIVE_COST", "plan", "available_engines", "CostModel"]
+if TYPE_CHECKING:
+    from qwkboost.data.dataset import Dataset
+
+__all__ = ["Candidate", "ORDER", "ENGINE_COST", "OBJECTIVE_COST", "plan", "available_engines", "CostModel",
+           "runnable_configs"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
@@ -238,3 +243,38 @@ class CostModel:
         basis = same_engine or same_objective or list(known.items())
         logs = [math.log(t * self.prior(pair) / self.prior(p)) for p, t in basis]
         return math.exp(sum(logs) / len(logs))
+
+
+def runnable_configs(configs: Mapping[tuple[str, str], dict], ds: Dataset) -> dict[tuple[str, str], dict]:
+    """The candidates' configs checked against the data before any training
+    (:func:`~qwkboost.runs.experiment.check_against_data`); a pair whose engine cannot run the objective (several
+    scores per row on CatBoost) is left out with a log line.
+
+    Raises
+    ------
+    ValueError
+        For a setting the data refuses, naming it; if no pair can run.
+    """
+    from qwkboost.config import objective_ref  # slow to import: scipy, scipy.optimize
+    from qwkboost.engines.registry import get_engine  # slow to import: scipy
+    from qwkboost.objectives import get as get_objective  # slow to import: scipy
+    from qwkboost.runs.experiment import check_against_data  # slow to import: scipy, sklearn, matplotlib
+
+    out, left = {}, []
+    for (engine, objective), cfg in configs.items():
+        obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
+        obj.fit(ds.y_train)
+        try:
+            get_engine(engine).check_objective(obj)
+        except EngineUnavailable:        # an engine named in auto.engines that cannot be imported is refused
+            raise
+        except ValueError as exc:
+            left.append(f"{engine}-{objective} ({exc})")
+            continue
+        check_against_data(cfg, ds)
+        out[(engine, objective)] = cfg
+    for why in left:
+        log.info("auto: left out %s", why)
+    if not out:
+        raise ValueError(f"no candidate of auto.engines and auto.objectives can run: {'; '.join(left)}")
+    return out

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import logging
+
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
 from qwkboost.autoblend.budget import Budget
-from qwkboost.autoblend.candidates import plan
-from qwkboost.autoblend.driver import AutoResult, AutoRun, runnable_configs
+from qwkboost.autoblend.candidates import plan, runnable_configs
+from qwkboost.autoblend.cluster import DaskExecutor
+from qwkboost.autoblend.driver import AutoResult, AutoRun
 from qwkboost.autoblend.settings import AutoSettings
-from qwkboost.config import check_config, is_ordinal
+from qwkboost.config import check_config, is_ordinal, side_by_side
 from qwkboost.data.fingerprint import data_names
+from qwkboost.distributed.connection import ClusterSpec, connect
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.command import compose_choices
 from qwkboost.runs.experiment import load_dataset
 
 __all__ = ["auto_command"]
+
+log = logging.getLogger("qwkboost.autoblend")
 
 
 def auto_command(cfg: DictConfig) -> AutoResult:
@@ -39,12 +45,20 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         budget = Budget(settings.time_limit)
         if hc.mode == RunMode.MULTIRUN:
             raise ValueError("experiment=auto runs its candidates itself, within one time budget; run it without -m")
+        # on a cluster each candidate runs whole on one worker (qwkboost.autoblend.cluster): its own config
+        # trains on one machine
+        if (ClusterSpec.from_config(container.get("cluster")) or ClusterSpec()).parallel == "rows":
+            raise ValueError("experiment=auto runs each candidate whole on one worker (cluster.parallel=runs); "
+                             "cluster.parallel=rows trains one run's folds across the workers: use it with "
+                             "experiments/run.py or experiments/tune.py")
+        container, spec = side_by_side(container)
         check_config(container)
         if not is_ordinal(container["data"]):
             raise ValueError(f"experiment=auto blends for QWK and needs ordinal labels; data={container['data']['name']} "
                              "is a regression target (data.ordinal=false)")
         pairs = plan(settings.engines, settings.objectives)
         composed = compose_choices([[f"engine={c.engine}", f"objective={c.objective}"] for c in pairs])
+        composed = [side_by_side(rc)[0] for rc in composed]
         for rc in composed:
             check_config(rc)
         # an unreachable tracking server stops the command before the data is read
@@ -52,6 +66,15 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         ds = load_dataset(container["data"], int(container.get("seed", 0)), container["cv"].get("group"))
         configs = runnable_configs({c.pair: rc for c, rc in zip(pairs, composed)}, ds)
     experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
-    run = AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto", budget=budget,
-                  command=tracking.command_line(), data_names=data_names(container["data"]))
-    return run.run()
+    args = dict(budget=budget, command=tracking.command_line(), data_names=data_names(container["data"]))
+    if spec is None:
+        return AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto",
+                       **args).run()
+    import mlflow  # slow to import: mlflow
+
+    with connect(spec) as client:
+        executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri())
+        log.info("auto: candidates run on the Dask cluster at %s, %d at once (one per worker)",
+                 spec.address or "127.0.0.1 (LocalCluster)", executor.slots)
+        return AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto",
+                       executor=executor, **args).run()

@@ -31,8 +31,9 @@ import numpy as np
 from qwkboost import tracking
 from qwkboost.autoblend.board import closing_rows, leaderboard
 from qwkboost.autoblend.budget import (CANDIDATE_SECONDS_PER_MB, PYFUNC_SECONDS, READ_SECONDS_PER_MB, SECONDS_PER_MB,
-                                      SECONDS_PER_MB_TRACKED, WRITE_SECONDS, Budget, TimeGuard)
+                                      SECONDS_PER_MB_TRACKED, WRITE_SECONDS, Budget)
 from qwkboost.autoblend.candidates import Candidate, CostModel
+from qwkboost.autoblend.executor import Executor, GuardSpec, Job, LocalExecutor, Outcome
 from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.ranking import rank, shape_of
 from qwkboost.autoblend.schedule import run_defaults, screen_rest
@@ -42,18 +43,14 @@ from qwkboost.autoblend.tuning import tune_best
 from qwkboost.blending import blend, read_members, write_blend
 from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
-from qwkboost.config import objective_ref
 from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.fingerprint import fingerprint
-from qwkboost.engines.registry import get_engine
-from qwkboost.exceptions import ConfigError, EngineUnavailable, RunStopped
-from qwkboost.objectives import get as get_objective
-from qwkboost.runs.experiment import check_against_data, run_experiment
+from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.loading import load_pipeline
 from qwkboost.tracking.writing import OutputLock, manifest, staged
 
-__all__ = ["AutoRun", "AutoResult", "runnable_configs"]
+__all__ = ["AutoRun", "AutoResult"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
@@ -85,37 +82,6 @@ def diverse_pool(done: list[tuple[str, dict]], size: int) -> list[tuple[str, dic
 
 def _megabytes(directory: Path) -> float:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2 ** 20
-
-
-def runnable_configs(configs: Mapping[tuple[str, str], dict], ds: Dataset) -> dict[tuple[str, str], dict]:
-    """The candidates' configs checked against the data before any training
-    (:func:`~qwkboost.runs.experiment.check_against_data`); a pair whose engine cannot run the objective (several
-    scores per row on CatBoost) is left out with a log line.
-
-    Raises
-    ------
-    ValueError
-        For a setting the data refuses, naming it; if no pair can run.
-    """
-
-    out, left = {}, []
-    for (engine, objective), cfg in configs.items():
-        obj = get_objective(objective_ref(cfg["objective"]), **(cfg["objective"].get("params") or {}))
-        obj.fit(ds.y_train)
-        try:
-            get_engine(engine).check_objective(obj)
-        except EngineUnavailable:        # an engine named in auto.engines that cannot be imported is refused
-            raise
-        except ValueError as exc:
-            left.append(f"{engine}-{objective} ({exc})")
-            continue
-        check_against_data(cfg, ds)
-        out[(engine, objective)] = cfg
-    for why in left:
-        log.info("auto: left out %s", why)
-    if not out:
-        raise ValueError(f"no candidate of auto.engines and auto.objectives can run: {'; '.join(left)}")
-    return out
 
 
 @dataclass
@@ -183,13 +149,16 @@ class AutoRun:
         How messages name the training and the test data (``data.path='train.csv'``, ``X``).
     dir_key : str
         How the user names the output directory (``hydra.run.dir``, ``output_dir``).
+    executor : Executor, optional
+        Where the candidates run (:mod:`qwkboost.autoblend.executor`); default: in this process, one at a time. A
+        cluster's (:class:`~qwkboost.autoblend.cluster.DaskExecutor`) runs as many at once as it has workers.
     """
 
     def __init__(self, settings: AutoSettings, configs: Mapping[tuple[str, str], dict], dataset: Dataset,
                  output_dir, experiment_id: str | None = None, run_name: str = "auto", budget: Budget | None = None,
                  progress: bool | None = None, command: str | None = None,
                  data_names: tuple[str, str] = ("the training data", "the test data"),
-                 dir_key: str = "hydra.run.dir"):
+                 dir_key: str = "hydra.run.dir", executor: Executor | None = None):
 
         self.settings, self.ds = settings, dataset
         # the candidates in the order for this data's shape, each with the reason (ranking)
@@ -204,6 +173,9 @@ class AutoRun:
         self.experiment_id, self.run_name, self.command = experiment_id, run_name, command
         self.budget = budget or Budget(settings.time_limit)
         self.progress = Progress(self.budget, progress_enabled() if progress is None else progress)
+        #: where candidates run (:mod:`qwkboost.autoblend.executor`): this process, one at a time, unless given
+        self.executor: Executor = executor or LocalExecutor(dataset, self.budget, self.progress.tick)
+        self._started: dict[str, tuple[dict, str, str]] = {}       # a started job's record so far
         self.cost = CostModel(self.shape)
         self.coming_mb = 0.0        # the pipeline expected of the candidate about to run (set_reserve)
         first = next(iter(self.configs.values()))
@@ -271,6 +243,18 @@ class AutoRun:
         """Cross-validate one candidate within the budget (or reuse it); its record, or ``None`` if it was left out
         (it would not fit in the time left) or stopped (out of time, or pruned by ``reporter``). ``why`` is the
         reason for its place (the leaderboard's); its screen, if it had one, stays in its record."""
+        job = self.start_candidate(state, cand, cfg, rescue=reporter is None, why=why)
+        if not isinstance(job, Job):
+            return job
+        return self.end_candidate(state, cand, self.executor.run(job, reporter))
+
+    def start_candidate(self, state: AutoState, cand: Candidate, cfg: dict, rescue: bool = True, why: str = "",
+                        running: int = 0) -> Job | dict | None:
+        """The :class:`~qwkboost.autoblend.executor.Job` that cross-validates ``cand`` within the budget, to hand to
+        the executor; or its record when it is reused, or ``None`` when it is left out (it would not fit in the time
+        left). ``rescue``: its folds may shorten to finish within the limit (a default candidate, not a tuning
+        trial); ``running``: how many candidates an executor is running now (their blend members and pipelines are
+        kept in the reserve too)."""
         cfg_hash = config_hash(cfg)
         rec = state.finished(cand.name, cfg_hash)
         damage = None if rec is None else self._damage(state, cand.name)
@@ -284,7 +268,7 @@ class AutoRun:
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
         estimate = self.cost.estimate(cand)
-        self.set_reserve(state, coming_seconds=estimate, coming_pair=cand.pair)
+        self.set_reserve(state, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
         if estimate is not None and estimate > self.budget.left_for_work:
             log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
                       max(self.budget.left_for_work, 0))
@@ -294,21 +278,15 @@ class AutoRun:
                                                "engine": cand.engine, "objective": cand.objective}
             return None
         self.progress.step(cand.name)
-        # until one candidate has finished, the folds share the time left rather than risk ending with nothing
-        first = self._n_finished(state) == 0
-        # a default candidate whose estimate was a little short finishes with shorter folds rather than being
-        # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
-        # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
-        tail = self.cost.overhead() + CANDIDATE_SECONDS_PER_MB * self.coming_mb
-        guard = TimeGuard(self.budget, self.n_folds, report=lambda i, rnd: self.progress.tick(i, rnd, self.n_folds),
-                          share_folds=first, rescue=reporter is None,
-                          fold_seconds=None if estimate is None else estimate / self.n_folds, tail_seconds=tail)
-
-        def on_fold(i, valid, scores):
-            if reporter is not None:
-                reporter(i, valid, scores)
-            guard.on_fold(i, valid, scores)
-
+        guard = GuardSpec(
+            self.n_folds,
+            # until one candidate has finished, the folds share the time left rather than risk ending with nothing
+            share_folds=self._n_finished(state) == 0,
+            # a default candidate whose estimate was a little short finishes with shorter folds rather than being
+            # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
+            rescue=rescue, fold_seconds=None if estimate is None else estimate / self.n_folds,
+            # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
+            tail_seconds=self.cost.overhead() + CANDIDATE_SECONDS_PER_MB * self.coming_mb)
         run_cfg = copy.deepcopy(cfg)
         # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
         # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)
@@ -320,28 +298,32 @@ class AutoRun:
                 d.unlink()
         started = {"why": why, "started_at": round(self.budget.elapsed, 1),
                    **({"estimate": round(estimate, 1)} if estimate is not None else {})}
-        t0 = time.monotonic()
-        try:
-            row = run_experiment(run_cfg, self.experiment_id, parent_run_id=self.parent_id, run_name=cand.name,
-                                 output_dir=self.out / directory, dataset=self.ds, on_fold=on_fold,
-                                 on_round=guard.on_round, progress=False)
-        except RunStopped as stop:
+        self._started[cand.name] = (started, cfg_hash, directory)
+        return Job(cand.name, run_cfg, self.out / directory, guard, self.experiment_id, self.parent_id)
+
+    def end_candidate(self, state: AutoState, cand: Candidate, outcome: Outcome) -> dict | None:
+        """Record what became of ``cand``'s job (:meth:`start_candidate`): its record, or ``None`` if it was
+        stopped (out of time, pruned, its worker lost)."""
+        started, cfg_hash, directory = self._started.pop(cand.name)
+        started = {**started, **({"worker": outcome.where} if outcome.where != "this process" else {})}
+        if outcome.row is None:
             # a trial the pruner stopped is "pruned", one the time guard stopped "stopped": the leaderboard tells
             # tuning's work from the budget's
-            pruned = stop.tags.get("qwkboost.trial_state") == "PRUNED"
+            pruned = outcome.tags.get("qwkboost.trial_state") == "PRUNED"
             state.candidates[cand.name] = {**self._kept(state, cand), "status": "pruned" if pruned else "stopped",
-                                           "reason": str(stop), "engine": cand.engine, "objective": cand.objective,
-                                           "seconds": round(time.monotonic() - t0, 2), **started}
+                                           "reason": outcome.stopped, "engine": cand.engine,
+                                           "objective": cand.objective, "seconds": round(outcome.seconds, 2),
+                                           **started}
             state.save()
-            log.info("auto: %s %s", cand.name, stop)
+            log.info("auto: %s %s", cand.name, outcome.stopped)
             return None
-        seconds = time.monotonic() - t0
+        row, seconds = outcome.row, outcome.seconds
         self.cost.record(cand, seconds, row.get("fit_seconds"))
         rec = {**self._kept(state, cand), **started, "status": "finished", "engine": cand.engine,
                "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                **({"speedup": round(cand.speedup, 4)} if cand.speedup != 1.0 else {}),
-               "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": len(guard.capped),
+               "seconds": round(seconds, 2), "run_id": row.get("run_id"), "capped_folds": outcome.capped,
                "pipeline_mb": round(_megabytes(self.out / directory / "pipeline"), 2),
                "files": manifest(self.out / directory),      # just written: as _damage would find it
                **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
@@ -352,10 +334,10 @@ class AutoRun:
         if cand.speedup != 1.0 and plain is not None and plain.get("status") != "finished":
             plain.update(status="replaced", why=f"ran as {cand.name}")      # its faster variant finished
         state.save()
-        if guard.capped:
+        if outcome.capped:
             log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping%s", cand.name,
-                     len(guard.capped), self.n_folds,
-                     " (it would have ended past the limit: its folds shared the time left)" if guard.rescued else "")
+                     outcome.capped, self.n_folds,
+                     " (it would have ended past the limit: its folds shared the time left)" if outcome.rescued else "")
         self.progress.finished(rec.get("qwk_thresholds_oof_nested"))
         return rec
 

@@ -30,7 +30,7 @@ from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.state import config_hash
 
-__all__ = ["run_defaults", "screen_rest", "fitted", "order", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
+__all__ = ["run_defaults", "run_at_once", "screen_rest", "fitted", "order", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
            "MAX_SPEEDUP", "FIT_SHARE"]
 
 log = logging.getLogger("qwkboost.autoblend")
@@ -180,8 +180,12 @@ def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
 
 def run_defaults(run, state) -> None:
     """Cross-validate the default candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`) within its
-    budget (module docstring)."""
+    budget (module docstring); on an executor of several slots (a cluster), :func:`run_at_once`."""
     pairs = list(run.configs)
+    if run.executor.slots > 1:
+        run_at_once(run, state, [(p, f"first: {run.why.get(p)}" if i == 0 else run.why.get(p, "default order"))
+                                 for i, p in enumerate(pairs)])
+        return
     first, rest = pairs[0], pairs[1:]
     run.run_candidate(state, Candidate(*first), run.configs[first], why=f"first: {run.why.get(first)}")
     if not rest or run.budget.left_for_work <= 0:
@@ -215,3 +219,45 @@ def screen_rest(run, state) -> None:
         if left < 2 * MIN_SCREEN_SECONDS:
             return
         _screen_one(run, state, pair, 0.5 * left)     # scoring the screen's rows comes after its cap
+
+
+def run_at_once(run, state, queue) -> None:
+    """Cross-validate ``queue`` (``(pair, reason)`` in order) on ``run``'s executor, as many at once as it has slots
+    (a cluster's free workers).
+
+    Whenever a slot is free the next candidate that fits in the time left is started (:func:`fitted`, with the
+    running candidates' blend members and pipelines kept in the reserve); a finished one corrects the cost model
+    for the rest. A candidate whose worker was lost runs again once, if it still fits, else is dropped, with a log
+    line. Ctrl-C or SIGTERM stops every running candidate after its current round and records them as stopped.
+    Screening is not used here: every slot already gives a candidate a look."""
+    from qwkboost.autoblend.executor import Job  # slow to import: matplotlib (a run's plots)
+
+    executor = run.executor
+    queue, running, retried = list(queue), {}, set()
+    try:
+        while queue or running:
+            while queue and len(running) < executor.slots and run.budget.left_for_work > 0:
+                pair, reason = queue.pop(0)
+                cand, cfg, faster = fitted(run, state, pair)
+                job = run.start_candidate(state, cand, cfg, why=f"{reason}; {faster}" if faster else reason,
+                                          running=len(running))
+                if isinstance(job, Job):
+                    executor.submit(job)
+                    running[job.name] = (cand, pair, reason)
+            if not running:
+                break
+            outcome = executor.next_outcome()
+            cand, pair, reason = running.pop(outcome.name)
+            run.end_candidate(state, cand, outcome)
+            if outcome.lost:
+                again = pair not in retried and run.budget.left_for_work > 0
+                log.warning("auto: %s lost its Dask worker; %s", cand.name,
+                            "it runs again" if again else "it is dropped (it ran again once, or no time is left)")
+                if again:
+                    retried.add(pair)
+                    queue.insert(0, (pair, reason))
+    except KeyboardInterrupt:
+        for outcome in executor.stop():
+            cand, _, _ = running.pop(outcome.name)
+            run.end_candidate(state, cand, outcome)
+        raise

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import statistics
+from dataclasses import replace
 
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.state import config_hash
@@ -97,4 +98,64 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
     if out_of_time():
         return
     log.info("auto: tuning %s-%s (%d trial(s) in its study so far)", *pair, len(study.trials))
+    if run.executor.slots > 1:
+        _tune_at_once(run, state, pair, study, seconds, out_of_time, why)
+        return
     study.optimize(objective, callbacks=[stop_when_out_of_time], gc_after_trial=False)
+
+
+def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str) -> None:
+    """Trials of ``pair`` on ``run``'s executor, as many at once as it has slots, until the next would not fit.
+
+    Optuna's ask-and-tell interface: each trial is drawn here, runs where a slot is free, and reports its folds to
+    the study from there, where its pruner runs (the study's SQLite file in the output directory, which the
+    workers of a ``LocalCluster`` or a shared disk see; workers on other machines run their trials unpruned, said
+    once in the log)."""
+    import optuna  # slow to import: optuna
+
+    from qwkboost.autoblend.executor import Job, TrialSpec  # slow to import: scipy, sklearn, matplotlib
+
+    cfg = run.configs[pair]
+    space = cfg["engine"]["search_space"]
+    storage = f"sqlite:///{(run.out / 'tuning.db').resolve()}"
+    prunable = getattr(run.executor, "shared", True)
+    if not prunable:
+        log.info("auto: the workers do not see %s, so %s-%s's trials run unpruned", run.out, *pair)
+    running: dict[str, tuple] = {}
+    try:
+        while True:
+            while len(running) < run.executor.slots and not out_of_time():
+                trial = study.ask()
+                drawn = suggest(trial, space)
+                cand = Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number)
+                trial_cfg = copy.deepcopy(cfg)
+                trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
+                job = run.start_candidate(state, cand, trial_cfg, rescue=False, why=why, running=len(running))
+                if job is None:         # left out: no trial of this pair fits any more
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    break
+                if not isinstance(job, Job):        # the same trial finished before
+                    study.tell(trial, job["qwk_thresholds_oof"])
+                    continue
+                if prunable:
+                    job = replace(job, trial=TrialSpec(storage, study.study_name, trial._trial_id,
+                                                       run.settings.pruner, "qwk_thresholds_oof",
+                                                       cfg["thresholds"]["method"]))
+                run.executor.submit(job)
+                running[job.name] = (cand, trial)
+            if not running:
+                return
+            outcome = run.executor.next_outcome()
+            cand, trial = running.pop(outcome.name)
+            rec = run.end_candidate(state, cand, outcome)
+            if rec is None:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                seconds.append(rec["seconds"])
+                study.tell(trial, rec["qwk_thresholds_oof"])
+    except KeyboardInterrupt:
+        for outcome in run.executor.stop():
+            cand, trial = running.pop(outcome.name)
+            run.end_candidate(state, cand, outcome)
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        raise

@@ -1,13 +1,16 @@
-"""Beyond one process: a Dask cluster for xgboost.dask / lightgbm.dask, the native engine's all-reduce
-helpers, and thread budgets for parallel jobs.
+"""Beyond one process: a Dask cluster and a client on it (:mod:`~qwkboost.distributed.connection`), whole runs as
+tasks one per worker (:mod:`~qwkboost.distributed.tasks`: what the budget's candidates run through,
+:mod:`qwkboost.autoblend.cluster`), one run's rows trained through xgboost.dask / lightgbm.dask
+(:mod:`~qwkboost.distributed.cluster`), the all-reduce helpers, and thread budgets for parallel jobs.
 """
 
 from qwkboost._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
     # cluster
-    "ClusterSpec": "cluster",
-    "connect": "cluster",
+    "ClusterSpec": "connection",
+    "connect": "connection",
+    "WorkerPool": "tasks",
     "DaskData": "cluster",
     "read_parquet": "cluster",
     "train_dask": "cluster",
@@ -21,6 +24,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "threads_per_job": "qwkboost.engines.threads",
     "blas_single_thread": "qwkboost.engines.threads",
     "cluster": "",
+    "connection": "",
+    "tasks": "",
     "allreduce": "",
     "parallel": "",
 })

@@ -42,9 +42,8 @@ from __future__ import annotations
 
 import logging
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -64,6 +63,7 @@ from qwkboost.engines.registry import ENGINES, get_engine
 from qwkboost.exceptions import ConfigError, EngineUnavailable
 from qwkboost.objectives import resolve
 from qwkboost.objectives.base import takes_weight
+from qwkboost.distributed.connection import ClusterSpec, connect
 from qwkboost.validation import check_int, check_mapping, check_seed
 
 __all__ = ["ClusterSpec", "connect", "DaskData", "read_parquet", "train_dask", "predict_dask", "dask_engines",
@@ -149,80 +149,6 @@ def check_dask_categorical(engine: str, columns) -> None:
         raise ValueError(f"categorical columns {list(columns)}: {engine}.dask takes numeric features only; use "
                          f"{_choices(takes)} on a cluster (its workers split on the same category codes as one "
                          "process), or encode them as numbers")
-
-
-@dataclass(frozen=True)
-class ClusterSpec:
-    """Where to train: a scheduler's ``address``, or a :class:`~distributed.LocalCluster` of ``n_workers``.
-
-    Attributes
-    ----------
-    address : str or None
-        ``tcp://host:8786`` of a running Dask scheduler; ``None`` starts a
-        ``LocalCluster`` on this machine (on 127.0.0.1).
-    n_workers, threads_per_worker : int
-        Of the ``LocalCluster`` (ignored with ``address``).
-    memory_limit : str
-        Per worker, as Dask reads it (``"auto"``, ``"4GiB"``).
-    """
-
-    address: str | None = None
-    n_workers: int = 2
-    threads_per_worker: int = 1
-    memory_limit: str = "auto"
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any] | None) -> "ClusterSpec | None":
-        """The spec of a ``cluster`` config group, or ``None`` when no cluster is asked for.
-
-        A cluster is asked for by ``cluster=local`` or by setting ``cluster.address``.
-        """
-        if not cfg:
-            return None
-        address = cfg.get("address")
-        if cfg.get("name", "none") == "none" and not address:
-            return None
-        if address is not None and not (isinstance(address, str) and "://" in address):
-            raise ValueError(f"cluster.address must be a scheduler address such as tcp://10.0.0.5:8786; "
-                             f"got {address!r}")
-        return cls(address=address or None,
-                   n_workers=check_int(cfg.get("n_workers", 2), "cluster.n_workers", 1),
-                   threads_per_worker=check_int(cfg.get("threads_per_worker", 1), "cluster.threads_per_worker", 1),
-                   memory_limit=str(cfg.get("memory_limit", "auto")))
-
-
-@contextmanager
-def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[Any]:
-    """A :class:`distributed.Client` on ``spec`` (default: a 2-worker ``LocalCluster``), closed on exit.
-
-    Raises
-    ------
-    ConfigError
-        If the scheduler at ``spec.address`` does not answer within ``timeout`` seconds.
-    """
-    from distributed import Client, LocalCluster  # optional: distributed
-
-
-    spec = spec or ClusterSpec()
-    # the scheduler's and workers' lifecycle lines would drown the run's own log at INFO
-    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    if spec.address:
-        try:
-            client = Client(spec.address, timeout=f"{timeout}s")
-        except (OSError, TimeoutError) as exc:
-            raise ConfigError(f"cluster.address={spec.address}: no Dask scheduler answers there "
-                              f"({type(exc).__name__}); start one (dask scheduler; dask worker {spec.address}), "
-                              "or use cluster=local for a cluster on this machine") from None
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    with LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker, processes=True,
-                      memory_limit=spec.memory_limit, host="127.0.0.1", dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        yield client
 
 
 # -- data --------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
 from qwkboost._lazy import moved_names
-from qwkboost.config import apply_protocol, check_config, optimized_metric
+from qwkboost.config import apply_protocol, check_config, optimized_metric, side_by_side
 from qwkboost.engines.threads import threads_per_job
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.experiment import run_experiment
@@ -152,7 +152,7 @@ def tune_command(cfg: DictConfig):
 
     container = apply_protocol(OmegaConf.to_container(cfg, resolve=True), HydraConfig.get().overrides.task)
     with config_errors():
-        check_config(container)
+        check_config(side_by_side(container)[0])      # a trial run whole on a worker trains on one machine
         # an unreachable tracking server stops the command before the Optuna study is opened or created
         tracking.check_reachable(tracking.resolve_tracking_uri(container["tracking"]["uri"]))
     study = tune(container)

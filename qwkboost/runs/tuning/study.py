@@ -37,12 +37,13 @@ from typing import Any, Mapping
 import optuna
 
 from qwkboost import tracking
-from qwkboost.config import check_tune
+from qwkboost.config import check_tune, side_by_side
 from qwkboost.data.dataset import class_range
 from qwkboost.data.fingerprint import check_same, data_names
 from qwkboost.data.fingerprint import fingerprint as data_fingerprint
 from qwkboost.exceptions import ConfigError, RunStopped, config_errors
 from qwkboost.runs.experiment import check_against_data, load_dataset, run_experiment
+from qwkboost.runs.tuning.cluster import optimize_on_cluster
 from qwkboost.runs.tuning.plots import log_study
 from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, FoldReporter, make_pruner
 from qwkboost.runs.tuning.samplers import make_sampler
@@ -57,7 +58,8 @@ from qwkboost.runs.tuning.storage import (
 )
 from qwkboost.tracking.interrupt import process_tag
 
-__all__ = ["config_fingerprint", "study_name", "tune", "CONFIG_ATTR", "winner_figures", "NESTED"]
+__all__ = ["config_fingerprint", "study_name", "tune", "TrialObjective", "CONFIG_ATTR",
+           "winner_figures", "NESTED"]
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,60 @@ def winner_figures(study, metric: str, cfg: Mapping[str, Any], ds, experiment_id
     return out
 
 
+class TrialObjective:
+    """One trial of a study: its engine parameters drawn, its run cross-validated as a child MLflow run of the
+    study's parent, its folds reported to the pruner; the study's metric.
+
+    Picklable, so that a Dask worker runs trials of the same study (:mod:`qwkboost.runs.tuning.cluster`).
+
+    Parameters
+    ----------
+    cfg : mapping
+        The study's resolved config (``tune`` and ``engine.search_space`` in it).
+    ds : Dataset
+    experiment_id : str or None
+    parent_id : str or None
+        The study's parent MLflow run (set once it has started).
+    pruner : str
+    on_round : callable, optional
+        Called after every boosting round (``on_round(fold, round, evals)``): a stop from the client.
+    n_jobs : int, optional
+        Engine threads, when ``cfg`` leaves them unset (a worker's threads).
+    """
+
+    def __init__(self, cfg: Mapping[str, Any], ds, experiment_id: str | None, parent_id: str | None, pruner: str,
+                 on_round=None, n_jobs: int | None = None):
+        self.cfg, self.ds, self.experiment_id, self.parent_id = cfg, ds, experiment_id, parent_id
+        self.pruner, self.on_round, self.n_jobs = pruner, on_round, n_jobs
+
+    def __call__(self, trial) -> float:
+        cfg, ds = self.cfg, self.ds
+        metric = cfg["tune"]["metric"]
+        params = suggest(trial, cfg["engine"]["search_space"])
+        trial.set_user_attr(tracking.PROCESS_TAG, process_tag())
+        trial_cfg = copy.deepcopy(dict(cfg))
+        trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"]["params"], **params}}
+        trial_cfg.pop("tune", None)
+        if trial_cfg.get("n_jobs") is None and self.n_jobs is not None:
+            trial_cfg["n_jobs"] = self.n_jobs
+        # trials keep their pipeline artifact; a servable pyfunc model or explanations per trial would cost seconds
+        trial_cfg["tracking"] = {**trial_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
+        reporter = FoldReporter(trial, self.pruner, metric, cfg["thresholds"]["method"], ds.y_train,
+                                class_range(ds.classes) if ds.is_ordinal else None, ds.w_train)
+        try:
+            row = run_experiment(trial_cfg, self.experiment_id, parent_run_id=self.parent_id,
+                                 run_name=f"trial {trial.number}", dataset=ds,
+                                 on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id),
+                                 on_fold=reporter, on_round=self.on_round)
+        except RunStopped as stop:
+            if stop.tags.get("qwkboost.trial_state") != "PRUNED":
+                raise           # stopped from outside (the client): the trial fails, and is retried on resume
+            log.info("trial %d: %s", trial.number, stop)
+            raise optuna.TrialPruned(str(stop)) from None
+        trial.set_user_attr("nested", row.get(NESTED.get(metric, metric)))
+        return row[metric]
+
+
 def tune(cfg: Mapping[str, Any]) -> Any:
     """Run (or resume) the study described by ``cfg.tune``; return the Optuna study.
 
@@ -159,6 +215,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
     """
     import mlflow  # slow to import: mlflow
 
+    cfg, spec = side_by_side(cfg)          # trials side by side on a cluster's workers, each on one machine
     t = cfg["tune"]
     space = cfg["engine"].get("search_space") or {}
     with config_errors():
@@ -214,35 +271,24 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         _report_best(study, metric, name)
         return study
 
-    def objective(trial) -> float:
-        params = suggest(trial, space)
-        trial.set_user_attr(tracking.PROCESS_TAG, process_tag())
-        trial_cfg = copy.deepcopy(dict(cfg))
-        trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"]["params"], **params}}
-        trial_cfg.pop("tune", None)
-        # trials keep their pipeline artifact; a servable pyfunc model or explanations per trial would cost seconds
-        trial_cfg["tracking"] = {**trial_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
-        reporter = FoldReporter(trial, pruner_name, metric, cfg["thresholds"]["method"], ds.y_train,
-                                class_range(ds.classes) if ds.is_ordinal else None, ds.w_train)
-        try:
-            row = run_experiment(trial_cfg, experiment_id, parent_run_id=parent_id, run_name=f"trial {trial.number}",
-                                 dataset=ds, on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id),
-                                 on_fold=reporter)
-        except RunStopped as stop:
-            log.info("trial %d: %s", trial.number, stop)
-            raise optuna.TrialPruned(str(stop)) from None
-        trial.set_user_attr("nested", row.get(NESTED.get(metric, metric)))
-        return row[metric]
+    objective = TrialObjective(cfg, ds, experiment_id, None, pruner_name)
 
     with tracking.run(experiment_id, f"tune {name}",
                       tags={"optuna.study": name, "optuna.storage": shown_url(url.split("?")[0])}) as parent:
-        parent_id = parent.info.run_id
+        objective.parent_id = parent_id = parent.info.run_id
         tracking.log_params({"tune": {**t, "storage": shown_url(url)},
                              "engine": {"name": cfg["engine"]["name"], "search_space": dict(space)},
                              "objective": dict(cfg["objective"]), "data": dict(cfg["data"])})
         # parallel workers stop together once the study holds n_trials finished trials, not n_trials each
         until_total = optuna.study.MaxTrialsCallback(n_trials, states=FINISHED)
-        study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
+        if spec is None:
+            study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
+        else:       # each worker runs trials of the same study, each trial whole (qwkboost.runs.tuning.cluster)
+            optimize_on_cluster(spec, objective, url, name, t, n_trials, int(cfg.get("seed", 0)), FINISHED)
+            fail_dead_trials(study)         # a lost worker's trial, and its MLflow run, are not left RUNNING
+            with quiet_experimental():
+                optuna.storages.fail_stale_trials(study)
+            kill_orphan_runs(study, client)
         states = [tr.state for tr in study.get_trials(deepcopy=False)]
         tracking.log_metrics({"n_complete": float(states.count(optuna.trial.TrialState.COMPLETE)),
                               "n_pruned": float(states.count(optuna.trial.TrialState.PRUNED))})

@@ -1,0 +1,144 @@
+"""A budget on a Dask cluster: each candidate a whole cross-validated run on one worker, as many at once as the
+cluster has workers (the cluster's side of :mod:`qwkboost.autoblend.executor`; the tasks themselves run through
+:class:`~qwkboost.distributed.tasks.WorkerPool`: data sent once, stops, lost workers, files).
+
+- **Time.** A task carries the seconds its candidate may use, counted on the worker's own clock from its start (a
+  task is submitted only to a free worker, so it starts as it is submitted); its
+  :class:`~qwkboost.autoblend.budget.TimeGuard` keeps it within them as in one process.
+- **Stops.** Ctrl-C or SIGTERM on the client stops every running candidate between rounds: each ends KILLED in
+  MLflow and comes back as a stopped outcome tagged :data:`STOPPED`.
+- **A lost worker** loses only its candidate: it comes back as a stopped outcome tagged :data:`LOST_WORKER`, its
+  MLflow run is marked KILLED from the client, and the driver decides whether to run it again.
+- **Threads.** A candidate whose config leaves ``n_jobs`` unset trains on its worker's threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Callable
+
+from qwkboost.autoblend.budget import Budget
+from qwkboost.autoblend.executor import Job, Outcome, run_job
+from qwkboost.distributed.tasks import TaskResult, WorkerPool
+from qwkboost.exceptions import RunStopped
+
+__all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED"]
+
+log = logging.getLogger("qwkboost.autoblend")
+
+#: The tag of a candidate whose worker was lost.
+LOST_WORKER = {"qwkboost.auto": "LOST_WORKER"}
+#: The tag of a candidate stopped from the client (Ctrl-C, SIGTERM).
+STOPPED = {"qwkboost.auto": "STOPPED"}
+
+
+def _candidate(dataset, directory, stopped, where: str, nthreads: int, job: Job, seconds: float,
+               deadline: float) -> Outcome:
+    """On the worker: ``job`` within ``seconds`` from now and before ``deadline`` (the client's wall clock: a task
+    that waited, or that Dask moved from a worker that died before it began, starts late), its files in
+    ``directory``."""
+    seconds = min(seconds, deadline - time.time())
+    config = job.config if job.config.get("n_jobs") is not None else {**job.config, "n_jobs": nthreads}
+
+    def report(fold: int, rnd: int) -> None:
+        if stopped():
+            raise RunStopped(f"stopped in fold {fold + 1}/{job.guard.n_folds}: the budget was stopped",
+                             tags=STOPPED)
+
+    return run_job(replace(job, config=config, directory=directory), dataset, Budget(seconds), report, where=where)
+
+
+class DaskExecutor:
+    """Runs :class:`~qwkboost.autoblend.executor.Job` objects as Dask tasks, one per worker (module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    dataset : Dataset
+        Sent to every worker once.
+    budget : Budget
+        The client's: each task gets the seconds left for work when it is submitted.
+    output_dir : path
+        The budget's directory (whether the workers see it decides where they write).
+    tracking_uri : str, optional
+        The MLflow store the workers log the candidates' runs in; ``None`` logs nothing.
+
+    Raises
+    ------
+    ConfigError
+        If the cluster has no worker, or the MLflow store is a file of this machine some worker does not see.
+    """
+
+    def __init__(self, client, dataset, budget: Budget, output_dir, tracking_uri: str | None = None):
+        self.budget, self.tracking_uri = budget, tracking_uri
+        self.pool = WorkerPool(client, dataset, output_dir, tracking_uri)
+        #: How many candidates run at once: one per worker.
+        self.slots = self.pool.slots
+        self._jobs: dict[str, Job] = {}
+
+    @property
+    def shared(self) -> bool:
+        """Whether the workers see the budget's directory (:attr:`~qwkboost.distributed.tasks.WorkerPool.shared`)."""
+        return self.pool.shared
+
+    @property
+    def running(self) -> int:
+        return self.pool.running
+
+    def submit(self, job: Job) -> None:
+        """Start ``job`` on a free worker with the budget's seconds left for work."""
+        self._jobs[job.name] = job
+        seconds = self.budget.left_for_work
+        self.pool.submit(job.name, job.directory, _candidate, job, seconds, time.time() + seconds)
+
+    def next_outcome(self) -> Outcome:
+        """The outcome of the next job to end (a lost worker's as a stopped outcome tagged :data:`LOST_WORKER`).
+
+        Raises
+        ------
+        Exception
+            What a job raised that is not a stop (a candidate's own error ends the budget, as in one process).
+        """
+        return self._outcome(self.pool.next_result())
+
+    def _outcome(self, result: TaskResult) -> Outcome:
+        job = self._jobs.pop(result.name)
+        if not result.lost:
+            return result.value
+        self._kill_run(job)
+        if result.cancelled:
+            return Outcome(job.name, None, "stopped: the budget was stopped (cancelled)", dict(STOPPED))
+        return Outcome(job.name, None, "stopped: its worker was lost", dict(LOST_WORKER), where=result.where)
+
+    def _kill_run(self, job: Job) -> None:
+        """Mark KILLED the MLflow run a lost worker left RUNNING (its process cannot)."""
+        if self.tracking_uri is None or job.experiment_id is None:
+            return
+        import mlflow  # slow to import: mlflow
+
+        parent = f" and tags.mlflow.parentRunId = '{job.parent_run_id}'" if job.parent_run_id else ""
+        client = mlflow.MlflowClient(self.tracking_uri)
+        for r in client.search_runs([job.experiment_id], f"tags.mlflow.runName = '{job.name}'{parent} "
+                                                         "and attributes.status = 'RUNNING'"):
+            client.set_tag(r.info.run_id, "qwkboost.stopped", "its Dask worker was lost")
+            client.set_terminated(r.info.run_id, "KILLED")
+
+    def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
+        """Run ``job`` on a worker and wait for it.
+
+        Raises
+        ------
+        ValueError
+            With a fold ``reporter`` (a pruner in this process): a trial's pruner runs where the trial runs
+            (:attr:`~qwkboost.autoblend.executor.Job.trial`).
+        """
+        if reporter is not None:
+            raise ValueError("a job with a fold reporter runs in the process of its pruner")
+        self.submit(job)
+        return self.next_outcome()
+
+    def stop(self) -> list[Outcome]:
+        """Stop every running job after its current round; their outcomes."""
+        return [self._outcome(r) for r in self.pool.stop()]

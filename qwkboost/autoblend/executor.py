@@ -1,0 +1,231 @@
+r"""Where a candidate runs: the driver prepares a :class:`Job`, an executor runs it and hands back an
+:class:`Outcome`, and the driver records it.
+
+The driver decides what runs, in which order and whether it fits; an executor only runs what it is given, within
+the time the job carries (its :class:`GuardSpec`, read by a :class:`~qwkboost.autoblend.budget.TimeGuard` where
+the folds train). :class:`LocalExecutor` runs one job at a time in this process, as a budget always has; a
+cluster's executor runs as many at once as it has free workers, behind the same two calls, so the driver does
+not learn a second way to schedule.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from qwkboost.autoblend.budget import Budget, TimeGuard
+from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.exceptions import RunStopped
+from qwkboost.runs.experiment import run_experiment
+
+__all__ = ["GuardSpec", "TrialSpec", "Job", "Outcome", "Executor", "LocalExecutor", "run_job", "trial_reporter"]
+
+
+@dataclass(frozen=True)
+class GuardSpec:
+    """How a job's folds keep within the budget (:class:`~qwkboost.autoblend.budget.TimeGuard`'s settings).
+
+    Attributes
+    ----------
+    n_folds : int
+    share_folds : bool
+        The folds share the time left from the start (the first candidate).
+    rescue : bool
+        A candidate a little over its estimate finishes with shortened folds rather than being stopped.
+    fold_seconds : float or None
+        The expected seconds of one fold.
+    tail_seconds : float
+        What the candidate is expected to spend after its last fold.
+    """
+
+    n_folds: int
+    share_folds: bool = False
+    rescue: bool = False
+    fold_seconds: float | None = None
+    tail_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """A tuning trial's place in its Optuna study, so that its pruner runs where the trial runs.
+
+    Attributes
+    ----------
+    storage : str
+        The study's storage URL (one the workers reach: a file on a shared disk, PostgreSQL).
+    study_name : str
+    trial_id : int
+        Optuna's id of the trial (``trial._trial_id``), not its number.
+    pruner : str
+        :data:`~qwkboost.runs.tuning.pruners.PRUNERS`.
+    metric, method : str
+        What each fold reports (:class:`~qwkboost.runs.tuning.pruners.FoldReporter`).
+    """
+
+    storage: str
+    study_name: str
+    trial_id: int
+    pruner: str
+    metric: str = "qwk_thresholds_oof"
+    method: str = "exact"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate's cross-validation, as the driver hands it to an executor.
+
+    Attributes
+    ----------
+    name : str
+        The candidate's name (``lightgbm-squared_error``, ``...-trial-3``).
+    config : dict
+        Its resolved run config (tracking of models and explanations already turned off).
+    directory : Path
+        Where its files go (``<output dir>/candidates/<name>``).
+    guard : GuardSpec
+    experiment_id, parent_run_id : str or None
+        Its MLflow experiment and the budget's parent run; ``None`` logs nothing.
+    trial : TrialSpec or None
+        A tuning trial's study, for its pruner where it runs (:func:`run_job`).
+    """
+
+    name: str
+    config: dict
+    directory: Path
+    guard: GuardSpec
+    experiment_id: str | None = None
+    parent_run_id: str | None = None
+    trial: TrialSpec | None = None
+
+
+@dataclass
+class Outcome:
+    """What became of a :class:`Job`.
+
+    Attributes
+    ----------
+    name : str
+    row : dict or None
+        The run's metrics (:func:`~qwkboost.runs.experiment.run_experiment`'s row); ``None`` if it was stopped.
+    stopped : str or None
+        Why it was stopped (by the time guard or a pruner); ``None`` if it finished.
+    tags : dict
+        The stop's tags (``qwkboost.trial_state=PRUNED`` for a pruned trial).
+    seconds : float
+        Its wall time where it ran.
+    capped : int
+        Folds that ended at their share of the time.
+    rescued : bool
+        Whether its folds shared the time left to finish within the limit.
+    where : str
+        ``this process``, or the address of the worker that ran it.
+    """
+
+    name: str
+    row: dict | None
+    stopped: str | None = None
+    tags: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    capped: int = 0
+    rescued: bool = False
+    where: str = "this process"
+
+    @property
+    def lost(self) -> bool:
+        """Whether it stopped because its worker was lost (a cluster's)."""
+        return self.tags.get("qwkboost.auto") == "LOST_WORKER"
+
+
+class Executor(Protocol):
+    """Runs :class:`Job` objects (the driver's side of the seam)."""
+
+    #: How many jobs it runs at once.
+    slots: int
+
+    def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
+        """Run ``job`` and return its outcome (``reporter(fold, valid, scores)`` after each fold: a pruner)."""
+
+    def submit(self, job: Job) -> None:
+        """Start ``job`` (with ``slots > 1``: while others run)."""
+
+    def next_outcome(self) -> Outcome:
+        """Wait for the next started job to end; its outcome."""
+
+    def stop(self) -> list[Outcome]:
+        """Stop every started job; their outcomes."""
+
+
+def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, int], None] | None = None,
+            reporter: Callable | None = None, where: str = "this process") -> Outcome:
+    """Cross-validate ``job`` on ``dataset`` within ``budget`` (:class:`~qwkboost.autoblend.budget.TimeGuard` from its
+    :class:`GuardSpec`); ``report(fold, round)`` after every round, ``reporter(fold, valid, scores)`` after every
+    fold (a tuning trial's pruner, which may stop it; by default the pruner of ``job.trial``, if any)."""
+    g = job.guard
+    if reporter is None and job.trial is not None:
+        reporter = trial_reporter(job.trial, dataset)
+    guard = TimeGuard(budget, g.n_folds, report=report, share_folds=g.share_folds, rescue=g.rescue,
+                      fold_seconds=g.fold_seconds, tail_seconds=g.tail_seconds)
+
+    def on_fold(i, valid, scores):
+        if reporter is not None:
+            reporter(i, valid, scores)
+        guard.on_fold(i, valid, scores)
+
+    t0 = time.monotonic()
+    try:
+        row = run_experiment(job.config, job.experiment_id, parent_run_id=job.parent_run_id, run_name=job.name,
+                             output_dir=job.directory, dataset=dataset, on_fold=on_fold, on_round=guard.on_round,
+                             progress=False)
+    except RunStopped as stop:
+        return Outcome(job.name, None, str(stop), dict(stop.tags), time.monotonic() - t0, len(guard.capped),
+                       guard.rescued, where)
+    return Outcome(job.name, row, None, {}, time.monotonic() - t0, len(guard.capped), guard.rescued, where)
+
+
+def trial_reporter(spec: TrialSpec, dataset: Dataset):
+    """The fold reporter of the trial ``spec`` names, on its study in ``spec.storage``
+    (:class:`~qwkboost.runs.tuning.pruners.FoldReporter`)."""
+    import optuna  # slow to import: optuna
+
+    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=spec.study_name, storage=spec.storage, pruner=make_pruner(spec.pruner))
+    trial = optuna.trial.Trial(study, spec.trial_id)
+    return FoldReporter(trial, spec.pruner, spec.metric, spec.method, dataset.y_train, class_range(dataset.classes),
+                        dataset.w_train)
+
+
+class LocalExecutor:
+    """Runs one job at a time in this process, on the budget's own clock (:func:`run_job`).
+
+    Parameters
+    ----------
+    dataset : Dataset
+    budget : Budget
+    report : callable, optional
+        ``report(fold, round, n_folds)``: the progress line.
+    """
+
+    slots = 1
+
+    def __init__(self, dataset: Dataset, budget: Budget, report: Callable[[int, int, int], Any] | None = None):
+        self.dataset, self.budget, self.report = dataset, budget, report
+        self._queue: list[Job] = []
+
+    def submit(self, job: Job) -> None:
+        self._queue.append(job)
+
+    def next_outcome(self) -> Outcome:
+        return self.run(self._queue.pop(0))
+
+    def stop(self) -> list[Outcome]:
+        self._queue.clear()
+        return []
+
+    def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
+        n = job.guard.n_folds
+        report = None if self.report is None else (lambda i, rnd: self.report(i, rnd, n))
+        return run_job(job, self.dataset, self.budget, report, reporter)

@@ -1,0 +1,148 @@
+"""Where to train: a Dask scheduler's address or a ``LocalCluster`` on this machine (:class:`ClusterSpec`), and a
+client connected to it (:func:`connect`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from qwkboost.exceptions import ConfigError
+from qwkboost.validation import check_int
+
+__all__ = ["ClusterSpec", "connect", "check_reachable_by_workers", "sees_path", "TRACKING_FIX"]
+
+#: What workers that cannot reach the MLflow store need.
+TRACKING_FIX = "give an MLflow server the workers reach (tracking.uri=http://host:5000)"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Where to train: a scheduler's ``address``, or a :class:`~distributed.LocalCluster` of ``n_workers``.
+
+    Attributes
+    ----------
+    address : str or None
+        ``tcp://host:8786`` of a running Dask scheduler; ``None`` starts a
+        ``LocalCluster`` on this machine (on 127.0.0.1).
+    n_workers, threads_per_worker : int
+        Of the ``LocalCluster`` (ignored with ``address``).
+    memory_limit : str
+        Per worker, as Dask reads it (``"auto"``, ``"4GiB"``).
+    parallel : {"runs", "rows"} or None
+        What the workers share: ``runs``, whole cross-validated runs side by side, one per worker (``experiment=auto``'s
+        candidates, ``tune.py``'s trials: their default); ``rows``, each fold's rows, trained across the workers
+        through the engine's Dask interface (a single run's default and only way). ``None``: the command's default.
+    """
+
+    address: str | None = None
+    n_workers: int = 2
+    threads_per_worker: int = 1
+    memory_limit: str = "auto"
+    parallel: str | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> "ClusterSpec | None":
+        """The spec of a ``cluster`` config group, or ``None`` when no cluster is asked for.
+
+        A cluster is asked for by ``cluster=local`` or by setting ``cluster.address``.
+        """
+        if not cfg:
+            return None
+        address = cfg.get("address")
+        if cfg.get("name", "none") == "none" and not address:
+            return None
+        if address is not None and not (isinstance(address, str) and "://" in address):
+            raise ValueError(f"cluster.address must be a scheduler address such as tcp://10.0.0.5:8786; "
+                             f"got {address!r}")
+        parallel = cfg.get("parallel")
+        if parallel not in (None, "runs", "rows"):
+            raise ValueError(f"cluster.parallel must be runs (whole runs side by side, one per worker) or rows (each "
+                             f"fold's rows across the workers), or null for the command's default; got {parallel!r}")
+        return cls(address=address or None,
+                   n_workers=check_int(cfg.get("n_workers", 2), "cluster.n_workers", 1),
+                   threads_per_worker=check_int(cfg.get("threads_per_worker", 1), "cluster.threads_per_worker", 1),
+                   memory_limit=str(cfg.get("memory_limit", "auto")), parallel=parallel)
+
+
+@contextmanager
+def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[Any]:
+    """A :class:`distributed.Client` on ``spec`` (default: a 2-worker ``LocalCluster``), closed on exit.
+
+    Raises
+    ------
+    ConfigError
+        If the scheduler at ``spec.address`` does not answer within ``timeout`` seconds.
+    """
+    from distributed import Client, LocalCluster  # optional: distributed
+
+
+    spec = spec or ClusterSpec()
+    # the scheduler's and workers' lifecycle lines would drown the run's own log at INFO
+    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if spec.address:
+        try:
+            client = Client(spec.address, timeout=f"{timeout}s")
+        except (OSError, TimeoutError) as exc:
+            raise ConfigError(f"cluster.address={spec.address}: no Dask scheduler answers there "
+                              f"({type(exc).__name__}); start one (dask scheduler; dask worker {spec.address}), "
+                              "or use cluster=local for a cluster on this machine") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with _children_ignore_sigint():
+        cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker, processes=True,
+                               memory_limit=spec.memory_limit, host="127.0.0.1", dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        yield client
+
+
+@contextmanager
+def _children_ignore_sigint() -> Iterator[None]:
+    """SIGINT ignored while the ``LocalCluster``'s processes start, so they inherit that: Ctrl-C reaches the whole
+    process group of a terminal, and the workers must live on until the client has stopped their tasks (it then
+    closes them). Python keeps an ignored SIGINT ignored in a new interpreter."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def sees_path(path: str) -> bool:
+    """Whether ``path`` exists where this runs (on a worker, through :meth:`distributed.Client.run`)."""
+    return os.path.exists(path)
+
+
+def check_reachable_by_workers(client, uri: str, what: str, fix: str) -> None:
+    """Refuse, in one line, a store of this machine (an SQLite URL, a folder or ``file://`` URL) that some worker
+    of ``client`` does not see; a server's URL (``http://``, ``postgresql://``) is left to the server.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``what``, the workers that do not see it, and ``fix``.
+    """
+    if uri.startswith(("http://", "https://", "postgresql", "mysql", "databricks")):
+        return
+    if uri.startswith("sqlite"):
+        from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
+
+        path = make_url(uri).database
+    else:
+        path = uri.removeprefix("file://")
+    seen = client.run(sees_path, str(path))
+    blind = [w for w, s in seen.items() if not s]
+    if blind:
+        raise ConfigError(f"{what} is a file of this machine ({path}) that the Dask worker(s) at {', '.join(blind)} "
+                          f"do not see; {fix}")

@@ -1,0 +1,233 @@
+"""Whole runs as Dask tasks, one per worker at a time: the cluster's side of a budget's executor
+(:mod:`qwkboost.autoblend.cluster`), which says what a task runs; this module only runs it.
+
+- **Data once.** The data goes to every worker once (:meth:`distributed.Client.scatter`), never once per task.
+- **Stops.** :meth:`WorkerPool.stop` sets a Dask :class:`~distributed.Event` that a running task reads through the
+  ``stopped()`` it is given (at most once a second): the task ends by itself, between rounds, and its result comes
+  back. A task still running after a grace period is cancelled.
+- **A lost worker** loses only its task. Dask would run it again elsewhere with the arguments it had when first
+  submitted (its seconds, for one); it comes back as lost instead (:attr:`TaskResult.lost`), and the caller
+  decides whether to submit it again.
+- **Files.** A worker that sees the client's output directory (a ``LocalCluster``, a shared disk) writes a task's
+  files there; one that does not writes them to a temporary directory and sends them back with the result, and
+  the client writes them in place (:attr:`WorkerPool.shared`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from qwkboost.distributed.connection import TRACKING_FIX, check_reachable_by_workers, sees_path
+from qwkboost.exceptions import ConfigError
+
+__all__ = ["WorkerPool", "TaskResult", "STOP_POLL_SECONDS", "STOP_WAIT_SECONDS"]
+
+log = logging.getLogger(__name__)
+
+#: How often a running task asks whether the client has stopped, in seconds.
+STOP_POLL_SECONDS = 1.0
+#: How long a stop waits for the running tasks to end by themselves before cancelling them.
+STOP_WAIT_SECONDS = 30.0
+#: The errors by which Dask reports a task whose worker went away.
+LOST_ERRORS = ("KilledWorker", "CancelledError", "CommClosedError", "FutureCancelledError")
+
+
+@dataclass
+class TaskResult:
+    """What a task of :class:`WorkerPool` returned.
+
+    Attributes
+    ----------
+    name : str
+    value : object
+        What the task's function returned; ``None`` if the task was lost or cancelled.
+    where : str
+        The address of the worker that ran it (``a lost worker`` when it was lost).
+    lost : bool
+        Its worker was lost (or it was cancelled by a stop).
+    cancelled : bool
+        A stop cancelled it after :data:`STOP_WAIT_SECONDS`.
+    files : dict or None
+        Its files (relative path -> bytes) from a worker that does not see the output directory; written in place
+        by the pool before the result is handed on, then dropped.
+    """
+
+    name: str
+    value: Any = None
+    where: str = "a lost worker"
+    lost: bool = False
+    cancelled: bool = False
+    files: dict | None = None
+
+
+def _pack(directory: Path) -> dict[str, bytes]:
+    return {str(f.relative_to(directory)): f.read_bytes() for f in sorted(directory.rglob("*")) if f.is_file()}
+
+
+def _unpack(files: dict[str, bytes], directory: Path) -> None:
+    """Write ``files`` (relative path -> bytes) as ``directory``, replacing what was there."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    root = directory.resolve()
+    for rel, data in files.items():
+        path = (directory / rel).resolve()
+        if root not in path.parents:
+            raise ValueError(f"a worker sent a file outside its task's directory: {rel!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _task(fn: Callable, name: str, directory: str, data, token: str, stop_name: str, shared: bool,
+          tracking_uri: str | None, args: tuple) -> TaskResult:
+    """On the worker: ``fn(data, directory, stopped, where, nthreads, *args)`` (module docstring)."""
+    from distributed import Event, get_worker  # optional: distributed
+
+    worker = get_worker()
+    began = Event(f"qwkboost-began-{token}")
+    if began.is_set():          # run again after its worker died: lost, not run twice
+        return TaskResult(name, lost=True)
+    began.set()
+    if tracking_uri is not None:
+        import mlflow  # slow to import: mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+    logging.getLogger("qwkboost").setLevel(logging.WARNING)       # the client logs each task's end
+    stop, last, seen = Event(stop_name), [time.monotonic()], [False]
+
+    def stopped() -> bool:
+        now = time.monotonic()
+        if not seen[0] and now - last[0] >= STOP_POLL_SECONDS:
+            last[0] = now
+            seen[0] = stop.is_set()
+        return seen[0]
+
+    where, nthreads = worker.address, int(worker.state.nthreads)
+    if shared:
+        return TaskResult(name, fn(data, Path(directory), stopped, where, nthreads, *args), where)
+    with tempfile.TemporaryDirectory(prefix="qwkboost-task-") as tmp:
+        here = Path(tmp) / Path(directory).name
+        value = fn(data, here, stopped, where, nthreads, *args)
+        return TaskResult(name, value, where, files=_pack(here) if here.exists() else None)
+
+
+class WorkerPool:
+    """Runs functions as Dask tasks, one per worker at a time (module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    data : object
+        Sent to every worker once; every task's function gets it first.
+    output_dir : path
+        Where the tasks' directories are (whether the workers see it decides where they write).
+    tracking_uri : str, optional
+        The MLflow store the tasks log in; it must be one the workers reach.
+
+    Raises
+    ------
+    ConfigError
+        If the cluster has no worker, or the MLflow store is a file of this machine some worker does not see.
+    """
+
+    def __init__(self, client, data, output_dir, tracking_uri: str | None = None):
+        from distributed import Event  # optional: distributed
+
+        self.client, self.tracking_uri = client, tracking_uri
+        workers = client.scheduler_info().get("workers", {})
+        if not workers:
+            raise ConfigError(f"the Dask cluster at {client.scheduler.address} has no worker; start one "
+                              f"(dask worker {client.scheduler.address})")
+        #: How many tasks run at once: one per worker.
+        self.slots = len(workers)
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        marker = out / f".qwkboost-sees-{uuid.uuid4().hex}"
+        marker.touch()
+        try:
+            seen = client.run(sees_path, str(marker.resolve()))       # a worker on another machine does not
+        finally:
+            marker.unlink()
+        #: Whether every worker writes into ``output_dir`` itself (else files come back with the result).
+        self.shared = all(seen.values())
+        if tracking_uri is not None:
+            check_reachable_by_workers(client, tracking_uri, "tracking.uri", TRACKING_FIX)
+        self._data = client.scatter(data, broadcast=True, hash=False)
+        self._stop_name = f"qwkboost-stop-{uuid.uuid4().hex}"
+        self._stop = Event(self._stop_name, client=client)
+        self._running: dict[Any, tuple[str, Path]] = {}
+
+    @property
+    def running(self) -> int:
+        """How many tasks are running."""
+        return len(self._running)
+
+    def submit(self, name: str, directory, fn: Callable, *args) -> None:
+        """Start ``fn(data, directory, stopped, where, nthreads, *args)`` on a free worker: ``directory`` is where
+        its files go (on the worker: there, or a temporary one sent back), ``stopped()`` says whether the pool was
+        stopped, ``where`` and ``nthreads`` are the worker's address and threads."""
+        token = f"{name}-{uuid.uuid4().hex[:12]}"
+        future = self.client.submit(_task, fn, name, str(directory), self._data, token, self._stop_name, self.shared,
+                                    self.tracking_uri, args, key=f"qwkboost-{token}", pure=False, retries=0)
+        self._running[future] = (name, Path(directory))
+
+    def next_result(self) -> TaskResult:
+        """The result of the next task to end (a lost worker's task as :attr:`TaskResult.lost`).
+
+        Raises
+        ------
+        Exception
+            What a task raised (a run's own error).
+        """
+        from distributed import wait  # optional: distributed
+
+        if not self._running:
+            raise RuntimeError("no task is running")
+        done = next(iter(wait(list(self._running), return_when="FIRST_COMPLETED").done))
+        return self._result(done)
+
+    def _result(self, future) -> TaskResult:
+        name, directory = self._running.pop(future)
+        try:
+            result = future.result()
+        except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, a task's own error
+            if type(exc).__name__ not in LOST_ERRORS:
+                raise
+            return TaskResult(name, lost=True)
+        if result.files is not None:
+            _unpack(result.files, directory)
+            result.files = None
+        return result
+
+    def stop(self, wait_seconds: float = STOP_WAIT_SECONDS) -> list[TaskResult]:
+        """Ask every running task to stop (its ``stopped()`` turns true) and return their results; tasks still
+        running after ``wait_seconds`` are cancelled (:attr:`TaskResult.cancelled`)."""
+        from distributed import wait  # optional: distributed
+
+        self._stop.set()
+        futures = list(self._running)
+        if futures:
+            try:
+                wait(futures, timeout=wait_seconds)
+            except TimeoutError:
+                pass
+        out = []
+        for f in futures:
+            name = self._running[f][0]
+            if f.done():
+                try:
+                    out.append(self._result(f))
+                except Exception:  # noqa: BLE001 - a stop reports what ended; an error then is not the news
+                    self._running.pop(f, None)
+                    out.append(TaskResult(name, lost=True))
+            else:
+                self._running.pop(f)
+                f.cancel()
+                out.append(TaskResult(name, lost=True, cancelled=True))
+        return out

@@ -1,0 +1,127 @@
+"""``experiments/tune.py cluster=...``: a study's trials side by side on a Dask cluster, one at a time per worker.
+
+Each worker runs Optuna's own loop (:meth:`optuna.study.Study.optimize`) on the same study, as parallel processes
+do (:mod:`qwkboost.runs.tuning.study`): trials drawn from ``(seed, trial number)`` never repeat, each trial's folds
+report to the pruner on the worker, and every worker stops once the study holds ``tune.n_trials`` finished trials.
+The study's storage must be one the workers reach: its SQLite file when they see it (a ``LocalCluster``, a shared
+disk), else a database server (``tune.storage=postgresql://...``), checked before any trial. The data and the
+objective go to each worker once.
+
+Ctrl-C or SIGTERM on the client sets a Dask :class:`~distributed.Event` that every running trial reads between
+rounds: the trial fails (its MLflow run KILLED) and the same command later retries it. A lost worker loses only
+its trial, which the study's heartbeat fails and retries; the other workers go on to the study's total.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any, Mapping
+
+from qwkboost.distributed.connection import TRACKING_FIX, check_reachable_by_workers, connect
+from qwkboost.exceptions import RunStopped
+
+__all__ = ["optimize_on_cluster"]
+
+log = logging.getLogger(__name__)
+
+#: How often a running trial asks whether the client has stopped, in seconds.
+STOP_POLL_SECONDS = 1.0
+#: How long a stop waits for the running trials to end.
+STOP_WAIT_SECONDS = 30.0
+
+
+def _trials_on_worker(objective, url: str, name: str, t: Mapping[str, Any], n_trials: int, seed: int,
+                      tracking_uri: str | None, stop_name: str, finished: tuple) -> int:
+    """Trials of study ``name`` on this worker until the study holds ``n_trials`` finished ones; how many it
+    finished."""
+    import optuna  # slow to import: optuna
+    from distributed import Event, get_worker  # optional: distributed
+
+    from qwkboost.runs.tuning.pruners import make_pruner  # slow to import: optuna
+    from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
+    from qwkboost.runs.tuning.storage import open_storage  # slow to import: optuna
+
+    if tracking_uri is not None:
+        import mlflow  # slow to import: mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+    logging.getLogger("qwkboost").setLevel(logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    stop, last = Event(stop_name), [time.monotonic()]
+
+    def on_round(fold: int, rnd: int, evals) -> None:
+        now = time.monotonic()
+        if now - last[0] >= STOP_POLL_SECONDS:
+            last[0] = now
+            if stop.is_set():
+                raise RunStopped("stopped: the study was stopped from its client", tags={"qwkboost.tune": "STOPPED"})
+
+    objective.on_round = on_round
+    objective.n_jobs = int(get_worker().state.nthreads)
+    study = optuna.load_study(study_name=name, storage=open_storage(url, t),
+                              sampler=make_sampler(t.get("sampler", "tpe"), seed), pruner=make_pruner(objective.pruner))
+    mine: list[int] = []
+
+    def count(study, trial) -> None:
+        if trial.state in finished:
+            mine.append(trial.number)
+        if stop.is_set():
+            study.stop()
+
+    if stop.is_set() or len(study.get_trials(deepcopy=False, states=finished)) >= n_trials:
+        return 0            # stopped, or run again after its worker died once the study was done
+    study.optimize(objective, n_trials=n_trials, gc_after_trial=True,
+                   callbacks=[optuna.study.MaxTrialsCallback(n_trials, states=finished), count])
+    return len(mine)
+
+
+def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, Any], n_trials: int, seed: int,
+                        finished: tuple) -> None:
+    """Run trials of study ``name`` (in ``url``) on every worker of the cluster ``spec`` until it holds
+    ``n_trials`` trials in the states ``finished`` (module docstring).
+
+    Raises
+    ------
+    ConfigError
+        If the study's SQLite file or the MLflow store is a file some worker does not see.
+    KeyboardInterrupt
+        After asking every running trial to stop (Ctrl-C, SIGTERM).
+    """
+    import mlflow  # slow to import: mlflow
+    from distributed import Event, wait  # optional: distributed
+
+    tracking_uri = mlflow.get_tracking_uri()
+    with connect(spec) as client:
+        check_reachable_by_workers(client, url, "tune.storage",
+                                   "give a database the workers reach (tune.storage=postgresql://user@host/db)")
+        check_reachable_by_workers(client, tracking_uri, "tracking.uri", TRACKING_FIX)
+        workers = list(client.scheduler_info()["workers"])
+        log.info("study %r: trials on the Dask cluster at %s, %d at once (one per worker)", name,
+                 spec.address or "127.0.0.1 (LocalCluster)", len(workers))
+        stop_name = f"qwkboost-tune-stop-{uuid.uuid4().hex}"
+        stop = Event(stop_name, client=client)
+        shared = client.scatter(objective, broadcast=True, hash=False)
+        futures = [client.submit(_trials_on_worker, shared, url, name, dict(t), n_trials, seed, tracking_uri,
+                                 stop_name, tuple(finished), workers=[w], allow_other_workers=True, pure=False,
+                                 key=f"qwkboost-trials-{uuid.uuid4().hex[:12]}") for w in workers]
+        try:
+            wait(futures)
+        except KeyboardInterrupt:
+            stop.set()
+            try:
+                wait(futures, timeout=STOP_WAIT_SECONDS)
+            except TimeoutError:
+                pass
+            raise
+        for f, w in zip(futures, workers):
+            try:
+                log.info("study %r: %d trial(s) finished on %s", name, f.result(), w)
+            except RunStopped:
+                raise KeyboardInterrupt from None
+            except Exception as exc:  # noqa: BLE001 - a lost worker loses its trial; a trial's error is the news
+                if type(exc).__name__ not in ("KilledWorker", "CommClosedError", "CancelledError"):
+                    raise
+                log.warning("study %r: the worker at %s was lost (%s); its trial is retried when its heartbeat "
+                            "stops", name, w, type(exc).__name__)

@@ -1,0 +1,96 @@
+"""A real Dask cluster as a user starts one: ``dask scheduler`` and ``dask worker`` processes on 127.0.0.1.
+
+Each process is started in its own session (a Ctrl-C sent to a command under test does not reach it), and all are
+stopped afterwards. Used by tests that claim the cluster path works from the command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["DaskProcesses", "running_dask"]
+
+def _cli(*args: str) -> list[str]:
+    """The ``dask`` command of this interpreter's environment (as a user types it)."""
+    return [str(Path(sys.executable).parent / "dask"), *args]
+
+
+@dataclass
+class DaskProcesses:
+    """The scheduler's address and the worker processes (``workers[i].pid``)."""
+
+    address: str
+    scheduler: subprocess.Popen
+    workers: list = field(default_factory=list)
+    logs: Path | None = None
+
+    def worker_addresses(self, timeout: float = 60.0) -> list[str]:
+        """The addresses of the workers connected now (waits for ``len(workers)`` of them)."""
+        from distributed import Client
+
+        with Client(self.address, timeout="10s") as c:
+            c.wait_for_workers(len(self.workers), timeout=timeout)
+            return sorted(c.scheduler_info()["workers"])
+
+
+def _wait_for_file(path: Path, proc: subprocess.Popen, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the Dask scheduler exited with {proc.returncode}")
+        with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+            info = json.loads(path.read_text())
+            if info.get("address"):
+                return info
+        time.sleep(0.2)
+    raise TimeoutError("the Dask scheduler wrote no scheduler file in time")
+
+
+@contextlib.contextmanager
+def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool = False) -> Iterator[DaskProcesses]:
+    """A scheduler and ``n_workers`` workers of ``nthreads`` threads, their files and logs in ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    scheduler_file = directory / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    procs: list[subprocess.Popen] = []
+
+    def start(args, log_name):
+        log = open(directory / log_name, "w")
+        p = subprocess.Popen(_cli(*args), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=directory,
+                             start_new_session=True)
+        procs.append(p)
+        return p
+
+    try:
+        scheduler = start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                           "--scheduler-file", str(scheduler_file)], "scheduler.log")
+        info = _wait_for_file(scheduler_file, scheduler, 60.0)
+        workers = [start(["worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
+                          "--nthreads", str(nthreads), "--nworkers", "1", "--no-dashboard",
+                          "--nanny" if nanny else "--no-nanny", "--name", f"w{i}"], f"worker{i}.log")
+                   for i in range(n_workers)]
+        d = DaskProcesses(info["address"], scheduler, workers, directory)
+        d.worker_addresses()
+        yield d
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)

@@ -1,0 +1,123 @@
+"""The cluster path as a user meets it: ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, the
+commands as processes. Ctrl-C on ``experiment=auto`` stops the candidates running on the workers (every MLflow run
+KILLED, the workers free again); ``tune.py`` shares a study in PostgreSQL across the workers and goes on to its
+total when one worker is killed mid-trial."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import optuna
+import pytest
+
+from dask_processes import running_dask
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "CI": "true"}
+
+
+def _default_sigint():
+    # a suite started in the background hands its children SIGINT ignored; a terminal does not
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait(p, until, what, timeout=240):
+    deadline = time.time() + timeout
+    while not until():
+        assert p.poll() is None, p.communicate(timeout=60)[1][-3000:]
+        assert time.time() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_candidates_running_on_the_workers(tmp_path):
+    from qwkboost.tracking import prepare_store
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    prepare_store(uri)
+    out = tmp_path / "out"
+    with running_dask(tmp_path / "dask") as cluster:
+        p = subprocess.Popen(
+            [sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=auto", "auto.time_limit=600",
+             "auto.engines=[lightgbm,xgboost]", "auto.objectives=[squared_error]", "data=quartiles",
+             "data.n_train=20000", "engine.num_boost_round=3000", "engine.early_stopping_rounds=3000",
+             f"cluster.address={cluster.address}", f"tracking.uri={uri}", f"hydra.run.dir={out}"],
+            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_default_sigint, start_new_session=True)
+        client = mlflow.MlflowClient(uri)
+
+        def both_running():
+            exp = client.get_experiment_by_name("qwkboost")
+            return exp is not None and len(client.search_runs([exp.experiment_id],
+                                                              "attributes.status = 'RUNNING'")) >= 3
+        _wait(p, both_running, "the parent run and two candidates RUNNING")
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 130, err[-3000:]
+        assert "Traceback" not in err
+        assert err.strip().splitlines()[-1] == ("experiments/run.py: interrupted (Ctrl-C); its MLflow runs are "
+                                                "marked KILLED")
+        exp = client.get_experiment_by_name("qwkboost")
+        runs = client.search_runs([exp.experiment_id])
+        assert sorted(r.info.status for r in runs) == ["KILLED"] * 3
+        session = json.loads((out / "auto.json").read_text())["sessions"][-1]
+        assert session["status"] == "stopped"
+        # the workers are alive and free: nothing of the stopped budget runs on
+        from distributed import Client
+
+        with Client(cluster.address, timeout="10s") as c:
+            assert len(c.scheduler_info()["workers"]) == 2
+            deadline = time.time() + 30
+            while any(c.processing().values()):
+                assert time.time() < deadline, c.processing()
+                time.sleep(0.5)
+        assert all(w.poll() is None for w in cluster.workers)
+
+
+@pytest.mark.slow
+def test_tuning_shares_a_postgresql_study_and_survives_a_killed_worker(postgres_url, mlflow_store, tmp_path):
+    with running_dask(tmp_path / "dask") as cluster:
+        p = subprocess.Popen(
+            [sys.executable, str(ROOT / "experiments" / "tune.py"), "engine=lightgbm", "data.n_train=8000",
+             "data.n_test=800", "cv.n_splits=3", "engine.num_boost_round=400", "engine.early_stopping_rounds=400",
+             "tune.n_trials=6", "tune.pruner=none", "tune.study_name=killed-worker", f"tune.storage={postgres_url}",
+             "tune.heartbeat_interval=1", "tune.grace_period=3", f"cluster.address={cluster.address}",
+             f"tracking.uri={mlflow_store}", "tracking.experiment_name=killed-worker", "tracking.explain=false",
+             f"hydra.run.dir={tmp_path / 'out'}"],
+            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_default_sigint, start_new_session=True)
+
+        def study():
+            try:
+                return optuna.load_study(study_name="killed-worker", storage=postgres_url)
+            except KeyError:
+                return None
+
+        client = mlflow.MlflowClient(mlflow_store)
+
+        def two_running():          # two trials whose MLflow runs have begun, one on each worker
+            exp = client.get_experiment_by_name("killed-worker")
+            return exp is not None and len(client.search_runs(
+                [exp.experiment_id], "attributes.status = 'RUNNING' and attributes.run_name LIKE 'trial %'")) >= 2
+        _wait(p, two_running, "two trials running")
+        victim = cluster.workers[0]
+        victim.send_signal(signal.SIGKILL)
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    trials = study().trials
+    finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
+    assert len(finished) >= 6
+    assert len(failed) == 1 and str(victim.pid) in failed[0].user_attrs["qwkboost.process"]
+    # the killed trial was retried with its parameters, on the worker that lived
+    assert any(t.params == failed[0].params for t in finished)
+    exp = client.get_experiment_by_name("killed-worker")
+    runs = client.search_runs([exp.experiment_id])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    killed = [r for r in runs if r.info.status == "KILLED"]
+    assert len(killed) == 1 and killed[0].info.run_name == f"trial {failed[0].number}"

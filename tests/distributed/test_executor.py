@@ -1,0 +1,113 @@
+"""A budget's candidate as a Dask task on a real LocalCluster: the same out-of-fold scores as in this process,
+files sent back from a worker that does not see the output directory, two at once, a stop from the client, a lost
+worker."""
+
+import copy
+import os
+import signal
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import TINY
+from qwkboost.autoblend.budget import Budget
+from qwkboost.autoblend.executor import GuardSpec, Job, LocalExecutor
+from qwkboost.distributed.connection import ClusterSpec, connect
+from qwkboost.autoblend.cluster import LOST_WORKER, STOPPED, DaskExecutor
+from qwkboost.runs.experiment import load_dataset
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return load_dataset(TINY["data"], 0)
+
+
+def _job(directory, name, rounds=60, n_splits=3, long=False):
+    cfg = copy.deepcopy(TINY)
+    cfg["cv"]["n_splits"] = n_splits
+    cfg["engine"]["num_boost_round"] = 200_000 if long else rounds
+    if long:        # trains until stopped
+        cfg["engine"]["early_stopping_rounds"] = None
+        cfg["engine"]["params"]["learning_rate"] = 0.001
+    cfg["tracking"] = {"log_models": False, "log_pyfunc": False, "explain": False}
+    return Job(name, cfg, directory / "candidates" / name, GuardSpec(n_splits))
+
+
+def _executing(dask_worker):
+    return [str(ts.key) for ts in dask_worker.state.executing]
+
+
+def _processing(client, name):
+    """The worker executing the task of job ``name``, once it has begun (not only been assigned)."""
+    for w, keys in client.run(_executing).items():
+        if any(f"qwkboost-{name}-" in k for k in keys):
+            return w
+    return None
+
+
+def _wait_running(client, names, timeout=60):
+    deadline = time.monotonic() + timeout
+    where = {}
+    while len(where) < len(names):
+        assert time.monotonic() < deadline, f"not all of {names} started: {client.processing()}"
+        where = {n: w for n in names if (w := _processing(client, n)) is not None}
+        time.sleep(0.2)
+    return where
+
+
+def test_a_candidate_on_a_worker_scores_what_this_process_scores(client, ds, tmp_path):
+    here = LocalExecutor(ds, Budget(600)).run(_job(tmp_path, "here"))
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    assert executor.slots == 2 and executor.shared
+    there = executor.run(_job(tmp_path, "there"))
+    assert there.row is not None and there.where in client.scheduler_info()["workers"]
+    assert here.where == "this process"
+    a, b = (pd.read_parquet(tmp_path / "candidates" / n / "oof.parquet") for n in ("here", "there"))
+    pd.testing.assert_frame_equal(a, b)                 # XGBoost on one thread: bit-identical
+    assert here.row["qwk_thresholds_oof_nested"] == there.row["qwk_thresholds_oof_nested"]
+
+
+def test_a_worker_that_does_not_see_the_directory_sends_the_files_back(client, ds, tmp_path):
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    executor.pool.shared = False    # as on another machine: the worker writes to its own temporary directory
+    outcome = executor.run(_job(tmp_path, "sent"))
+    assert outcome.row is not None
+    LocalExecutor(ds, Budget(600)).run(_job(tmp_path, "here"))
+    sent, here = tmp_path / "candidates" / "sent", tmp_path / "candidates" / "here"
+    names = sorted(str(f.relative_to(sent)) for f in sent.rglob("*") if f.is_file())
+    assert names == sorted(str(f.relative_to(here)) for f in here.rglob("*") if f.is_file())
+    assert "oof.parquet" in names and any(n.startswith("pipeline/") for n in names)
+    pd.testing.assert_frame_equal(pd.read_parquet(sent / "oof.parquet"), pd.read_parquet(here / "oof.parquet"))
+
+
+def test_two_candidates_run_at_once_and_a_stop_reaches_them(client, ds, tmp_path):
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    for name in ("a", "b"):
+        executor.submit(_job(tmp_path, name, n_splits=2, long=True))
+    where = _wait_running(client, ["a", "b"])
+    assert len(set(where.values())) == 2            # one per worker, side by side
+    time.sleep(2)
+    t0 = time.monotonic()
+    outcomes = executor.stop()
+    assert time.monotonic() - t0 < 25               # read between rounds, not at the end of a 200,000-round fold
+    assert sorted(o.name for o in outcomes) == ["a", "b"]
+    for o in outcomes:
+        assert o.row is None and o.tags == STOPPED and "the budget was stopped" in o.stopped
+        assert o.where == where[o.name]
+    assert executor.running == 0
+
+
+def test_a_lost_worker_loses_only_its_task(ds, tmp_path):
+    with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as c:
+        executor = DaskExecutor(c, ds, Budget(600), tmp_path)
+        executor.submit(_job(tmp_path, "long", n_splits=2, long=True))
+        executor.submit(_job(tmp_path, "short"))
+        where = _wait_running(c, ["long"])["long"]
+        pid = c.run(os.getpid, workers=[where])[where]
+        os.kill(pid, signal.SIGKILL)                    # its process dies mid-task
+        outcomes = {o.name: o for o in (executor.next_outcome(), executor.next_outcome())}
+    assert outcomes["short"].row is not None and np.isfinite(outcomes["short"].row["qwk_thresholds_oof"])
+    long = outcomes["long"]
+    assert long.row is None and long.tags == LOST_WORKER and long.lost and "worker was lost" in long.stopped
