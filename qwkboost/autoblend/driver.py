@@ -269,9 +269,13 @@ class AutoRun:
             return rec
         estimate = self.cost.estimate(cand)
         self.set_reserve(state, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
-        if estimate is not None and estimate > self.budget.left_for_work:
-            log.debug("auto: %s left out: it would take about %.0f s and %.0f s are left", cand.name, estimate,
-                      max(self.budget.left_for_work, 0))
+        # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
+        tail = self.cost.overhead(cand.pair) + CANDIDATE_SECONDS_PER_MB * self.coming_mb
+        # left out when it would not fit, or when its tail leaves its folds no time (its guard would stop it at
+        # once: on Diamonds at 240 s, 25 candidates and trials in a row were started and stopped in 0.1 s each)
+        if estimate is not None and (estimate > self.budget.left_for_work or tail >= self.budget.left_for_work):
+            log.debug("auto: %s left out: it would take about %.0f s (%.0f s after its folds) and %.0f s are left",
+                      cand.name, estimate, tail, max(self.budget.left_for_work, 0))
             if state.candidates.get(cand.name, {}).get("status") != "finished":    # an earlier finish stays
                 state.candidates[cand.name] = {**self._kept(state, cand), "status": "left out",
                                                "estimate": round(estimate, 1), "why": why,
@@ -284,9 +288,7 @@ class AutoRun:
             share_folds=self._n_finished(state) == 0,
             # a default candidate whose estimate was a little short finishes with shorter folds rather than being
             # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
-            rescue=rescue, fold_seconds=None if estimate is None else estimate / self.n_folds,
-            # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
-            tail_seconds=self.cost.overhead() + CANDIDATE_SECONDS_PER_MB * self.coming_mb)
+            rescue=rescue, fold_seconds=None if estimate is None else estimate / self.n_folds, tail_seconds=tail)
         run_cfg = copy.deepcopy(cfg)
         # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
         # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)
