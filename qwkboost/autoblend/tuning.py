@@ -122,9 +122,10 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
     if not prunable:
         log.info("auto: the workers do not see %s, so %s-%s's trials run unpruned", run.out, *pair)
     running: dict[str, tuple] = {}
+    left_out = False        # a trial was left out: no more are asked, the running ones finish
     try:
         while True:
-            while len(running) < run.executor.slots and not out_of_time():
+            while len(running) < run.executor.slots and not left_out and not out_of_time():
                 trial = study.ask()
                 drawn = suggest(trial, space)
                 cand = Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number)
@@ -133,6 +134,7 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
                 job = run.start_candidate(state, cand, trial_cfg, rescue=False, why=why, running=len(running))
                 if job is None:         # left out: no trial of this pair fits any more
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    left_out = True
                     break
                 if not isinstance(job, Job):        # the same trial finished before
                     study.tell(trial, job["qwk_thresholds_oof"])
