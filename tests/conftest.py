@@ -48,6 +48,8 @@ SLOW_FIRST = (
 ONE_WORKER_FILES = (
     "tests/tracking/test_mlflow_server.py",         # one mlflow server, killed and restarted by a test
     "tests/distributed/test_cluster.py",            # one LocalCluster with two worker processes
+    "tests/distributed/test_executor.py",           # one LocalCluster with two worker processes
+    "tests/distributed/test_objectives_on_cluster.py",  # one LocalCluster with two worker processes
     "tests/runs/test_tuning_postgres.py",           # one PostgreSQL server
     "tests/tracking/test_predictions.py",           # one finished run
     "tests/blending/test_blend_runs.py",            # three finished runs to blend
