@@ -47,6 +47,14 @@ def tune_best(run, state) -> None:
               f"tuning the best candidate whose trial fits in the time left (#{rank + 1} by nested QWK)")
 
 
+def _draw(trial, pair: tuple[str, str], cfg: dict) -> tuple[Candidate, dict]:
+    """The candidate of ``trial`` (its parameters drawn from ``cfg``'s search space) and its config."""
+    drawn = suggest(trial, cfg["engine"]["search_space"])
+    trial_cfg = copy.deepcopy(cfg)
+    trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
+    return Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number), trial_cfg
+
+
 def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> None:
     """Tune ``pair`` (its default took ``first_seconds`` at its configured learning rate) until its next trial
     would not fit in the time left."""
@@ -73,10 +81,7 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
         return statistics.median(seconds)
 
     def objective(trial) -> float:
-        drawn = suggest(trial, space)
-        cand = Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number)
-        trial_cfg = copy.deepcopy(cfg)
-        trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
+        cand, trial_cfg = _draw(trial, pair, cfg)
         reporter = FoldReporter(trial, run.settings.pruner, "qwk_thresholds_oof", cfg["thresholds"]["method"],
                                 run.ds.y_train, classes, run.ds.w_train)
         rec = run.run_candidate(state, cand, trial_cfg, reporter=reporter, why=why)
@@ -116,7 +121,6 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
     from qwkboost.autoblend.executor import Job, TrialSpec  # slow to import: scipy, sklearn, matplotlib
 
     cfg = run.configs[pair]
-    space = cfg["engine"]["search_space"]
     storage = f"sqlite:///{(run.out / 'tuning.db').resolve()}"
     prunable = getattr(run.executor, "shared", True)
     if not prunable:
@@ -127,10 +131,7 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
         while True:
             while len(running) < run.executor.slots and not left_out and not out_of_time():
                 trial = study.ask()
-                drawn = suggest(trial, space)
-                cand = Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number)
-                trial_cfg = copy.deepcopy(cfg)
-                trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
+                cand, trial_cfg = _draw(trial, pair, cfg)
                 job = run.start_candidate(state, cand, trial_cfg, rescue=False, why=why, running=len(running))
                 if job is None:         # left out: no trial of this pair fits any more
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
