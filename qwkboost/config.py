@@ -104,13 +104,14 @@ def _check_cluster(cfg: Mapping) -> None:
                          + " or ".join(f"engine={n}" for n in dask_engines(allreduce=True)))
 
 
-def side_by_side(cfg: Mapping) -> tuple[dict, ClusterSpec | None]:
+def side_by_side(cfg: Mapping, placed: bool = False) -> tuple[dict, ClusterSpec | None]:
     """``cfg`` without its ``cluster`` group, and that cluster, when whole runs go side by side on its workers, one
     per worker (``cluster.parallel=runs``, the default of ``experiment=auto`` and ``tune.py``): each such run trains
     on one machine, so its config names no cluster. Else ``cfg`` as given and ``None`` (no cluster, or
-    ``cluster.parallel=rows``: one run's folds across the workers)."""
+    ``cluster.parallel=rows``: one run's folds across the workers). ``placed``: a budget, which places each
+    candidate itself (:mod:`qwkboost.autoblend.placement`): the cluster is taken out with either value."""
     spec = ClusterSpec.from_config(cfg.get("cluster"))
-    if spec is None or spec.parallel == "rows":
+    if spec is None or (spec.parallel == "rows" and not placed):
         return dict(cfg), None
     return {k: v for k, v in cfg.items() if k != "cluster"}, spec
 

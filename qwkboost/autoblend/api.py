@@ -116,7 +116,9 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         Run the candidates and tuning trials on a Dask cluster, one per worker at a time
         (:mod:`qwkboost.autoblend.cluster`): ``"local"`` (a ``LocalCluster`` of 2 workers on this machine), a
         scheduler's address (``"tcp://10.0.0.5:8786"``), a :class:`~qwkboost.distributed.cluster.ClusterSpec`, or a
-        connected client. Default: this process, one at a time.
+        connected client. Default: this process, one at a time. A candidate whose data does not fit one worker, or
+        every one with ``ClusterSpec(parallel="rows")``, trains each fold's rows across the workers where its engine
+        can (:mod:`qwkboost.autoblend.placement`).
 
     Returns
     -------
@@ -167,7 +169,8 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     with _client(spec) as client:
         import mlflow  # slow to import: mlflow
 
-        executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None)
+        executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None,
+                                getattr(spec, "parallel", None))
         return AutoRun(settings, configs, ds, out, experiment_id, "auto", executor=executor, **args).run()
 
 

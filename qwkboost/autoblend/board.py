@@ -23,8 +23,11 @@ COLUMNS = ("candidate", "engine", "objective", "status", "seconds", "estimate_se
 
 
 def _note(r: Mapping) -> str:
-    """A finished candidate whose time missed its estimate by more than :data:`MISS` times (and
-    :data:`MISS_SECONDS`), in either direction."""
+    """Why a candidate was left out other than for time (its data fits no worker of a cluster); or a finished
+    candidate whose time missed its estimate by more than :data:`MISS` times (and :data:`MISS_SECONDS`), in either
+    direction."""
+    if r.get("status") == "left out":
+        return r.get("reason", "")
     est, took = r.get("estimate"), r.get("seconds")
     if not est or not took or r.get("status") != "finished":
         return ""
@@ -72,7 +75,9 @@ def closing_rows(board) -> tuple[Any, str]:
               ("replaced by a faster variant", board.loc[board["status"] == "replaced", "candidate"]),
               ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
               ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
-              ("left out for time", board.loc[board["status"] == "left out", "candidate"]),
+              ("left out for time", board.loc[(board["status"] == "left out") & (board["note"] == ""), "candidate"]),
+              ("left out (too large for a worker: see the note in leaderboard.csv)",
+               board.loc[(board["status"] == "left out") & (board["note"] != ""), "candidate"]),
               ("set aside (not in auto.engines, auto.objectives)",
                board.loc[board["status"] == "set aside", "candidate"]))
     others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else str(len(names)))

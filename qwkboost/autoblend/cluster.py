@@ -10,6 +10,9 @@ cluster has workers (the cluster's side of :mod:`qwkboost.autoblend.executor`; t
 - **A lost worker** loses only its candidate: it comes back as a stopped outcome tagged :data:`LOST_WORKER`, its
   MLflow run is marked KILLED from the client, and the driver decides whether to run it again.
 - **Threads.** A candidate whose config leaves ``n_jobs`` unset trains on its worker's threads.
+- **Rows.** A candidate whose data does not fit one worker, or every one with ``cluster.parallel=rows``, trains each
+  fold's rows across all the workers instead (:mod:`qwkboost.autoblend.placement`): it waits until the running
+  candidates have ended, then runs alone, driven from this process.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Callable
 
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import Job, Outcome, run_job
+from qwkboost.autoblend.placement import Placement, place
 from qwkboost.distributed.tasks import TaskResult, WorkerPool
 from qwkboost.exceptions import RunStopped
 
@@ -64,6 +68,9 @@ class DaskExecutor:
         The budget's directory (whether the workers see it decides where they write).
     tracking_uri : str, optional
         The MLflow store the workers log the candidates' runs in; ``None`` logs nothing.
+    parallel : {"runs", "rows"}
+        ``cluster.parallel``: ``rows`` trains every candidate that can across the workers' rows
+        (:func:`~qwkboost.autoblend.placement.place`).
 
     Raises
     ------
@@ -71,12 +78,34 @@ class DaskExecutor:
         If the cluster has no worker, or the MLflow store is a file of this machine some worker does not see.
     """
 
-    def __init__(self, client, dataset, budget: Budget, output_dir, tracking_uri: str | None = None):
-        self.budget, self.tracking_uri = budget, tracking_uri
+    remote = True
+
+    def __init__(self, client, dataset, budget: Budget, output_dir, tracking_uri: str | None = None,
+                 parallel: str | None = "runs"):
+        self.client, self.dataset, self.budget, self.tracking_uri = client, dataset, budget, tracking_uri
+        self.parallel = parallel or "runs"
         self.pool = WorkerPool(client, dataset, output_dir, tracking_uri)
         #: How many candidates run at once: one per worker.
         self.slots = self.pool.slots
+        limits = [w.get("memory_limit") or 0 for w in client.scheduler_info().get("workers", {}).values()]
+        import dask  # optional: dask
+
+        pause = dask.config.get("distributed.worker.memory.pause") or 1.0
+        #: The bytes the smallest worker may use before Dask pauses it (``None``: no worker is limited).
+        self.worker_memory = pause * min(limits) if limits and min(limits) > 0 else None
         self._jobs: dict[str, Job] = {}
+        self._rows: list[Job] = []          # rows jobs waiting for the running ones to end
+        self._stopped: list[Outcome] = []   # a rows job Ctrl-C stopped while it ran here
+
+    @property
+    def free(self) -> int:
+        """Free workers; none while a candidate training across the workers' rows waits or runs."""
+        return 0 if self._rows else self.slots - self.pool.running
+
+    def place(self, config: dict) -> Placement:
+        """Whether ``config``'s candidate trains whole on one worker or across the workers' rows
+        (:func:`~qwkboost.autoblend.placement.place`)."""
+        return place(config, self.dataset, self.worker_memory, self.slots, self.parallel)
 
     @property
     def shared(self) -> bool:
@@ -88,8 +117,12 @@ class DaskExecutor:
         return self.pool.running
 
     def submit(self, job: Job) -> None:
-        """Start ``job`` on a free worker with the budget's seconds left for work."""
+        """Start ``job`` on a free worker with the budget's seconds left for work; a rows job
+        (:attr:`~qwkboost.autoblend.executor.Job.rows`) once no other runs."""
         self._jobs[job.name] = job
+        if job.rows:
+            self._rows.append(job)
+            return
         seconds = self.budget.left_for_work
         self.pool.submit(job.name, job.directory, _candidate, job, seconds, time.time() + seconds)
 
@@ -101,7 +134,19 @@ class DaskExecutor:
         Exception
             What a job raised that is not a stop (a candidate's own error ends the budget, as in one process).
         """
+        if self._rows and not self.pool.running:
+            return self._run_rows(self._rows.pop(0))
         return self._outcome(self.pool.next_result())
+
+    def _run_rows(self, job: Job) -> Outcome:
+        """``job``'s folds, each trained across every worker, driven from here on the budget's own clock."""
+        self._jobs.pop(job.name)
+        try:
+            return run_job(job, self.dataset, self.budget, where=f"rows across {self.slots} workers",
+                           client=self.client)
+        except KeyboardInterrupt:
+            self._stopped.append(Outcome(job.name, None, "stopped: the budget was stopped", dict(STOPPED)))
+            raise
 
     def _outcome(self, result: TaskResult) -> Outcome:
         job = self._jobs.pop(result.name)
@@ -140,5 +185,11 @@ class DaskExecutor:
         return self.next_outcome()
 
     def stop(self) -> list[Outcome]:
-        """Stop every running job after its current round; their outcomes."""
-        return [self._outcome(r) for r in self.pool.stop()]
+        """Stop every running job after its current round; their outcomes (a rows job that was waiting, as
+        stopped)."""
+        out, self._stopped = self._stopped, []
+        for job in self._rows:
+            self._jobs.pop(job.name, None)
+            out.append(Outcome(job.name, None, "stopped: the budget was stopped", dict(STOPPED)))
+        self._rows.clear()
+        return out + [self._outcome(r) for r in self.pool.stop()]

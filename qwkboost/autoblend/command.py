@@ -16,7 +16,7 @@ from qwkboost.autoblend.driver import AutoResult, AutoRun
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.config import check_config, is_ordinal, side_by_side
 from qwkboost.data.fingerprint import data_names
-from qwkboost.distributed.connection import ClusterSpec, connect
+from qwkboost.distributed.connection import connect
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.command import compose_choices
 from qwkboost.runs.experiment import load_dataset
@@ -45,20 +45,16 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         budget = Budget(settings.time_limit)
         if hc.mode == RunMode.MULTIRUN:
             raise ValueError("experiment=auto runs its candidates itself, within one time budget; run it without -m")
-        # on a cluster each candidate runs whole on one worker (qwkboost.autoblend.cluster): its own config
-        # trains on one machine
-        if (ClusterSpec.from_config(container.get("cluster")) or ClusterSpec()).parallel == "rows":
-            raise ValueError("experiment=auto runs each candidate whole on one worker (cluster.parallel=runs); "
-                             "cluster.parallel=rows trains one run's folds across the workers: use it with "
-                             "experiments/run.py or experiments/tune.py")
-        container, spec = side_by_side(container)
+        # on a cluster the budget places each candidate, whole on one worker or across the workers' rows
+        # (qwkboost.autoblend.placement): its own config names no cluster
+        container, spec = side_by_side(container, placed=True)
         check_config(container)
         if not is_ordinal(container["data"]):
             raise ValueError(f"experiment=auto blends for QWK and needs ordinal labels; data={container['data']['name']} "
                              "is a regression target (data.ordinal=false)")
         pairs = plan(settings.engines, settings.objectives)
         composed = compose_choices([[f"engine={c.engine}", f"objective={c.objective}"] for c in pairs])
-        composed = [side_by_side(rc)[0] for rc in composed]
+        composed = [side_by_side(rc, placed=True)[0] for rc in composed]
         for rc in composed:
             check_config(rc)
         # an unreachable tracking server stops the command before the data is read
@@ -73,8 +69,9 @@ def auto_command(cfg: DictConfig) -> AutoResult:
     import mlflow  # slow to import: mlflow
 
     with connect(spec) as client:
-        executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri())
-        log.info("auto: candidates run on the Dask cluster at %s, %d at once (one per worker)",
-                 spec.address or "127.0.0.1 (LocalCluster)", executor.slots)
+        executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri(), spec.parallel)
+        log.info("auto: candidates run on the Dask cluster at %s, %s", spec.address or "127.0.0.1 (LocalCluster)",
+                 f"each fold's rows across its {executor.slots} workers where the engine can (cluster.parallel=rows)"
+                 if spec.parallel == "rows" else f"{executor.slots} at once (one per worker)")
         return AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto",
                        executor=executor, **args).run()

@@ -36,7 +36,7 @@ from qwkboost.autoblend.candidates import Candidate, CostModel
 from qwkboost.autoblend.executor import Executor, GuardSpec, Job, LocalExecutor, Outcome
 from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.ranking import rank, shape_of
-from qwkboost.autoblend.schedule import run_defaults, screen_rest
+from qwkboost.autoblend.schedule import finish_running, run_defaults, screen_rest
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.autoblend.state import AutoState, config_hash, shared_part
 from qwkboost.autoblend.tuning import tune_best
@@ -176,6 +176,9 @@ class AutoRun:
         #: where candidates run (:mod:`qwkboost.autoblend.executor`): this process, one at a time, unless given
         self.executor: Executor = executor or LocalExecutor(dataset, self.budget, self.progress.tick)
         self._started: dict[str, tuple[dict, str, str]] = {}       # a started job's record so far
+        #: candidates a step left running on the executor for the next (name -> (candidate, None)): the last default
+        #: candidates on a cluster, while tuning starts beside them
+        self.running: dict[str, tuple] = {}
         self.cost = CostModel(self.shape)
         self.coming_mb = 0.0        # the pipeline expected of the candidate about to run (set_reserve)
         first = next(iter(self.configs.values()))
@@ -267,6 +270,13 @@ class AutoRun:
             log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec["seconds"],
                      rec.get("qwk_thresholds_oof_nested", float("nan")))
             return rec
+        where = self.executor.place(cfg)        # whole on one worker, or its rows across a cluster's workers
+        if where.how == "none":
+            if state.candidates.get(cand.name, {}).get("status") != "finished":
+                log.warning("auto: %s left out: %s", cand.name, where.why)
+                state.candidates[cand.name] = {**self._kept(state, cand), "status": "left out", "reason": where.why,
+                                               "why": why, "engine": cand.engine, "objective": cand.objective}
+            return None
         estimate = self.cost.estimate(cand)
         self.set_reserve(state, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
         # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
@@ -298,10 +308,13 @@ class AutoRun:
         for d in (self.out / "candidates", self.out / directory):    # a link in their place is not followed
             if d.is_symlink() or (d.exists() and not d.is_dir()):
                 d.unlink()
-        started = {"why": why, "started_at": round(self.budget.elapsed, 1),
+        if where.why:
+            log.info("auto: %s: %s", cand.name, where.why)
+        started = {"why": f"{why}; {where.why}" if where.why else why, "started_at": round(self.budget.elapsed, 1),
                    **({"estimate": round(estimate, 1)} if estimate is not None else {})}
         self._started[cand.name] = (started, cfg_hash, directory)
-        return Job(cand.name, run_cfg, self.out / directory, guard, self.experiment_id, self.parent_id)
+        return Job(cand.name, run_cfg, self.out / directory, guard, self.experiment_id, self.parent_id,
+                   rows=where.rows)
 
     def end_candidate(self, state: AutoState, cand: Candidate, outcome: Outcome) -> dict | None:
         """Record what became of ``cand``'s job (:meth:`start_candidate`): its record, or ``None`` if it was
@@ -529,6 +542,7 @@ class AutoRun:
                 run_defaults(self, state)
                 if self.settings.tune:
                     tune_best(self, state)
+                finish_running(self, state)
                 screen_rest(self, state)
             except KeyboardInterrupt:
                 if self.members(state):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from qwkboost.autoblend.budget import Budget, TimeGuard
+from qwkboost.autoblend.placement import WHOLE, Placement
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.exceptions import RunStopped
 from qwkboost.runs.experiment import run_experiment
@@ -54,7 +55,8 @@ class TrialSpec:
     Attributes
     ----------
     storage : str
-        The study's storage URL (one the workers reach: a file on a shared disk, PostgreSQL).
+        The study's storage URL (one the workers reach: a file on a shared disk, PostgreSQL, or the Dask scheduler's
+        memory, :func:`~qwkboost.runs.tuning.storage.on_the_scheduler`).
     study_name : str
     trial_id : int
         Optuna's id of the trial (``trial._trial_id``), not its number.
@@ -89,6 +91,9 @@ class Job:
         Its MLflow experiment and the budget's parent run; ``None`` logs nothing.
     trial : TrialSpec or None
         A tuning trial's study, for its pruner where it runs (:func:`run_job`).
+    rows : bool
+        Each fold's rows are trained across every worker of a cluster, through the engine's Dask interface
+        (:mod:`qwkboost.autoblend.placement`), rather than the whole candidate on one worker.
     """
 
     name: str
@@ -98,6 +103,7 @@ class Job:
     experiment_id: str | None = None
     parent_run_id: str | None = None
     trial: TrialSpec | None = None
+    rows: bool = False
 
 
 @dataclass
@@ -143,6 +149,16 @@ class Executor(Protocol):
 
     #: How many jobs it runs at once.
     slots: int
+    #: Whether its jobs run elsewhere (a cluster's workers): the driver then submits them and waits for outcomes,
+    #: even with one slot, and a pruner runs where its trial runs (:attr:`Job.trial`).
+    remote: bool
+
+    @property
+    def free(self) -> int:
+        """How many more jobs it would start now."""
+
+    def place(self, config: dict) -> Placement:
+        """Where a candidate of ``config`` would train (:class:`~qwkboost.autoblend.placement.Placement`)."""
 
     def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
         """Run ``job`` and return its outcome (``reporter(fold, valid, scores)`` after each fold: a pruner)."""
@@ -158,10 +174,12 @@ class Executor(Protocol):
 
 
 def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, int], None] | None = None,
-            reporter: Callable | None = None, where: str = "this process") -> Outcome:
+            reporter: Callable | None = None, where: str = "this process", client=None) -> Outcome:
     """Cross-validate ``job`` on ``dataset`` within ``budget`` (:class:`~qwkboost.autoblend.budget.TimeGuard` from its
     :class:`GuardSpec`); ``report(fold, round)`` after every round, ``reporter(fold, valid, scores)`` after every
-    fold (a tuning trial's pruner, which may stop it; by default the pruner of ``job.trial``, if any)."""
+    fold (a tuning trial's pruner, which may stop it; by default the pruner of ``job.trial``, if any). With a Dask
+    ``client``, each fold's rows train across its workers (:attr:`Job.rows`; the guard then acts between folds: the
+    engines' Dask interfaces take no callback from this process)."""
     g = job.guard
     if reporter is None and job.trial is not None:
         reporter = trial_reporter(job.trial, dataset)
@@ -177,7 +195,7 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
     try:
         row = run_experiment(job.config, job.experiment_id, parent_run_id=job.parent_run_id, run_name=job.name,
                              output_dir=job.directory, dataset=dataset, on_fold=on_fold, on_round=guard.on_round,
-                             progress=False)
+                             progress=False, client=client)
     except RunStopped as stop:
         return Outcome(job.name, None, str(stop), dict(stop.tags), time.monotonic() - t0, len(guard.capped),
                        guard.rescued, where)
@@ -191,8 +209,11 @@ def trial_reporter(spec: TrialSpec, dataset: Dataset):
 
     from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
 
+    from qwkboost.runs.tuning.storage import load_storage  # slow to import: optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=spec.study_name, storage=spec.storage, pruner=make_pruner(spec.pruner))
+    study = optuna.load_study(study_name=spec.study_name, storage=load_storage(spec.storage),
+                              pruner=make_pruner(spec.pruner))
     trial = optuna.trial.Trial(study, spec.trial_id)
     return FoldReporter(trial, spec.pruner, spec.metric, spec.method, dataset.y_train, class_range(dataset.classes),
                         dataset.w_train)
@@ -210,10 +231,18 @@ class LocalExecutor:
     """
 
     slots = 1
+    remote = False
 
     def __init__(self, dataset: Dataset, budget: Budget, report: Callable[[int, int, int], Any] | None = None):
         self.dataset, self.budget, self.report = dataset, budget, report
         self._queue: list[Job] = []
+
+    @property
+    def free(self) -> int:
+        return self.slots - len(self._queue)
+
+    def place(self, config: dict) -> Placement:
+        return WHOLE
 
     def submit(self, job: Job) -> None:
         self._queue.append(job)

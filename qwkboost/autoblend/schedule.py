@@ -180,9 +180,9 @@ def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
 
 def run_defaults(run, state) -> None:
     """Cross-validate the default candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`) within its
-    budget (module docstring); on an executor of several slots (a cluster), :func:`run_at_once`."""
+    budget (module docstring); on a cluster's executor, :func:`run_at_once`."""
     pairs = list(run.configs)
-    if run.executor.slots > 1:
+    if run.executor.remote:
         run_at_once(run, state, [(p, f"first: {run.why.get(p)}" if i == 0 else run.why.get(p, "default order"))
                                  for i, p in enumerate(pairs)])
         return
@@ -221,22 +221,46 @@ def screen_rest(run, state) -> None:
         _screen_one(run, state, pair, 0.5 * left)     # scoring the screen's rows comes after its cap
 
 
+def _finished_default(state, run) -> bool:
+    return any(r.get("status") == "finished" and r.get("trial") is None
+               and (r.get("engine"), r.get("objective")) in run.configs for r in state.candidates.values())
+
+
+def finish_running(run, state) -> None:
+    """Wait for the candidates a step left running (:attr:`~qwkboost.autoblend.driver.AutoRun.running`: the last
+    default candidates, when tuning started beside them) and record them; Ctrl-C stops them."""
+    try:
+        while run.running:
+            outcome = run.executor.next_outcome()
+            cand, _ = run.running.pop(outcome.name)
+            run.end_candidate(state, cand, outcome)
+    except KeyboardInterrupt:
+        for outcome in run.executor.stop():
+            run.end_candidate(state, run.running.pop(outcome.name)[0], outcome)
+        raise
+
+
 def run_at_once(run, state, queue) -> None:
     """Cross-validate ``queue`` (``(pair, reason)`` in order) on ``run``'s executor, as many at once as it has slots
     (a cluster's free workers).
 
     Whenever a slot is free the next candidate that fits in the time left is started (:func:`fitted`, with the
     running candidates' blend members and pipelines kept in the reserve); a finished one corrects the cost model
-    for the rest. A candidate whose worker was lost runs again once, if it still fits, else is dropped, with a log
-    line. Ctrl-C or SIGTERM stops every running candidate after its current round and records them as stopped.
-    Screening is not used here: every slot already gives a candidate a look."""
+    for the rest. A candidate that trains across the workers' rows (:mod:`qwkboost.autoblend.placement`) holds the
+    free workers until it has run. A candidate whose worker was lost runs again once, if it still fits, else is
+    dropped, with a log line. Ctrl-C or SIGTERM stops every running candidate after its current round and records
+    them as stopped. Screening is not used here: every slot already gives a candidate a look.
+
+    When every candidate has started and a worker is free, the running ones are left running for tuning to start
+    beside them (with ``auto.tune``, once one has finished): they are handed on in ``run.running``, which tuning and
+    :func:`finish_running` wait for."""
     from qwkboost.autoblend.executor import Job  # slow to import: matplotlib (a run's plots)
 
     executor = run.executor
     queue, running, retried = list(queue), {}, set()
     try:
         while queue or running:
-            while queue and len(running) < executor.slots and run.budget.left_for_work > 0:
+            while queue and executor.free > 0 and run.budget.left_for_work > 0:
                 pair, reason = queue.pop(0)
                 cand, cfg, faster = fitted(run, state, pair)
                 job = run.start_candidate(state, cand, cfg, why=f"{reason}; {faster}" if faster else reason,
@@ -246,6 +270,11 @@ def run_at_once(run, state, queue) -> None:
                     running[job.name] = (cand, pair, reason)
             if not running:
                 break
+            if not queue and executor.free > 0 and run.settings.tune and _finished_default(state, run):
+                # a worker is free and no default candidate is left to start: tuning starts on it now, and the
+                # running candidates end while it goes on (finish_running)
+                run.running.update({name: (cand, None) for name, (cand, _, _) in running.items()})
+                return
             outcome = executor.next_outcome()
             cand, pair, reason = running.pop(outcome.name)
             run.end_candidate(state, cand, outcome)

@@ -103,7 +103,7 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
     if out_of_time():
         return
     log.info("auto: tuning %s-%s (%d trial(s) in its study so far)", *pair, len(study.trials))
-    if run.executor.slots > 1:
+    if run.executor.remote:
         _tune_at_once(run, state, pair, study, seconds, out_of_time, why)
         return
     study.optimize(objective, callbacks=[stop_when_out_of_time], gc_after_trial=False)
@@ -113,32 +113,46 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
     """Trials of ``pair`` on ``run``'s executor, as many at once as it has slots, until the next would not fit.
 
     Optuna's ask-and-tell interface: each trial is drawn here, runs where a slot is free, and reports its folds to
-    the study from there, where its pruner runs (the study's SQLite file in the output directory, which the
-    workers of a ``LocalCluster`` or a shared disk see; workers on other machines run their trials unpruned, said
-    once in the log)."""
+    the study from there, where its pruner runs: in the study's SQLite file in the output directory when the
+    workers see it (a ``LocalCluster``, a shared disk); else in a working copy of the study in the Dask scheduler's
+    memory (:func:`~qwkboost.runs.tuning.storage.on_the_scheduler`), each trial copied to the file as it ends.
+    The default candidates still running when tuning starts (``run.running``) end beside the trials."""
     import optuna  # slow to import: optuna
 
     from qwkboost.autoblend.executor import Job, TrialSpec  # slow to import: scipy, sklearn, matplotlib
+    from qwkboost.runs.tuning.storage import on_the_scheduler, scheduler_url, write_back  # slow to import: optuna
 
     cfg = run.configs[pair]
+    record = study
     storage = f"sqlite:///{(run.out / 'tuning.db').resolve()}"
-    prunable = getattr(run.executor, "shared", True)
-    if not prunable:
-        log.info("auto: the workers do not see %s, so %s-%s's trials run unpruned", run.out, *pair)
-    running: dict[str, tuple] = {}
+    if not getattr(run.executor, "shared", True):
+        work = on_the_scheduler(study, run.executor.client)
+        if work is None:
+            log.info("auto: the workers do not see %s and optuna-integration is not installed, so %s-%s's trials "
+                     "run unpruned (pip install 'qwkboost[cluster]')", run.out, *pair)
+        else:
+            study, storage = work, scheduler_url(work)
+    prunable = study is not record or getattr(run.executor, "shared", True)
+
+    def tell(trial, *args, **kwargs) -> None:
+        study.tell(trial, *args, **kwargs)
+        if study is not record:
+            write_back(study, trial._trial_id, record)
+
+    running = run.running       # with the default candidates still running beside tuning (trial None)
     left_out = False        # a trial was left out: no more are asked, the running ones finish
     try:
         while True:
-            while len(running) < run.executor.slots and not left_out and not out_of_time():
+            while run.executor.free > 0 and not left_out and not out_of_time():
                 trial = study.ask()
                 cand, trial_cfg = _draw(trial, pair, cfg)
                 job = run.start_candidate(state, cand, trial_cfg, rescue=False, why=why, running=len(running))
                 if job is None:         # left out: no trial of this pair fits any more
-                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    tell(trial, state=optuna.trial.TrialState.PRUNED)
                     left_out = True
                     break
                 if not isinstance(job, Job):        # the same trial finished before
-                    study.tell(trial, job["qwk_thresholds_oof"])
+                    tell(trial, job["qwk_thresholds_oof"])
                     continue
                 if prunable:
                     job = replace(job, trial=TrialSpec(storage, study.study_name, trial._trial_id,
@@ -151,14 +165,17 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
             outcome = run.executor.next_outcome()
             cand, trial = running.pop(outcome.name)
             rec = run.end_candidate(state, cand, outcome)
+            if trial is None:       # a default candidate that ran beside the trials
+                continue
             if rec is None:
-                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                tell(trial, state=optuna.trial.TrialState.PRUNED)
             else:
                 seconds.append(rec["seconds"])
-                study.tell(trial, rec["qwk_thresholds_oof"])
+                tell(trial, rec["qwk_thresholds_oof"])
     except KeyboardInterrupt:
         for outcome in run.executor.stop():
             cand, trial = running.pop(outcome.name)
             run.end_candidate(state, cand, outcome)
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            if trial is not None:
+                tell(trial, state=optuna.trial.TrialState.FAIL)
         raise

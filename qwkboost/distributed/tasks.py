@@ -1,7 +1,8 @@
 """Whole runs as Dask tasks, one per worker at a time: the cluster's side of a budget's executor
 (:mod:`qwkboost.autoblend.cluster`), which says what a task runs; this module only runs it.
 
-- **Data once.** The data goes to every worker once (:meth:`distributed.Client.scatter`), never once per task.
+- **Data once.** The data goes to every worker once (:meth:`distributed.Client.scatter`), with the first task,
+  never once per task.
 - **Stops.** :meth:`WorkerPool.stop` sets a Dask :class:`~distributed.Event` that a running task reads through the
   ``stopped()`` it is given (at most once a second): the task ends by itself, between rounds, and its result comes
   back. A task still running after a grace period is cancelled.
@@ -158,7 +159,7 @@ class WorkerPool:
         self.shared = all(seen.values())
         if tracking_uri is not None:
             check_reachable_by_workers(client, tracking_uri, "tracking.uri", TRACKING_FIX)
-        self._data = client.scatter(data, broadcast=True, hash=False)
+        self._given, self._data = data, None        # sent on the first task: a budget whose data fits no worker
         self._stop_name = f"qwkboost-stop-{uuid.uuid4().hex}"
         self._stop = Event(self._stop_name, client=client)
         self._running: dict[Any, tuple[str, Path]] = {}
@@ -173,6 +174,8 @@ class WorkerPool:
         its files go (on the worker: there, or a temporary one sent back), ``stopped()`` says whether the pool was
         stopped, ``where`` and ``nthreads`` are the worker's address and threads."""
         token = f"{name}-{uuid.uuid4().hex[:12]}"
+        if self._data is None:
+            self._data = self.client.scatter(self._given, broadcast=True, hash=False)
         future = self.client.submit(_task, fn, name, str(directory), self._data, token, self._stop_name, self.shared,
                                     self.tracking_uri, args, key=f"qwkboost-{token}", pure=False, retries=0)
         self._running[future] = (name, Path(directory))

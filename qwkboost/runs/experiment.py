@@ -164,7 +164,7 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
 def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, output_dir: str | Path | None = None,
                    dataset: Dataset | None = None, on_start=None, on_fold=None, on_round=None,
-                   progress: bool | None = None) -> dict[str, Any]:
+                   progress: bool | None = None, client=None) -> dict[str, Any]:
     """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
 
     Parameters
@@ -192,6 +192,9 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         :class:`~qwkboost.exceptions.RunStopped` there stops the run in the middle of a fold, as ``on_fold`` does.
     progress : bool, optional
         The folds' progress bar (default: on a terminal); a driver with a bar of its own turns it off.
+    client : distributed.Client, optional
+        Train each fold's rows across this client's Dask workers (a budget's cluster, already connected); else
+        those of ``cfg``'s ``cluster``, if it names one.
 
     Returns
     -------
@@ -218,6 +221,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                                "data": cfg["data"]["name"], "command": tracking.command_line(),
                                **({} if spec is None else {"cluster": spec.address or
                                                            f"local:{spec.n_workers}x{spec.threads_per_worker}"}),
+                               **({} if given is None else {"cluster": given.scheduler.address}),
                                **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
         cv = cross_validate(
             ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
@@ -254,8 +258,9 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         return row
 
     # the cluster first: a scheduler that does not answer stops the command before its MLflow run starts
-    with contextlib.nullcontext() if spec is None else connect(spec) as client:
-        if client is not None:
+    given = client
+    with contextlib.nullcontext(given) if spec is None or given is not None else connect(spec) as client:
+        if client is not None and given is None:
             log.info("%s: training on the Dask cluster at %s (%d workers)", run_name,
                      spec.address or "127.0.0.1 (LocalCluster)", len(client.scheduler_info()["workers"]))
         if experiment_id is None:

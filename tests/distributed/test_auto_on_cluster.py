@@ -10,7 +10,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from conftest import TINY_OVERRIDES, run_in_process
+from conftest import TINY, TINY_OVERRIDES, run_in_process
 from qwkboost.exceptions import ConfigError
 
 SMALL = ["data.n_train=1500", "data.n_test=800", "cv.n_splits=3"]
@@ -36,6 +36,9 @@ def test_auto_on_a_local_cluster_runs_candidates_and_trials_side_by_side(mlflow_
     # side by side: some candidate started before another one had ended
     spans = sorted((r.started_at, r.started_at + r.seconds) for r in finished.itertuples())
     assert any(b[0] < a[1] - 1.0 for a, b in zip(spans, spans[1:]))
+    # tuning starts on the first free worker while the last default candidate still runs on the other
+    defaults = finished[~finished["candidate"].str.contains("-trial-")]
+    assert trials["started_at"].min() < (defaults["started_at"] + defaults["seconds"]).max()
     # the candidates' files, in the same directory as on one machine
     for d in finished["candidate"]:
         assert (out / "candidates" / d / "oof.parquet").exists()
@@ -73,7 +76,6 @@ def test_the_same_directory_again_reuses_what_the_cluster_finished(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, words", [
-    (["experiment=auto", "cluster=local", "cluster.parallel=rows"], "experiment=auto runs each candidate whole"),
     (["cluster=local", "cluster.parallel=runs", "engine=xgboost"], "a single run trains its folds' rows"),
     (["cluster=local", "cluster.parallel=sideways"], "cluster.parallel must be runs"),
 ])
@@ -81,6 +83,18 @@ def test_what_a_cluster_cannot_do_is_refused_in_one_line(tmp_path, overrides, wo
     with pytest.raises(ConfigError, match=words) as err:
         run_in_process([*overrides, *TINY_OVERRIDES, "tracking.uri=null"], tmp_path / "out")
     assert "\n" not in str(err.value)
+
+
+def test_rows_on_request_train_each_candidate_s_folds_across_the_workers_where_its_engine_can(tmp_path):
+    out = tmp_path / "out"
+    run_in_process(["experiment=auto", "cluster=local", "cluster.parallel=rows", "auto.time_limit=40",
+                    "auto.engines=[lightgbm,xgboost]", "auto.objectives=[squared_error]", "auto.tune=false", *SMALL,
+                    "tracking.uri=null"], out)
+    board = pd.read_csv(out / "leaderboard.csv").set_index("candidate")
+    assert (board["status"] == "finished").all()
+    assert board.loc["xgboost-squared_error", "worker"] == "rows across 2 workers"
+    assert board.loc["lightgbm-squared_error", "worker"].startswith("tcp://127.0.0.1:")     # no Dask early stopping
+    assert "whole on one worker: lightgbm.dask" in board.loc["lightgbm-squared_error", "why"]
 
 
 def test_tune_on_a_local_cluster_runs_trials_on_both_workers(mlflow_store, tmp_path):
@@ -144,3 +158,74 @@ def test_a_worker_killed_mid_candidate_loses_only_that_candidate_which_runs_agai
     assert (board["status"] == "finished").sum() == 4
     lines = [r.getMessage() for r in caplog.records]
     assert any("xgboost-squared_error lost its Dask worker" in m and "it runs again" in m for m in lines), lines
+
+
+def _budget_on(client, ds, out, seconds, engines, objectives, tune, shape=None, parallel=None):
+    """An auto budget on ``client``'s workers built as ``qb.auto`` builds it, with its executor handed back so a
+    test can shape the cluster it sees (``shape(executor)``)."""
+    from qwkboost.autoblend.api import candidate_config
+    from qwkboost.autoblend.budget import Budget
+    from qwkboost.autoblend.candidates import plan, runnable_configs
+    from qwkboost.autoblend.cluster import DaskExecutor
+    from qwkboost.autoblend.driver import AutoRun
+    from qwkboost.autoblend.settings import AutoSettings
+
+    settings = AutoSettings.from_config({"time_limit": seconds, "engines": engines, "objectives": objectives,
+                                         "tune": tune})
+    budget = Budget(seconds)
+    configs = runnable_configs({c.pair: candidate_config(c.engine, c.objective, n_splits=3, data=TINY["data"])
+                                for c in plan(engines, objectives)}, ds)
+    executor = DaskExecutor(client, ds, budget, out, parallel=parallel)
+    if shape is not None:
+        shape(executor)
+    return AutoRun(settings, configs, ds, out, None, "auto", budget=budget, progress=False, executor=executor).run()
+
+
+def test_data_too_large_for_a_worker_trains_across_the_rows_where_it_can_and_is_left_out_saying_why(tmp_path,
+                                                                                                    caplog):
+    import logging
+
+    from qwkboost.autoblend.placement import data_bytes, need
+    from qwkboost.distributed.connection import ClusterSpec, connect
+    from qwkboost.runs.experiment import load_dataset
+
+    ds = load_dataset(TINY["data"], 0)
+
+    def small_workers(executor):    # as on workers that hold less than any engine's copies of this data
+        executor.worker_memory = min(need(e, data_bytes(ds)) for e in ("lightgbm", "xgboost")) - 1
+
+    with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as client, \
+            caplog.at_level(logging.INFO, logger="qwkboost.autoblend"):
+        result = _budget_on(client, ds, tmp_path / "out", 40, ["lightgbm", "xgboost"], ["squared_error"], False,
+                            small_workers)
+    board = result.leaderboard.set_index("candidate")
+    assert board.loc["xgboost-squared_error", "status"] == "finished"
+    assert board.loc["xgboost-squared_error", "worker"] == "rows across 2 workers"
+    assert "does not fit one worker" in board.loc["xgboost-squared_error", "why"]
+    assert board.loc["lightgbm-squared_error", "status"] == "left out"
+    assert "cannot train across workers' rows" in board.loc["lightgbm-squared_error", "note"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("auto: lightgbm-squared_error left out: its data does not fit one worker") for m in lines)
+
+
+def test_workers_that_see_no_file_prune_trials_on_the_study_kept_by_the_scheduler(client, tmp_path):
+    """Workers on other machines do not see ``tuning.db``: the trials report their folds to a copy of the study in
+    the scheduler's memory, where the pruner runs, and each trial ends up in ``tuning.db`` as on one machine."""
+    from qwkboost.runs.experiment import load_dataset
+
+    ds = load_dataset(TINY["data"], 0)
+
+    def elsewhere(executor):
+        executor.pool.shared = False
+
+    out = tmp_path / "out"
+    result = _budget_on(client, ds, out, 40, ["lightgbm"], ["squared_error"], True, elsewhere)
+    board = result.leaderboard
+    trials = board[board["candidate"].str.contains("-trial-") & board["status"].isin(["finished", "pruned"])]
+    assert len(trials) >= 3 and trials["worker"].str.startswith("tcp://").all()
+    study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{out}/tuning.db")[0],
+                              storage=f"sqlite:///{out}/tuning.db")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(study.trials) >= len(trials) and done
+    assert all(len(t.intermediate_values) == 3 for t in done)     # reported from the workers, fold by fold
+    assert {t.number for t in study.trials} == set(range(len(study.trials)))

@@ -3,6 +3,7 @@ files sent back from a worker that does not see the output directory, two at onc
 worker."""
 
 import copy
+from dataclasses import replace
 import os
 import signal
 import time
@@ -111,3 +112,40 @@ def test_a_lost_worker_loses_only_its_task(ds, tmp_path):
     assert outcomes["short"].row is not None and np.isfinite(outcomes["short"].row["qwk_thresholds_oof"])
     long = outcomes["long"]
     assert long.row is None and long.tags == LOST_WORKER and long.lost and "worker was lost" in long.stopped
+
+
+def test_a_rows_job_waits_for_the_running_one_then_trains_across_both_workers(client, ds, tmp_path):
+    """A candidate placed across the workers' rows (its data too large for one worker) holds the cluster: it starts
+    once the running candidate has ended, and its folds' tasks run on both workers."""
+    from distributed import get_task_stream
+
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    executor.submit(_job(tmp_path, "whole"))
+    assert executor.free == 1
+    executor.submit(replace(_job(tmp_path, "rows"), rows=True))
+    assert executor.free == 0                       # nothing more starts while it waits
+    with get_task_stream(client) as stream:
+        first = executor.next_outcome()
+        ended = time.time()
+        second = executor.next_outcome()
+    assert first.name == "whole" and first.where in client.scheduler_info()["workers"]
+    assert second.name == "rows" and second.where == "rows across 2 workers" and second.row is not None
+    engine_tasks = [t for t in stream.data if not str(t["key"]).startswith("qwkboost-")]
+    assert {t["worker"] for t in engine_tasks} == set(client.scheduler_info()["workers"])
+    assert min(s["start"] for t in engine_tasks for s in t["startstops"]) >= ended - 0.5
+    assert (tmp_path / "candidates" / "rows" / "oof.parquet").exists()
+    assert executor.free == 2
+    # the same candidate in this process, its rows on one machine: the same model up to XGBoost's sketch of them
+    here = LocalExecutor(ds, Budget(600)).run(_job(tmp_path, "here"))
+    assert abs(second.row["qwk_thresholds_oof"] - here.row["qwk_thresholds_oof"]) < 0.02
+
+
+def test_a_stop_reaches_a_rows_job_that_waits(client, ds, tmp_path):
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    executor.submit(_job(tmp_path, "long", n_splits=2, long=True))
+    executor.submit(replace(_job(tmp_path, "rows"), rows=True))
+    _wait_running(client, ["long"])
+    outcomes = {o.name: o for o in executor.stop()}
+    assert set(outcomes) == {"long", "rows"}
+    assert all(o.row is None and o.tags == STOPPED for o in outcomes.values())
+    assert not (tmp_path / "candidates" / "rows").exists()      # it never began

@@ -22,7 +22,8 @@ from qwkboost import tracking
 from qwkboost.tracking.interrupt import is_alive
 
 __all__ = ["default_storage", "shown_url", "check_study_file", "open_storage", "quiet_experimental",
-           "fail_dead_trials", "kill_orphan_runs"]
+           "fail_dead_trials", "kill_orphan_runs", "on_the_scheduler", "scheduler_url", "write_back", "load_storage",
+           "SCHEDULER_SCHEME"]
 
 #: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
 _PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()[:8], "big", signed=True)
@@ -224,3 +225,51 @@ def kill_orphan_runs(study, client) -> None:
         run_id = tr.user_attrs.get("mlflow_run_id")
         if run_id and client.get_run(run_id).info.status == "RUNNING":
             client.set_terminated(run_id, "KILLED")
+
+
+#: The URL scheme of a study kept in a Dask scheduler's memory (:func:`on_the_scheduler`).
+SCHEDULER_SCHEME = "dask-scheduler://"
+
+
+def on_the_scheduler(study, client) -> optuna.Study | None:
+    """A working copy of ``study`` in the memory of ``client``'s Dask scheduler
+    (:class:`optuna_integration.DaskStorage`), which every worker reaches with no file and no database: its finished
+    trials copied in, so the sampler and pruner see them; :func:`write_back` copies each new one to ``study``.
+
+    Returns
+    -------
+    optuna.Study or None
+        ``None`` when ``optuna-integration`` is not installed (the ``cluster`` extra installs it).
+    """
+    try:
+        from optuna_integration import DaskStorage  # optional: optuna-integration
+    except ImportError:
+        return None
+    name = f"qwkboost-{study.study_name}-{os.getpid()}-{id(study)}"
+    with quiet_experimental():
+        work = optuna.create_study(storage=DaskStorage(name=name, client=client), study_name=study.study_name,
+                                   direction=study.direction, sampler=study.sampler, pruner=study.pruner)
+    work.add_trials([t for t in study.get_trials(deepcopy=False) if t.state.is_finished()])
+    work.set_user_attr("qwkboost.storage", SCHEDULER_SCHEME + name)
+    return work
+
+
+def scheduler_url(work) -> str:
+    """The URL by which a worker opens ``work`` (:func:`on_the_scheduler`; :func:`load_storage`)."""
+    return work.user_attrs["qwkboost.storage"]
+
+
+def write_back(work, trial_id: int, study) -> None:
+    """Copy ``work``'s finished trial ``trial_id`` into ``study`` (the record kept on disk)."""
+    study.add_trial(work._storage.get_trial(trial_id))
+
+
+def load_storage(url: str):
+    """The storage of ``url``: a study on the Dask scheduler (:data:`SCHEDULER_SCHEME`, opened from a worker) or
+    an RDB URL as given."""
+    if not url.startswith(SCHEDULER_SCHEME):
+        return url
+    from optuna_integration import DaskStorage  # optional: optuna-integration
+
+    with quiet_experimental():
+        return DaskStorage(name=url[len(SCHEDULER_SCHEME):])

@@ -1,0 +1,127 @@
+r"""Where a candidate trains on a Dask cluster: whole on one worker, or each fold's rows across every worker.
+
+A budget on a cluster runs each candidate whole on one worker, side by side (:mod:`qwkboost.autoblend.cluster`).
+That needs the worker to hold the data and the engine's copies of it while it trains. A candidate whose data does
+not fit one worker, or every candidate with ``cluster.parallel=rows``, trains each fold's rows across the workers
+instead, through its engine's Dask interface (:func:`~qwkboost.distributed.cluster.train_dask`), alone on the
+cluster while it runs. Only an engine whose workers add up the objective's sums and the early-stopping metric over
+every row trains a candidate that way exactly (XGBoost's); any other is left out when it does not fit, with the
+reason, rather than trained on a different objective.
+
+A worker's need is estimated as
+
+.. math:: \text{need} = M_0 + c_e + m_e \cdot \text{bytes}(X_\text{train}, X_\text{test}),
+
+with :math:`M_0` a worker process with the libraries loaded (:data:`PROCESS_BYTES`), and :math:`m_e` and
+:math:`c_e` the engine's memory per byte of features and its fixed part (:data:`MEMORY`, fitted by
+``benchmarks/candidate_memory.py`` on 5 numeric columns, where per-row arrays weigh most: wider data needs less per
+byte, so the rule errs towards rows). A candidate fits when its need is within the fraction of the smallest worker's
+``memory_limit`` at which Dask pauses a worker (``distributed.worker.memory.pause``, 0.8 by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from qwkboost.config import objective_ref
+from qwkboost.data.dataset import Dataset
+from qwkboost.distributed.cluster import check_dask_categorical, check_dask_objective, dask_support
+from qwkboost.objectives import get as get_objective
+
+__all__ = ["Placement", "WHOLE", "MEMORY", "PROCESS_BYTES", "need", "place", "data_bytes", "rows_refusal"]
+
+#: Memory of one candidate's 5-fold cross-validation on one thread beyond the process before it, by engine:
+#: ``(bytes per byte of features, fixed bytes)``, fitted at 50,000 and 200,000 rows
+#: (``benchmarks/results/candidate_memory.json``) and rounded up.
+MEMORY: dict[str, tuple[float, int]] = {"xgboost": (15.0, 32 * 2**20), "lightgbm": (19.0, 32 * 2**20),
+                                        "catboost": (25.0, 32 * 2**20), "native": (18.0, 32 * 2**20)}
+#: The largest of those, for an engine not measured.
+DEFAULT_MEMORY = (max(m for m, _ in MEMORY.values()), max(c for _, c in MEMORY.values()))
+#: A worker process with Python and the engines loaded, before any candidate (measured: 280 to 350 MB).
+PROCESS_BYTES = 384 * 2**20
+
+
+def need(engine: str, nbytes: int) -> float:
+    """The bytes a worker needs to cross-validate a candidate of ``engine`` on ``nbytes`` of features."""
+    per_byte, fixed = MEMORY.get(engine, DEFAULT_MEMORY)
+    return PROCESS_BYTES + fixed + per_byte * nbytes
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a candidate trains.
+
+    Attributes
+    ----------
+    how : {"whole", "rows", "none"}
+        ``whole``: the whole cross-validated run on one worker (or in this process); ``rows``: each fold's rows
+        across every worker; ``none``: nowhere on this cluster (left out).
+    why : str
+        The reason, for the log and the leaderboard (empty for ``whole`` when nothing needed deciding).
+    """
+
+    how: str
+    why: str = ""
+
+    @property
+    def rows(self) -> bool:
+        return self.how == "rows"
+
+
+#: A candidate trained whole where it runs.
+WHOLE = Placement("whole")
+
+
+def data_bytes(dataset: Dataset) -> int:
+    """The bytes of ``dataset``'s features (training and test rows), what a worker holds before any engine copy."""
+    return int(dataset.X_train.nbytes + (0 if dataset.X_test is None else dataset.X_test.nbytes))
+
+
+def rows_refusal(config: Mapping, dataset: Dataset) -> str | None:
+    """Why ``config``'s candidate cannot train its rows across workers exactly (its engine's Dask interface, its
+    objective, early stopping, categorical columns); ``None`` if it can."""
+    engine = config["engine"]["name"]
+    try:
+        dask_support(engine)
+        obj = get_objective(objective_ref(config["objective"]), **(config["objective"].get("params") or {}))
+        check_dask_objective(engine, obj, config["engine"].get("early_stopping_rounds") is not None)
+        check_dask_categorical(engine, [dataset.schema.column_name(j) for j in dataset.schema.categorical])
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def place(config: Mapping, dataset: Dataset, worker_memory: float | None, n_workers: int,
+          parallel: str = "runs") -> Placement:
+    """Where ``config``'s candidate trains on a cluster of ``n_workers`` whose smallest worker may use
+    ``worker_memory`` bytes before Dask pauses it (``None``: no limit), with ``cluster.parallel`` ``parallel``
+    (module docstring).
+
+    Returns
+    -------
+    Placement
+        ``rows`` when asked for (``parallel="rows"``) or when the data does not fit one worker, if the engine can;
+        else ``whole`` when it fits, else ``none`` with the reason.
+    """
+    engine = config["engine"]["name"]
+    needed = need(engine, data_bytes(dataset))
+    fits = worker_memory is None or needed <= worker_memory
+    refusal = rows_refusal(config, dataset) if parallel == "rows" or not fits else None
+    if parallel == "rows":
+        if refusal is None:
+            return Placement("rows", f"cluster.parallel=rows: each fold's rows across the {n_workers} workers")
+        if fits:
+            return Placement("whole", f"whole on one worker: {_first_sentence(refusal)}")
+    if fits:
+        return WHOLE
+    size = f"about {needed / 2**30:.1f} GiB with {engine}'s copies, and a worker has {worker_memory / 2**30:.1f} GiB"
+    if refusal is None:
+        return Placement("rows", f"its data does not fit one worker ({size}): each fold's rows across the "
+                                 f"{n_workers} workers")
+    return Placement("none", f"its data does not fit one worker ({size}), and it cannot train across workers' "
+                             f"rows: {_first_sentence(refusal)}")
+
+
+def _first_sentence(text: str) -> str:
+    return text.split("; ")[0].split(". ")[0]
