@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["DaskProcesses", "running_dask"]
+__all__ = ["DaskProcesses", "running_dask", "can_hide"]
+
+
+def can_hide() -> bool:
+    """Whether this machine lets a process mount over a folder in a namespace of its own (``running_dask(hide=)``)."""
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                               "mount -t tmpfs qwkboost-hidden /mnt"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 def _cli(*args: str) -> list[str]:
     """The ``dask`` command of this interpreter's environment (as a user types it)."""
@@ -56,17 +65,26 @@ def _wait_for_file(path: Path, proc: subprocess.Popen, timeout: float) -> dict:
 
 
 @contextlib.contextmanager
-def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool = False) -> Iterator[DaskProcesses]:
-    """A scheduler and ``n_workers`` workers of ``nthreads`` threads, their files and logs in ``directory``."""
+def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool = False,
+                 hide: Path | None = None) -> Iterator[DaskProcesses]:
+    """A scheduler and ``n_workers`` workers of ``nthreads`` threads, their files and logs in ``directory``.
+
+    ``hide``: a folder of this machine the workers do not see, as workers on other machines would not. Each worker
+    runs in a mount namespace of its own (``unshare -m``) with an empty ``tmpfs`` over that folder.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     scheduler_file = directory / "scheduler.json"
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     procs: list[subprocess.Popen] = []
 
-    def start(args, log_name):
+    def start(args, log_name, hidden=None):
         log = open(directory / log_name, "w")
-        p = subprocess.Popen(_cli(*args), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=directory,
+        cmd = _cli(*args)
+        if hidden is not None:
+            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   'mount -t tmpfs qwkboost-hidden "$0" && exec "$@"', str(hidden), *cmd]
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=directory,
                              start_new_session=True)
         procs.append(p)
         return p
@@ -77,7 +95,7 @@ def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool =
         info = _wait_for_file(scheduler_file, scheduler, 60.0)
         workers = [start(["worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
                           "--nthreads", str(nthreads), "--nworkers", "1", "--no-dashboard",
-                          "--nanny" if nanny else "--no-nanny", "--name", f"w{i}"], f"worker{i}.log")
+                          "--nanny" if nanny else "--no-nanny", "--name", f"w{i}"], f"worker{i}.log", hide)
                    for i in range(n_workers)]
         d = DaskProcesses(info["address"], scheduler, workers, directory)
         d.worker_addresses()

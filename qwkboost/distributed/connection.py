@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 from qwkboost.exceptions import ConfigError
 from qwkboost.validation import check_int
 
-__all__ = ["ClusterSpec", "connect", "check_reachable_by_workers", "sees_path", "TRACKING_FIX"]
+__all__ = ["ClusterSpec", "connect", "check_reachable_by_workers", "blind_workers", "sees_path", "TRACKING_FIX"]
 
 #: What workers that cannot reach the MLflow store need.
 TRACKING_FIX = "give an MLflow server the workers reach (tracking.uri=http://host:5000)"
@@ -124,6 +124,20 @@ def sees_path(path: str) -> bool:
     return os.path.exists(path)
 
 
+def blind_workers(client, uri: str) -> list[str]:
+    """The workers of ``client`` that do not see ``uri``, a store of this machine (an SQLite URL, a folder or
+    ``file://`` URL); none for a server's URL (``http://``, ``postgresql://``)."""
+    if uri.startswith(("http://", "https://", "postgresql", "mysql", "databricks")):
+        return []
+    if uri.startswith("sqlite"):
+        from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
+
+        path = make_url(uri).database
+    else:
+        path = uri.removeprefix("file://")
+    return [w for w, s in client.run(sees_path, str(path)).items() if not s]
+
+
 def check_reachable_by_workers(client, uri: str, what: str, fix: str) -> None:
     """Refuse, in one line, a store of this machine (an SQLite URL, a folder or ``file://`` URL) that some worker
     of ``client`` does not see; a server's URL (``http://``, ``postgresql://``) is left to the server.
@@ -133,16 +147,8 @@ def check_reachable_by_workers(client, uri: str, what: str, fix: str) -> None:
     ConfigError
         Naming ``what``, the workers that do not see it, and ``fix``.
     """
-    if uri.startswith(("http://", "https://", "postgresql", "mysql", "databricks")):
-        return
-    if uri.startswith("sqlite"):
-        from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
-
-        path = make_url(uri).database
-    else:
-        path = uri.removeprefix("file://")
-    seen = client.run(sees_path, str(path))
-    blind = [w for w, s in seen.items() if not s]
+    blind = blind_workers(client, uri)
     if blind:
+        path = uri.removeprefix("file://").removeprefix("sqlite:///")
         raise ConfigError(f"{what} is a file of this machine ({path}) that the Dask worker(s) at {', '.join(blind)} "
                           f"do not see; {fix}")

@@ -1,7 +1,8 @@
 """The cluster path as a user meets it: ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1, the
 commands as processes. Ctrl-C on ``experiment=auto`` stops the candidates running on the workers (every MLflow run
 KILLED, the workers free again); ``tune.py`` shares a study in PostgreSQL across the workers and goes on to its
-total when one worker is killed mid-trial."""
+total when one worker is killed mid-trial; workers that do not see this machine's files (as on other machines)
+tune with no database server and send auto's files back."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import mlflow
 import optuna
 import pytest
 
-from dask_processes import running_dask
+from dask_processes import can_hide, running_dask
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "CI": "true"}
@@ -121,3 +122,51 @@ def test_tuning_shares_a_postgresql_study_and_survives_a_killed_worker(postgres_
     assert not [r for r in runs if r.info.status == "RUNNING"]
     killed = [r for r in runs if r.info.status == "KILLED"]
     assert len(killed) == 1 and killed[0].info.run_name == f"trial {failed[0].number}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not can_hide(), reason="needs unshare and mount (root) to hide a folder from the workers")
+def test_workers_that_do_not_see_this_machine_s_files_tune_with_no_server_and_send_auto_s_files_back(
+        mlflow_store, tmp_path):
+    """Workers as on other machines (the client's folder hidden from them): ``tune.py`` with its default SQLite file
+    runs the study on the scheduler, each trial copied back to the file; auto's candidates send their files back and
+    its trials prune on the scheduler's copy of its study."""
+    from distributed import Client
+
+    import qwkboost as qb
+    from conftest import quartile_frames
+
+    here = tmp_path / "client"
+    here.mkdir()
+    storage = f"sqlite:///{here}/optuna.db"
+    with running_dask(tmp_path / "dask", hide=here) as cluster:
+        p = subprocess.run(
+            [sys.executable, str(ROOT / "experiments" / "tune.py"), "engine=lightgbm", "data.n_train=3000",
+             "data.n_test=800", "cv.n_splits=3", "tune.n_trials=5", "tune.study_name=elsewhere",
+             f"tune.storage={storage}", f"cluster.address={cluster.address}", f"tracking.uri={mlflow_store}",
+             "tracking.experiment_name=elsewhere", "tracking.explain=false", f"hydra.run.dir={here / 'tune'}"],
+            cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "trials run on a copy of the study on the scheduler" in p.stdout + p.stderr
+        with Client(cluster.address, timeout="10s") as c:          # the file is here, and no worker sees it
+            assert (here / "optuna.db").exists() and not any(c.run(os.path.exists, str(here / "optuna.db")).values())
+        X, y, X_test, _ = quartile_frames(0, n_train=3000)
+        result = qb.auto(X, y, X_test, time_limit=40, engines=["lightgbm"], objectives=["squared_error"],
+                         n_splits=3, output_dir=here / "auto", cluster=cluster.address, progress=False)
+    study = optuna.load_study(study_name="elsewhere", storage=storage)
+    done = [t for t in study.trials if t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL]
+    assert len(done) >= 5
+    workers = {str(w.pid) for w in cluster.workers}
+    assert {t.user_attrs["qwkboost.process"].split(":")[1] for t in done} <= workers
+    assert all(t.intermediate_values for t in done)              # each reported its folds to its pruner
+    runs = mlflow.MlflowClient(mlflow_store).search_runs(
+        [mlflow.MlflowClient(mlflow_store).get_experiment_by_name("elsewhere").experiment_id])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    board = result.leaderboard
+    finished = board[board["status"] == "finished"]
+    assert len(finished) >= 2 and finished["worker"].str.startswith("tcp://127.0.0.1:").all()
+    for name in finished["candidate"]:            # written on the workers, sent back here
+        assert (here / "auto" / "candidates" / name / "oof.parquet").exists()
+    auto_db = f"sqlite:///{here}/auto/tuning.db"
+    trials = optuna.load_study(study_name=optuna.get_all_study_names(auto_db)[0], storage=auto_db).trials
+    assert [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and len(t.intermediate_values) == 3]

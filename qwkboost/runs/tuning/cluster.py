@@ -3,9 +3,12 @@
 Each worker runs Optuna's own loop (:meth:`optuna.study.Study.optimize`) on the same study, as parallel processes
 do (:mod:`qwkboost.runs.tuning.study`): trials drawn from ``(seed, trial number)`` never repeat, each trial's folds
 report to the pruner on the worker, and every worker stops once the study holds ``tune.n_trials`` finished trials.
-The study's storage must be one the workers reach: its SQLite file when they see it (a ``LocalCluster``, a shared
-disk), else a database server (``tune.storage=postgresql://...``), checked before any trial. The data and the
-objective go to each worker once.
+The study's storage is one the workers reach: its SQLite file when they see it (a ``LocalCluster``, a shared disk),
+or a database server (``tune.storage=postgresql://...``). Workers that do not see the SQLite file (on other
+machines) run their trials on a copy of the study kept in the Dask scheduler's memory
+(:func:`~qwkboost.runs.tuning.storage.on_the_scheduler`), and each trial is copied into the file as it ends: no
+server is needed. That copy has no heartbeat, so a lost worker's trial is failed when the study ends rather than
+retried. The data and the objective go to each worker once.
 
 Ctrl-C or SIGTERM on the client sets a Dask :class:`~distributed.Event` that every running trial reads between
 rounds: the trial fails (its MLflow run KILLED) and the same command later retries it. A lost worker loses only
@@ -19,8 +22,8 @@ import time
 import uuid
 from typing import Any, Mapping
 
-from qwkboost.distributed.connection import TRACKING_FIX, check_reachable_by_workers, connect
-from qwkboost.exceptions import RunStopped
+from qwkboost.distributed.connection import TRACKING_FIX, blind_workers, check_reachable_by_workers, connect
+from qwkboost.exceptions import ConfigError, RunStopped
 
 __all__ = ["optimize_on_cluster"]
 
@@ -30,6 +33,55 @@ log = logging.getLogger(__name__)
 STOP_POLL_SECONDS = 1.0
 #: How long a stop waits for the running trials to end.
 STOP_WAIT_SECONDS = 30.0
+#: How often finished trials are copied back from the scheduler's copy of a study, in seconds.
+COPY_SECONDS = 2.0
+
+
+class _StudyCopy:
+    """Study ``name`` of ``url`` (an SQLite file some worker does not see) and its working copy on the Dask
+    scheduler, whose finished trials are copied back (module docstring)."""
+
+    def __init__(self, record, work):
+        self.record, self.work, self.copied = record, work, set()
+
+    @classmethod
+    def make(cls, client, url: str, name: str, t: Mapping[str, Any]) -> "_StudyCopy":
+        import optuna  # slow to import: optuna
+
+        from qwkboost.runs.tuning.storage import on_the_scheduler, open_storage, shown_url  # slow to import: optuna
+
+        record = optuna.load_study(study_name=name, storage=open_storage(url, t))
+        work = on_the_scheduler(record, client)
+        if work is None:
+            raise ConfigError(f"tune.storage={shown_url(url)!r} is a file of this machine that the Dask workers do not "
+                              "see; install optuna-integration (pip install 'qwkboost[cluster]') to keep the study "
+                              "on the scheduler, or give a database the workers reach "
+                              "(tune.storage=postgresql://user@host/db)")
+        log.info("study %r: the Dask workers do not see %s; their trials run on a copy of the study on the "
+                 "scheduler, each copied back as it ends", name, shown_url(url))
+        copy = cls(record, work)
+        copy.copied = {tr.number for tr in work.get_trials(deepcopy=False)}       # those it came with
+        return copy
+
+    @property
+    def url(self) -> str:
+        from qwkboost.runs.tuning.storage import scheduler_url  # slow to import: optuna
+
+        return scheduler_url(self.work)
+
+    def write_back(self, last: bool = False) -> None:
+        """Copy the trials finished since the last call; with ``last``, those still running as failed (their
+        worker was lost, or a stop left them)."""
+        import optuna  # slow to import: optuna
+
+        from qwkboost.runs.tuning.storage import write_back  # slow to import: optuna
+
+        for tr in self.work.get_trials(deepcopy=False):
+            if tr.number in self.copied or not (tr.state.is_finished() or last):
+                continue
+            write_back(self.work, tr._trial_id, self.record,
+                       None if tr.state.is_finished() else optuna.trial.TrialState.FAIL)
+            self.copied.add(tr.number)
 
 
 def _trials_on_worker(objective, url: str, name: str, t: Mapping[str, Any], n_trials: int, seed: int,
@@ -41,7 +93,7 @@ def _trials_on_worker(objective, url: str, name: str, t: Mapping[str, Any], n_tr
 
     from qwkboost.runs.tuning.pruners import make_pruner  # slow to import: optuna
     from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
-    from qwkboost.runs.tuning.storage import open_storage  # slow to import: optuna
+    from qwkboost.runs.tuning.storage import SCHEDULER_SCHEME, load_storage, open_storage  # slow to import: optuna
 
     if tracking_uri is not None:
         import mlflow  # slow to import: mlflow
@@ -60,7 +112,8 @@ def _trials_on_worker(objective, url: str, name: str, t: Mapping[str, Any], n_tr
 
     objective.on_round = on_round
     objective.n_jobs = int(get_worker().state.nthreads)
-    study = optuna.load_study(study_name=name, storage=open_storage(url, t),
+    storage = load_storage(url) if url.startswith(SCHEDULER_SCHEME) else open_storage(url, t)
+    study = optuna.load_study(study_name=name, storage=storage,
                               sampler=make_sampler(t.get("sampler", "tpe"), seed), pruner=make_pruner(objective.pruner))
     mine: list[int] = []
 
@@ -94,9 +147,10 @@ def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, An
 
     tracking_uri = mlflow.get_tracking_uri()
     with connect(spec) as client:
-        check_reachable_by_workers(client, url, "tune.storage",
-                                   "give a database the workers reach (tune.storage=postgresql://user@host/db)")
         check_reachable_by_workers(client, tracking_uri, "tracking.uri", TRACKING_FIX)
+        copy = _StudyCopy.make(client, url, name, t) if blind_workers(client, url) else None
+        if copy is not None:
+            url = copy.url
         workers = list(client.scheduler_info()["workers"])
         log.info("study %r: trials on the Dask cluster at %s, %d at once (one per worker)", name,
                  spec.address or "127.0.0.1 (LocalCluster)", len(workers))
@@ -107,7 +161,13 @@ def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, An
                                  stop_name, tuple(finished), workers=[w], allow_other_workers=True, pure=False,
                                  key=f"qwkboost-trials-{uuid.uuid4().hex[:12]}") for w in workers]
         try:
-            wait(futures)
+            while not all(f.done() for f in futures):
+                try:
+                    wait(futures, timeout=COPY_SECONDS)
+                except TimeoutError:
+                    pass
+                if copy is not None:
+                    copy.write_back()
         except KeyboardInterrupt:
             stop.set()
             try:
@@ -115,6 +175,9 @@ def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, An
             except TimeoutError:
                 pass
             raise
+        finally:
+            if copy is not None:
+                copy.write_back(last=True)
         for f, w in zip(futures, workers):
             try:
                 log.info("study %r: %d trial(s) finished on %s", name, f.result(), w)

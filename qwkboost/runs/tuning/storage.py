@@ -259,9 +259,15 @@ def scheduler_url(work) -> str:
     return work.user_attrs["qwkboost.storage"]
 
 
-def write_back(work, trial_id: int, study) -> None:
-    """Copy ``work``'s finished trial ``trial_id`` into ``study`` (the record kept on disk)."""
-    study.add_trial(work._storage.get_trial(trial_id))
+def write_back(work, trial_id: int, study, state=None) -> None:
+    """Copy ``work``'s finished trial ``trial_id`` into ``study`` (the record kept on disk); with ``state``, in that
+    state (a trial whose worker was lost, still RUNNING on the scheduler, copied as FAIL)."""
+    trial = work._storage.get_trial(trial_id)
+    if state is not None:
+        trial = optuna.trial.create_trial(state=state, params=trial.params, distributions=trial.distributions,
+                                          user_attrs=trial.user_attrs, system_attrs=trial.system_attrs,
+                                          intermediate_values=trial.intermediate_values)
+    study.add_trial(trial)
 
 
 def load_storage(url: str):
