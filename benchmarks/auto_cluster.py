@@ -3,6 +3,8 @@ simulation of 1 to 64 workers from measured candidate times.
 
     python benchmarks/auto_cluster.py compare --sets insteval diamonds --budgets 120 300 --twice \
         --json benchmarks/results/auto_cluster.json --workdir outputs/auto_cluster
+    python benchmarks/auto_cluster.py compare --sets insteval diamonds --budgets 120 300 \
+        --label cluster_tuning_beside --only cluster_tuning_beside --json benchmarks/results/auto_cluster.json
     python benchmarks/auto_cluster.py overhead --json benchmarks/results/auto_cluster.json
     python benchmarks/auto_cluster.py simulate --pool outputs/auto_plan --json benchmarks/results/auto_cluster.json
     python benchmarks/auto_cluster.py report --json benchmarks/results/auto_cluster.json
@@ -77,9 +79,10 @@ def _candidates(d: str) -> list[dict]:
 def compare(args) -> None:
     for name in args.sets:
         for budget in args.budgets:
-            runs = [("one_process", budget, []), ("cluster", budget, ["cluster=local"])]
+            runs = [("one_process", budget, []), (args.label, budget, ["cluster=local"])]
             if args.twice:          # one process given twice the time, against the cluster at this budget
                 runs.append(("one_process", 2 * budget, []))
+            runs = [r for r in runs if args.only is None or r[0] == args.only]
             for kind, limit, extra in runs:
                 if any(r.get("kind") == kind and r["set"] == name and r["budget"] == limit
                        for r in _rows(args.json)):
@@ -251,6 +254,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--twice", action="store_true", help="compare: one process at twice each budget too")
+    p.add_argument("--label", default="cluster", help="compare: the kind of the cluster's rows (another code's runs "
+                                                       "beside those already kept)")
+    p.add_argument("--only", help="compare: only the runs of this kind")
     p.add_argument("--json", default="benchmarks/results/auto_cluster.json")
     p.add_argument("--workdir", default="outputs/auto_cluster")
     p.add_argument("--pool", default="outputs/auto_plan")

@@ -71,8 +71,8 @@ def test_run_commands_compose_into_valid_configs(page, args, tmp_path):
         cfg["data"]["path"], cfg["data"]["test_path"] = str(tmp_path / "train.csv"), str(tmp_path / "test.csv")
     if cfg["table"]:
         return
-    if cfg.get("auto"):         # the budget's candidates run side by side on a cluster, each on one machine
-        cfg, _ = side_by_side(cfg)
+    if cfg.get("auto"):         # the budget places its candidates on a cluster itself, each config names none
+        cfg, _ = side_by_side(cfg, placed=True)
     check_config(cfg)
     if cfg.get("auto"):
         from qwkboost.autoblend.settings import AutoSettings

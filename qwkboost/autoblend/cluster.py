@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import replace
 from typing import Callable
 
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import Job, Outcome, run_job
 from qwkboost.autoblend.placement import Placement, place
-from qwkboost.distributed.tasks import TaskResult, WorkerPool
+from qwkboost.distributed.tasks import RoundStop, TaskResult, WorkerPool
 from qwkboost.exceptions import RunStopped
 
 __all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED"]
@@ -139,13 +140,19 @@ class DaskExecutor:
         return self._outcome(self.pool.next_result())
 
     def _run_rows(self, job: Job) -> Outcome:
-        """``job``'s folds, each trained across every worker, driven from here on the budget's own clock."""
+        """``job``'s folds, each trained across every worker, driven from here on the budget's own clock; the
+        workers stop between rounds at the time limit, or at once on Ctrl-C (:class:`RoundStop`)."""
+        from distributed import Event  # optional: distributed
+
         self._jobs.pop(job.name)
+        stop = RoundStop(f"qwkboost-rows-stop-{uuid.uuid4().hex}", time.time() + max(self.budget.left_for_work, 0.0))
+        where = f"rows across {self.slots} workers"
         try:
-            return run_job(job, self.dataset, self.budget, where=f"rows across {self.slots} workers",
-                           client=self.client)
+            return run_job(job, self.dataset, self.budget, where=where, client=self.client, dask_stop=stop)
         except KeyboardInterrupt:
-            self._stopped.append(Outcome(job.name, None, "stopped: the budget was stopped", dict(STOPPED)))
+            Event(stop.event, client=self.client).set()     # the workers' fold ends after its current round
+            self._stopped.append(Outcome(job.name, None, "stopped: the budget was stopped", dict(STOPPED),
+                                         where=where))
             raise
 
     def _outcome(self, result: TaskResult) -> Outcome:

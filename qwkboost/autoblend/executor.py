@@ -174,12 +174,12 @@ class Executor(Protocol):
 
 
 def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, int], None] | None = None,
-            reporter: Callable | None = None, where: str = "this process", client=None) -> Outcome:
+            reporter: Callable | None = None, where: str = "this process", client=None, dask_stop=None) -> Outcome:
     """Cross-validate ``job`` on ``dataset`` within ``budget`` (:class:`~qwkboost.autoblend.budget.TimeGuard` from its
     :class:`GuardSpec`); ``report(fold, round)`` after every round, ``reporter(fold, valid, scores)`` after every
     fold (a tuning trial's pruner, which may stop it; by default the pruner of ``job.trial``, if any). With a Dask
-    ``client``, each fold's rows train across its workers (:attr:`Job.rows`; the guard then acts between folds: the
-    engines' Dask interfaces take no callback from this process)."""
+    ``client``, each fold's rows train across its workers (:attr:`Job.rows`): the guard then acts between folds,
+    and ``dask_stop`` (:class:`~qwkboost.distributed.tasks.RoundStop`) between the workers' rounds."""
     g = job.guard
     if reporter is None and job.trial is not None:
         reporter = trial_reporter(job.trial, dataset)
@@ -195,7 +195,7 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
     try:
         row = run_experiment(job.config, job.experiment_id, parent_run_id=job.parent_run_id, run_name=job.name,
                              output_dir=job.directory, dataset=dataset, on_fold=on_fold, on_round=guard.on_round,
-                             progress=False, client=client)
+                             progress=False, client=client, dask_stop=dask_stop)
     except RunStopped as stop:
         return Outcome(job.name, None, str(stop), dict(stop.tags), time.monotonic() - t0, len(guard.capped),
                        guard.rescued, where)

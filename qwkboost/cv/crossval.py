@@ -135,7 +135,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
                    repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None,
-                   on_round=None, early_stopping_on: str | None = "valid") -> CVResult:
+                   on_round=None, early_stopping_on: str | None = "valid", dask_stop=None) -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -186,6 +186,9 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
         Train each fold on this Dask cluster (:func:`qwkboost.distributed.cluster.train_dask`;
         ``engine`` xgboost or lightgbm; categorical columns on xgboost, with the codes of this process);
         ``n_jobs`` is then the workers'.
+    dask_stop : RoundStop, optional
+        With ``client``: asked on the workers after each round (a stop from the client, a deadline), since
+        ``on_round`` runs in this process and the workers' rounds do not (:func:`~qwkboost.distributed.cluster.train_dask`).
     groups : array-like or str, optional
         The entity of every training row (a user, a patient): rows of one entity
         stay in one fold (:func:`~qwkboost.cv.folds.make_folds`). A column name of a DataFrame ``X``
@@ -291,7 +294,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                                    if dask_support(engine).allreduce else None,
                                    early_stopping_rounds=early_stopping_rounds, seed=seed + i,
                                    sample_weight=None if w is None else w[tr],
-                                   early_stopping_min_delta=early_stopping_min_delta)
+                                   early_stopping_min_delta=early_stopping_min_delta, stop=dask_stop)
             else:
                 model = train(EncodedFeatures(X[tr], schema), y[tr], engine=engine, objective=objective,
                               params=params, objective_params=objective_params, num_boost_round=num_boost_round,

@@ -60,7 +60,7 @@ from qwkboost.engines.engine import (
 )
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.exceptions import ConfigError, EngineUnavailable
+from qwkboost.exceptions import ConfigError, EngineUnavailable, RunStopped
 from qwkboost.objectives import resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.distributed.connection import ClusterSpec, connect
@@ -345,7 +345,7 @@ def _label_counts(y, weight, weighted: bool = True) -> tuple[np.ndarray, np.ndar
 def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, params: dict | None = None,
                num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
                objective_params: dict | None = None, seed: int = 0, sample_weight=None,
-               early_stopping_min_delta: float | None = None, categorical=None) -> Model:
+               early_stopping_min_delta: float | None = None, categorical=None, stop=None) -> Model:
     r"""Boost ``num_boost_round`` trees of ``engine`` on ``objective`` over the workers of ``client``.
 
     The same contract as :func:`qwkboost.train`, on rows that live on a
@@ -389,6 +389,9 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
     sample_weight : array-like, optional
     categorical : list of str or int, optional
         Further categorical columns of in-memory ``X``, as in :func:`qwkboost.train`.
+    stop : RoundStop, optional
+        Asked on every worker after each round (:class:`~qwkboost.distributed.tasks.RoundStop`: a client's stop,
+        a deadline); all workers stop at the same round, and the training raises ``RunStopped``.
 
     Returns
     -------
@@ -400,6 +403,8 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
         Before any training: for an engine without a Dask interface, an objective that would
         be wrong on that engine's workers, an unknown parameter, malformed
         data or labels.
+    RunStopped
+        When ``stop`` ended the training.
     """
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective
@@ -468,7 +473,11 @@ def train_dask(client, X, y=None, *, engine: str | None = None, objective=None, 
                          f"most {support.max_outputs}; use {_choices(others)} on a cluster")
     offset = label_offset(vals) if getattr(obj, "centre_labels", True) else 0.0
     fit = support.train(client, data, valid, obj, offset=offset, params=params, num_boost_round=num_boost_round,
-                        early_stopping_rounds=early_stopping_rounds, seed=seed, min_delta=delta)
+                        early_stopping_rounds=early_stopping_rounds, seed=seed, min_delta=delta,
+                        **({} if stop is None else {"stop": stop}))
+    why = None if stop is None else stop.why()
+    if why is not None:
+        raise RunStopped(why)
     best = fit.stopped_at_best
     best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
     obj.finish(best_iteration)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from qwkboost.distributed.connection import TRACKING_FIX, check_reachable_by_workers, sees_path
 from qwkboost.exceptions import ConfigError
 
-__all__ = ["WorkerPool", "TaskResult", "STOP_POLL_SECONDS", "STOP_WAIT_SECONDS"]
+__all__ = ["WorkerPool", "TaskResult", "RoundStop", "STOP_POLL_SECONDS", "STOP_WAIT_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ STOP_POLL_SECONDS = 1.0
 #: How long a stop waits for the running tasks to end by themselves before cancelling them.
 STOP_WAIT_SECONDS = 30.0
 #: The errors by which Dask reports a task whose worker went away.
-LOST_ERRORS = ("KilledWorker", "CancelledError", "CommClosedError", "FutureCancelledError")
+LOST_ERRORS = ("KilledWorker", "CancelledError", "CommClosedError", "FutureCancelledError", "FuturesCancelledError")
 
 
 @dataclass
@@ -66,6 +66,56 @@ class TaskResult:
     lost: bool = False
     cancelled: bool = False
     files: dict | None = None
+
+
+class RoundStop:
+    """When the workers training one fold's rows together stop boosting
+    (:func:`~qwkboost.distributed.cluster.train_dask`'s ``stop``): a Dask :class:`~distributed.Event` that the
+    client sets (Ctrl-C), or a deadline on the wall clock.
+
+    Called on each worker after each round (the Event read at most once every :data:`STOP_POLL_SECONDS`); the
+    engine adds up the workers' answers, so all stop at the same round. :meth:`why` says on the client why the
+    training stopped, if it did.
+
+    Parameters
+    ----------
+    event : str
+        The Event's name.
+    deadline : float, optional
+        ``time.time()`` past which no round starts (the workers' clocks, which on other machines may differ by
+        what NTP leaves).
+    """
+
+    def __init__(self, event: str, deadline: float | None = None):
+        self.event, self.deadline = event, deadline
+        self._last, self._seen = float("-inf"), False
+
+    def __getstate__(self):
+        return {"event": self.event, "deadline": self.deadline}
+
+    def __setstate__(self, state):
+        self.__init__(state["event"], state["deadline"])
+
+    def __call__(self) -> bool:
+        """On a worker: whether to stop after this round."""
+        if self.deadline is not None and time.time() >= self.deadline:
+            return True
+        now = time.monotonic()
+        if not self._seen and now - self._last >= STOP_POLL_SECONDS:
+            from distributed import Event  # optional: distributed
+
+            self._last, self._seen = now, Event(self.event).is_set()
+        return self._seen
+
+    def why(self) -> str | None:
+        """On the client, after training: why it stopped early, or ``None``."""
+        from distributed import Event  # optional: distributed
+
+        if Event(self.event).is_set():
+            return "stopped: the budget was stopped"
+        if self.deadline is not None and time.time() >= self.deadline:
+            return "stopped at the time limit (its folds trained across the workers)"
+        return None
 
 
 def _pack(directory: Path) -> dict[str, bytes]:

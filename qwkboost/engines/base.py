@@ -71,8 +71,10 @@ class DaskSupport:
     ----------
     train : callable
         ``train(client, data, valid, objective, *, offset, params, num_boost_round, early_stopping_rounds, seed,
-        min_delta) -> FitResult``: boost on the rows of ``data`` (a :class:`~qwkboost.distributed.DaskData`), the
-        fitted ``objective`` called on each worker's rows (labels centred by ``offset``).
+        min_delta, stop=None) -> FitResult``: boost on the rows of ``data`` (a
+        :class:`~qwkboost.distributed.DaskData`), the fitted ``objective`` called on each worker's rows (labels
+        centred by ``offset``); ``stop()``, called on each worker after each round, ends the training at the same
+        round on all of them (an engine whose workers cannot agree refuses it).
     allreduce : bool
         Whether its workers add up partial sums over all of them: an objective whose gradient needs sums over
         every row (``gradient_needs == "sums"``) then trains as on one machine, and the metric of an eval set

@@ -174,9 +174,13 @@ class _WorkerObjective:
 
 
 def train_dask(client, data, valid, objective, *, offset, params, num_boost_round, early_stopping_rounds, seed,
-               min_delta=0.0) -> FitResult:
+               min_delta=0.0, stop=None) -> FitResult:
     """:class:`lightgbm.DaskLGBMRegressor` on the objective, called on each worker's rows
-    (:attr:`LightGBMEngine.dask`: no eval set, no early stopping, one score per row)."""
+    (:attr:`LightGBMEngine.dask`: no eval set, no early stopping, one score per row, no ``stop``: its workers
+    cannot agree on a round to stop at)."""
+    if stop is not None:
+        raise ValueError("lightgbm.dask cannot stop its workers together between rounds; train with "
+                         "engine=xgboost on a cluster to be stopped mid-fold")
     import dask.array as da  # optional: the cluster extra
 
     if num_boost_round == 0:        # as on one machine: no booster, predictions are F0

@@ -252,10 +252,22 @@ def _margin(X, f0: np.ndarray):
     return da.ones((X.shape[0], f0.size), chunks=(X.chunks[0], f0.size)) * f0
 
 
+class _StopWhen(xgb.callback.TrainingCallback):
+    """On a worker, after each round: ``stop()`` on this worker, added up over all of them, so every worker stops
+    at the same round (one that stopped alone would leave the others waiting in the next all-reduce)."""
+
+    def __init__(self, stop):
+        self.stop = stop
+
+    def after_iteration(self, model, epoch, evals_log) -> bool:
+        return bool(xgboost_allreduce(np.array([float(self.stop())]))[0] > 0)
+
+
 def train_dask(client, data, valid, objective, *, offset, params, num_boost_round, early_stopping_rounds, seed,
-               min_delta=0.0) -> FitResult:
+               min_delta=0.0, stop=None) -> FitResult:
     """:func:`xgboost.dask.train` on the objective, its sums and its metric all-reduced over the workers
-    (:attr:`XGBoostEngine.dask`)."""
+    (:attr:`XGBoostEngine.dask`); ``stop()``, if given, is asked on every worker after each round
+    (:class:`_StopWhen`)."""
     from xgboost import dask as dxgb  # optional: dask, the cluster extra
 
     obj = objective
@@ -281,7 +293,7 @@ def train_dask(client, data, valid, objective, *, offset, params, num_boost_roun
     evals = [(dmatrix(data), "train")]
     if valid is not None:
         evals.append((dmatrix(valid), "valid"))
-    callbacks = [_ShipLearned(worker)]
+    callbacks = [_ShipLearned(worker)] + ([] if stop is None else [_StopWhen(stop)])
     if early_stopping_rounds is not None:
         callbacks.append(xgb.callback.EarlyStopping(
             rounds=early_stopping_rounds, metric_name=obj.metric_name, data_name="valid",

@@ -164,7 +164,7 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
 def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, output_dir: str | Path | None = None,
                    dataset: Dataset | None = None, on_start=None, on_fold=None, on_round=None,
-                   progress: bool | None = None, client=None) -> dict[str, Any]:
+                   progress: bool | None = None, client=None, dask_stop=None) -> dict[str, Any]:
     """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
 
     Parameters
@@ -195,6 +195,8 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     client : distributed.Client, optional
         Train each fold's rows across this client's Dask workers (a budget's cluster, already connected); else
         those of ``cfg``'s ``cluster``, if it names one.
+    dask_stop : RoundStop, optional
+        What stops the workers' rounds (:func:`~qwkboost.cv.crossval.cross_validate`).
 
     Returns
     -------
@@ -232,7 +234,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
             schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,
             repeats=int(cfg["cv"].get("repeats", 1)), on_fold=on_fold, on_round=on_round, progress=progress,
-            early_stopping_on=cfg["cv"].get("early_stopping_on"))
+            early_stopping_on=cfg["cv"].get("early_stopping_on"), dask_stop=dask_stop)
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,

@@ -149,3 +149,37 @@ def test_a_stop_reaches_a_rows_job_that_waits(client, ds, tmp_path):
     assert set(outcomes) == {"long", "rows"}
     assert all(o.row is None and o.tags == STOPPED for o in outcomes.values())
     assert not (tmp_path / "candidates" / "rows").exists()      # it never began
+
+
+def _busy(client):
+    return sum(client.run(lambda dask_worker: len(dask_worker.state.executing)).values())
+
+
+def _free_within(client, seconds):
+    deadline = time.monotonic() + seconds
+    while _busy(client):
+        assert time.monotonic() < deadline, "the workers are still training"
+        time.sleep(0.2)
+
+
+def test_a_rows_job_stops_at_the_time_limit_on_every_worker_at_once(client, ds, tmp_path):
+    executor = DaskExecutor(client, ds, Budget(8), tmp_path)
+    t0 = time.monotonic()
+    outcome = executor.run(replace(_job(tmp_path, "rows", n_splits=2, long=True), rows=True))
+    assert outcome.row is None and "time limit" in outcome.stopped
+    assert time.monotonic() - t0 < 20               # not the 200,000 rounds of its fold
+    _free_within(client, 5)
+
+
+def test_ctrl_c_on_a_rows_job_frees_the_workers_between_rounds(client, ds, tmp_path):
+    import _thread
+    import threading
+
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    executor.submit(replace(_job(tmp_path, "rows", n_splits=2, long=True), rows=True))
+    threading.Timer(3, _thread.interrupt_main).start()      # as Ctrl-C on the client
+    with pytest.raises(KeyboardInterrupt):
+        executor.next_outcome()
+    (outcome,) = executor.stop()
+    assert outcome.name == "rows" and outcome.tags == STOPPED and outcome.where == "rows across 2 workers"
+    _free_within(client, 10)                        # its fold's rounds end on both workers

@@ -23,6 +23,7 @@ import uuid
 from typing import Any, Mapping
 
 from qwkboost.distributed.connection import TRACKING_FIX, blind_workers, check_reachable_by_workers, connect
+from qwkboost.distributed.tasks import LOST_ERRORS
 from qwkboost.exceptions import ConfigError, RunStopped
 
 __all__ = ["optimize_on_cluster"]
@@ -184,7 +185,8 @@ def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, An
             except RunStopped:
                 raise KeyboardInterrupt from None
             except Exception as exc:  # noqa: BLE001 - a lost worker loses its trial; a trial's error is the news
-                if type(exc).__name__ not in ("KilledWorker", "CommClosedError", "CancelledError"):
+                if type(exc).__name__ not in LOST_ERRORS:
                     raise
-                log.warning("study %r: the worker at %s was lost (%s); its trial is retried when its heartbeat "
-                            "stops", name, w, type(exc).__name__)
+                log.warning("study %r: the worker at %s was lost (%s); its trial is %s", name, w,
+                            type(exc).__name__, "recorded as failed (the scheduler's copy of the study has no "
+                            "heartbeat)" if copy is not None else "retried when its heartbeat stops")
