@@ -8,7 +8,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from qwkboost.config import check_config
+from qwkboost.config import check_config, side_by_side
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -56,6 +56,8 @@ def test_run_commands_compose_into_valid_configs(args, tmp_path):
         cfg["data"]["path"], cfg["data"]["test_path"] = str(tmp_path / "train.csv"), str(tmp_path / "test.csv")
     if cfg["table"]:
         return
+    if cfg.get("auto"):         # the budget places its candidates on a cluster itself, each config names none
+        cfg, _ = side_by_side(cfg, placed=True)
     check_config(cfg)
 
 
