@@ -10,12 +10,16 @@ reason, rather than trained on a different objective.
 
 A worker's need is estimated as
 
-.. math:: \text{need} = M_0 + c_e + m_e \cdot \text{bytes}(X_\text{train}, X_\text{test}),
+.. math:: \text{need} = M_0 + c_e + m_e \cdot \text{bytes}(X_\text{train}, X_\text{test}) + l_e \cdot L,
 
-with :math:`M_0` a worker process with the libraries loaded (:data:`PROCESS_BYTES`), and :math:`m_e` and
-:math:`c_e` the engine's memory per byte of features and its fixed part (:data:`MEMORY`, fitted by
-``benchmarks/candidate_memory.py`` on 5 numeric columns, where per-row arrays weigh most: wider data needs less per
-byte, so the rule errs towards rows). A candidate fits when its need is within the fraction of the smallest worker's
+with :math:`M_0` a worker process with the libraries loaded (:data:`PROCESS_BYTES`), :math:`L` the number of
+categories over the categorical columns, and :math:`m_e`, :math:`c_e` and :math:`l_e` the engine's memory per byte
+of features, its fixed part and its memory per category (:data:`MEMORY`). The first two are fitted by
+``benchmarks/candidate_memory.py`` on 5 numeric columns, where per-row arrays weigh most (wider data needs less per
+byte). The last is the largest left over on the packaged sets with id columns, InstEval and MovieLens
+(``benchmarks/worker_memory.py``); CatBoost's grows with the rows (37 KB per category at 30,000 MovieLens rows,
+119 KB at 75,000), so on large categorical data its estimate may still be short, and a worker lost to memory loses
+only its candidate. A candidate fits when its need is within the fraction of the smallest worker's
 ``memory_limit`` at which Dask pauses a worker (``distributed.worker.memory.pause``, 0.8 by default).
 """
 
@@ -29,23 +33,33 @@ from qwkboost.data.dataset import Dataset
 from qwkboost.distributed.cluster import check_dask_categorical, check_dask_objective, dask_support
 from qwkboost.objectives import get as get_objective
 
-__all__ = ["Placement", "WHOLE", "MEMORY", "PROCESS_BYTES", "need", "place", "data_bytes", "rows_refusal"]
+__all__ = ["Placement", "WHOLE", "MEMORY", "PROCESS_BYTES", "need", "n_categories", "place", "data_bytes",
+           "rows_refusal"]
 
 #: Memory of one candidate's 5-fold cross-validation on one thread beyond the process before it, by engine:
-#: ``(bytes per byte of features, fixed bytes)``, fitted at 50,000 and 200,000 rows
-#: (``benchmarks/results/candidate_memory.json``) and rounded up.
-MEMORY: dict[str, tuple[float, int]] = {"xgboost": (15.0, 32 * 2**20), "lightgbm": (19.0, 32 * 2**20),
-                                        "catboost": (25.0, 32 * 2**20), "native": (18.0, 32 * 2**20)}
-#: The largest of those, for an engine not measured.
-DEFAULT_MEMORY = (max(m for m, _ in MEMORY.values()), max(c for _, c in MEMORY.values()))
+#: ``(bytes per byte of features, fixed bytes, bytes per category of the categorical columns)``; the first two
+#: fitted at 50,000 and 200,000 rows (``benchmarks/results/candidate_memory.json``), the last the largest left over
+#: on InstEval and MovieLens (``benchmarks/results/worker_memory.json``), all rounded up; the native engine's fixed
+#: part raised to cover Diamonds' 125 MB over 9 numeric columns.
+MEMORY: dict[str, tuple[float, int, int]] = {
+    "xgboost": (15.0, 32 * 2**20, 32 * 2**10), "lightgbm": (19.0, 32 * 2**20, 8 * 2**10),
+    "catboost": (25.0, 32 * 2**20, 128 * 2**10), "native": (18.0, 64 * 2**20, 16 * 2**10)}
+#: The largest of each, for an engine not measured.
+DEFAULT_MEMORY = tuple(max(m[i] for m in MEMORY.values()) for i in range(3))
 #: A worker process with Python and the engines loaded, before any candidate (measured: 280 to 350 MB).
 PROCESS_BYTES = 384 * 2**20
 
 
-def need(engine: str, nbytes: int) -> float:
-    """The bytes a worker needs to cross-validate a candidate of ``engine`` on ``nbytes`` of features."""
-    per_byte, fixed = MEMORY.get(engine, DEFAULT_MEMORY)
-    return PROCESS_BYTES + fixed + per_byte * nbytes
+def need(engine: str, nbytes: int, categories: int = 0) -> float:
+    """The bytes a worker needs to cross-validate a candidate of ``engine`` on ``nbytes`` of features whose
+    categorical columns hold ``categories`` categories in all (module docstring)."""
+    per_byte, fixed, per_category = MEMORY.get(engine, DEFAULT_MEMORY)
+    return PROCESS_BYTES + fixed + per_byte * nbytes + per_category * categories
+
+
+def n_categories(dataset: Dataset) -> int:
+    """The categories over ``dataset``'s categorical columns."""
+    return sum(len(c) for c in dataset.schema.categories.values())
 
 
 @dataclass(frozen=True)
@@ -105,7 +119,7 @@ def place(config: Mapping, dataset: Dataset, worker_memory: float | None, n_work
         else ``whole`` when it fits, else ``none`` with the reason.
     """
     engine = config["engine"]["name"]
-    needed = need(engine, data_bytes(dataset))
+    needed = need(engine, data_bytes(dataset), n_categories(dataset))
     fits = worker_memory is None or needed <= worker_memory
     refusal = rows_refusal(config, dataset) if parallel == "rows" or not fits else None
     if parallel == "rows":

@@ -4,7 +4,7 @@ across the workers where its engine's Dask interface trains it exactly, else now
 import pytest
 
 from qwkboost.autoblend.api import candidate_config
-from qwkboost.autoblend.placement import MEMORY, PROCESS_BYTES, data_bytes, need, place
+from qwkboost.autoblend.placement import MEMORY, PROCESS_BYTES, data_bytes, n_categories, need, place
 from qwkboost.runs.experiment import load_dataset
 from conftest import TINY
 
@@ -18,12 +18,31 @@ def _cfg(engine, objective="squared_error"):
     return candidate_config(engine, objective, n_splits=3)
 
 
-def test_every_engine_s_memory_need_is_measured_and_grows_with_the_data(ds):
+def test_every_engine_s_memory_need_is_measured_and_grows_with_the_data_and_its_categories(ds):
     assert set(MEMORY) == {"xgboost", "lightgbm", "catboost", "native"}
-    for engine, (per_byte, fixed) in MEMORY.items():
-        assert per_byte > 1.0 and fixed > 0        # an engine holds at least the features it trains on
+    for engine, (per_byte, fixed, per_category) in MEMORY.items():
+        assert per_byte > 1.0 and fixed > 0 and per_category > 0   # an engine holds at least its features
         assert need(engine, 0) == PROCESS_BYTES + fixed
         assert need(engine, 2 * data_bytes(ds)) - need(engine, data_bytes(ds)) == per_byte * data_bytes(ds)
+        assert need(engine, 0, 1000) - need(engine, 0) == 1000 * per_category
+
+
+def test_a_candidate_on_id_columns_needs_more_than_on_numbers_of_the_same_size(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    from qwkboost.data.files import from_file
+
+    rng = np.random.default_rng(0)
+    ids = pd.DataFrame({"user": [f"u{i}" for i in rng.integers(0, 3000, 4000)], "x": rng.normal(size=4000),
+                        "y": rng.integers(1, 5, 4000)})
+    ids.to_csv(tmp_path / "ids.csv", index=False)
+    ids.assign(user=rng.normal(size=4000)).to_csv(tmp_path / "numbers.csv", index=False)
+    with_ids, numeric = (from_file(str(tmp_path / f), "y", test_size=0.25, seed=0) for f in ("ids.csv", "numbers.csv"))
+    assert n_categories(with_ids) > 1500 and n_categories(numeric) == 0       # the training rows' ids
+    assert data_bytes(with_ids) == data_bytes(numeric)
+    for engine in MEMORY:
+        assert need(engine, data_bytes(with_ids), n_categories(with_ids)) > need(engine, data_bytes(numeric))
 
 
 @pytest.mark.parametrize("engine", ["xgboost", "lightgbm", "catboost", "native"])
