@@ -124,17 +124,24 @@ def sees_path(path: str) -> bool:
     return os.path.exists(path)
 
 
-def blind_workers(client, uri: str) -> list[str]:
-    """The workers of ``client`` that do not see ``uri``, a store of this machine (an SQLite URL, a folder or
-    ``file://`` URL); none for a server's URL (``http://``, ``postgresql://``)."""
+def _local_path(uri: str) -> str | None:
+    """The file or folder of this machine that ``uri`` names (an SQLite URL, a folder or ``file://`` URL); ``None``
+    for a server's URL (``http://``, ``postgresql://``)."""
     if uri.startswith(("http://", "https://", "postgresql", "mysql", "databricks")):
-        return []
+        return None
     if uri.startswith("sqlite"):
         from sqlalchemy.engine import make_url  # slow to import: sqlalchemy
 
-        path = make_url(uri).database
-    else:
-        path = uri.removeprefix("file://")
+        return make_url(uri).database
+    return uri.removeprefix("file://")
+
+
+def blind_workers(client, uri: str) -> list[str]:
+    """The workers of ``client`` that do not see ``uri``, a store of this machine (an SQLite URL, a folder or
+    ``file://`` URL); none for a server's URL (``http://``, ``postgresql://``)."""
+    path = _local_path(uri)
+    if path is None:
+        return []
     return [w for w, s in client.run(sees_path, str(path)).items() if not s]
 
 
@@ -149,6 +156,5 @@ def check_reachable_by_workers(client, uri: str, what: str, fix: str) -> None:
     """
     blind = blind_workers(client, uri)
     if blind:
-        path = uri.removeprefix("file://").removeprefix("sqlite:///")
-        raise ConfigError(f"{what} is a file of this machine ({path}) that the Dask worker(s) at {', '.join(blind)} "
+        raise ConfigError(f"{what} is a file of this machine ({_local_path(uri)}) that the Dask worker(s) at {', '.join(blind)} "
                           f"do not see; {fix}")
