@@ -274,6 +274,8 @@ def run_at_once(run, state, queue) -> None:
                 # a worker is free and no default candidate is left to start: tuning starts on it now, and the
                 # running candidates end while it goes on (finish_running)
                 run.running.update({name: (cand, None) for name, (cand, _, _) in running.items()})
+                log.info("auto: every default candidate has started; tuning starts on the free worker beside %s",
+                         ", ".join(sorted(running)))
                 return
             outcome = executor.next_outcome()
             cand, pair, reason = running.pop(outcome.name)
