@@ -1,8 +1,11 @@
 """Whole runs as Dask tasks, one per worker at a time: the cluster's side of a budget's executor
 (:mod:`qwkboost.autoblend.cluster`), which says what a task runs; this module only runs it.
 
-- **Data once.** The data goes to every worker once (:meth:`distributed.Client.scatter`), with the first task,
-  never once per task.
+- **Data once per worker.** A worker gets its own copy of the data with its first task
+  (:meth:`distributed.Client.scatter` to that worker), and each task runs on a worker the pool chose, beside its
+  copy: never sent once per task. One copy that Dask's active memory manager could move would not do: it drops the
+  replicas of a broadcast within seconds, so tasks fetched the data again, and a worker lost with the last copy
+  lost every later task. A worker that replaces a lost one gets its copy with its first task.
 - **Stops.** :meth:`WorkerPool.stop` sets a Dask :class:`~distributed.Event` that a running task reads through the
   ``stopped()`` it is given (at most once a second): the task ends by itself, between rounds, and its result comes
   back. A task still running after a grace period is cancelled.
@@ -21,6 +24,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -175,7 +179,7 @@ class WorkerPool:
     ----------
     client : distributed.Client
     data : object
-        Sent to every worker once; every task's function gets it first.
+        Sent to each worker once, with its first task; every task's function gets it first.
     output_dir : path
         Where the tasks' directories are (whether the workers see it decides where they write).
     tracking_uri : str, optional
@@ -209,10 +213,12 @@ class WorkerPool:
         self.shared = all(seen.values())
         if tracking_uri is not None:
             check_reachable_by_workers(client, tracking_uri, "tracking.uri", TRACKING_FIX)
-        self._given, self._data = data, None        # sent on the first task: a budget whose data fits no worker
+        #: each worker's copy of the data (address -> future), sent with its first task: a budget whose data fits
+        #: no worker sends none
+        self._given, self._copies = data, {}
         self._stop_name = f"qwkboost-stop-{uuid.uuid4().hex}"
         self._stop = Event(self._stop_name, client=client)
-        self._running: dict[Any, tuple[str, Path]] = {}
+        self._running: dict[Any, tuple[str, Path, str]] = {}      # future -> (name, directory, worker)
 
     @property
     def running(self) -> int:
@@ -224,11 +230,26 @@ class WorkerPool:
         its files go (on the worker: there, or a temporary one sent back), ``stopped()`` says whether the pool was
         stopped, ``where`` and ``nthreads`` are the worker's address and threads."""
         token = f"{name}-{uuid.uuid4().hex[:12]}"
-        if self._data is None:
-            self._data = self.client.scatter(self._given, broadcast=True, hash=False)
-        future = self.client.submit(_task, fn, name, str(directory), self._data, token, self._stop_name, self.shared,
-                                    self.tracking_uri, args, key=f"qwkboost-{token}", pure=False, retries=0)
-        self._running[future] = (name, Path(directory))
+        where = self._free_worker()
+        future = self.client.submit(_task, fn, name, str(directory), self._copies[where], token, self._stop_name,
+                                    self.shared, self.tracking_uri, args, key=f"qwkboost-{token}", pure=False,
+                                    retries=0, workers=[where], allow_other_workers=False)
+        self._running[future] = (name, Path(directory), where)
+
+    def _free_worker(self) -> str:
+        """A worker running none of this pool's tasks (the least busy if every one is), with its copy of the data sent
+        there first; the copies of workers that have left the cluster are dropped."""
+        alive = sorted(self.client.ncores())        # asks the scheduler: a lost worker's stand-in is listed
+        if not alive:
+            raise ConfigError(f"the Dask cluster at {self.client.scheduler.address} has no worker left; start one "
+                              f"(dask worker {self.client.scheduler.address})")
+        for gone in set(self._copies) - set(alive):
+            self._copies.pop(gone).release()
+        busy = Counter(w for _, _, w in self._running.values())
+        where = min(alive, key=lambda w: busy[w])
+        if where not in self._copies:
+            self._copies[where] = self.client.scatter(self._given, workers=[where], hash=False)
+        return where
 
     def next_result(self) -> TaskResult:
         """The result of the next task to end (a lost worker's task as :attr:`TaskResult.lost`).
@@ -242,11 +263,16 @@ class WorkerPool:
 
         if not self._running:
             raise RuntimeError("no task is running")
-        done = next(iter(wait(list(self._running), return_when="FIRST_COMPLETED").done))
+        try:
+            done = next(iter(wait(list(self._running), return_when="FIRST_COMPLETED").done))
+        except Exception as exc:  # noqa: BLE001 - a task whose data went with its worker is cancelled, and says so here
+            if type(exc).__name__ not in LOST_ERRORS:
+                raise
+            done = next(f for f in self._running if f.done())
         return self._result(done)
 
     def _result(self, future) -> TaskResult:
-        name, directory = self._running.pop(future)
+        name, directory, _ = self._running.pop(future)
         try:
             result = future.result()
         except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, a task's own error

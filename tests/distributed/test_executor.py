@@ -109,9 +109,42 @@ def test_a_lost_worker_loses_only_its_task(ds, tmp_path):
         pid = c.run(os.getpid, workers=[where])[where]
         os.kill(pid, signal.SIGKILL)                    # its process dies mid-task
         outcomes = {o.name: o for o in (executor.next_outcome(), executor.next_outcome())}
+        # the nanny starts a worker in its place; the next tasks run on both, the new one with its own copy of the
+        # data (the lost worker's copy went with it)
+        deadline = time.monotonic() + 60
+        while len(c.ncores()) < 2 or where in c.ncores():
+            assert time.monotonic() < deadline, "no worker took the lost one's place"
+            time.sleep(0.2)
+        for name in ("after-a", "after-b"):
+            executor.submit(_job(tmp_path, name))
+        after = [executor.next_outcome() for _ in range(2)]
     assert outcomes["short"].row is not None and np.isfinite(outcomes["short"].row["qwk_thresholds_oof"])
     long = outcomes["long"]
     assert long.row is None and long.tags == LOST_WORKER and long.lost and "worker was lost" in long.stopped
+    assert all(o.row is not None for o in after) and len({o.where for o in after}) == 2
+
+
+def test_each_worker_keeps_its_own_copy_of_the_data_and_no_task_fetches_it(client, ds, tmp_path):
+    """The data goes to each worker once, with its first task, and stays there. A broadcast's extra copies are dropped
+    by Dask's active memory manager within seconds, after which Dask queued the next tasks behind the one worker that
+    held the data (or would fetch it again): two candidates ran one after the other on a 2-worker cluster."""
+    from distributed import get_task_stream
+
+    executor = DaskExecutor(client, ds, Budget(600), tmp_path)
+    with get_task_stream(client) as stream:
+        for turn in range(2):
+            for name in ("a", "b"):
+                executor.submit(_job(tmp_path, f"{name}{turn}", rounds=10))
+            assert all(executor.next_outcome().row is not None for _ in range(2))
+            time.sleep(2.5)                 # longer than the memory manager's interval (2 s)
+    copies = executor.pool._copies
+    assert sorted(copies) == sorted(client.ncores())
+    assert {w: client.who_has([f])[f.key] for w, f in copies.items()} == {w: (w,) for w in copies}
+    ran = [t for t in stream.data if str(t["key"]).startswith("qwkboost-")]
+    assert len(ran) == 4
+    for turn in range(2):       # side by side each time, not queued behind the worker that holds the data
+        assert {t["worker"] for t in ran if f"{turn}-" in str(t["key"])} == set(copies), turn
+    assert not [s for t in ran for s in t["startstops"] if s["action"] == "transfer"]
 
 
 def test_a_rows_job_waits_for_the_running_one_then_trains_across_both_workers(client, ds, tmp_path):
