@@ -164,14 +164,16 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     if tracking_uri is not None:
         experiment_id = trk.setup(tracking_uri, experiment_name)
     args = dict(budget=budget, progress=progress, data_names=("X", "X_test"), dir_key="output_dir")
+    run = AutoRun(settings, configs, ds, out, experiment_id, "auto", **args)
     if spec is None:
-        return AutoRun(settings, configs, ds, out, experiment_id, "auto", **args).run()
+        return run.run()
+    run.check_directory()       # a directory of other data or settings is refused before a cluster starts
     with _client(spec) as client:
         import mlflow  # slow to import: mlflow
 
-        executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None,
-                                getattr(spec, "parallel", None))
-        return AutoRun(settings, configs, ds, out, experiment_id, "auto", executor=executor, **args).run()
+        run.executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None,
+                                    getattr(spec, "parallel", None))
+        return run.run()
 
 
 def _cluster_spec(cluster):

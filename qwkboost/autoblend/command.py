@@ -63,15 +63,16 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         configs = runnable_configs({c.pair: rc for c, rc in zip(pairs, composed)}, ds)
     experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
     args = dict(budget=budget, command=tracking.command_line(), data_names=data_names(container["data"]))
+    run = AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto", **args)
     if spec is None:
-        return AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto",
-                       **args).run()
+        return run.run()
     import mlflow  # slow to import: mlflow
 
+    run.check_directory()       # a directory of other data or settings is refused before a cluster starts
     with connect(spec) as client:
-        executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri(), spec.parallel)
+        run.executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri(),
+                                    spec.parallel)
         log.info("auto: candidates run on the Dask cluster at %s, %s", spec.address or "127.0.0.1 (LocalCluster)",
-                 f"each fold's rows across its {executor.slots} workers where the engine can (cluster.parallel=rows)"
-                 if spec.parallel == "rows" else f"{executor.slots} at once (one per worker)")
-        return AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto",
-                       executor=executor, **args).run()
+                 f"each fold's rows across its {run.executor.slots} workers where the engine can "
+                 "(cluster.parallel=rows)" if spec.parallel == "rows" else f"{run.executor.slots} at once (one per worker)")
+        return run.run()

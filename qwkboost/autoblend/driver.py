@@ -492,14 +492,7 @@ class AutoRun:
             run then ends KILLED and ``auto.json`` records the session as stopped.
         """
         with OutputLock(self.out, self.dir_key):
-            state = AutoState.open(self.out, shared_part(self.base), self.fingerprint, self.data_names, self.dir_key)
-            if self.settings.tune:
-                from qwkboost.runs.tuning.storage import check_study_file  # slow to import: optuna
-
-                try:
-                    check_study_file(self.out / "tuning.db", "auto's tuning study")
-                except ValueError as exc:
-                    raise ConfigError(str(exc)) from None
+            state = self.check_directory()
             self._check_time_left(state)
             session = state.begin(self.settings.as_dict())
             status, self._members, self._end = "failed", 0, {}
@@ -516,6 +509,20 @@ class AutoRun:
                     state.end(session, status, stopped=status == "stopped", members=self._members,
                               n_finished=self._n_finished(state), time_limit=self.settings.time_limit,
                               seconds=round(self.budget.elapsed, 2), **self._end)
+
+    def check_directory(self) -> AutoState:
+        """The output directory's record, refused (:class:`ConfigError`) if it holds another configuration's or other
+        data's candidates or a study file that is not one; :meth:`run` calls it under the directory's lock, a cluster's
+        command before it connects."""
+        state = AutoState.open(self.out, shared_part(self.base), self.fingerprint, self.data_names, self.dir_key)
+        if self.settings.tune:
+            from qwkboost.runs.tuning.storage import check_study_file  # slow to import: optuna
+
+            try:
+                check_study_file(self.out / "tuning.db", "auto's tuning study")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        return state
 
     def _run(self, state: AutoState, number: int) -> AutoResult:
         parent = contextlib.nullcontext() if self.experiment_id is None else \

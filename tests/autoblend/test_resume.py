@@ -138,6 +138,9 @@ def test_a_resume_on_other_data_is_refused_before_anything_changes(frames, copy,
     X2, y2, Xt2 = change(X, y, X_test)
     with pytest.raises(ConfigError, match=match + r".*give another output directory \(output_dir=\.\.\.\)"):
         qb.auto(X2, y2, Xt2, time_limit=60, output_dir=copy, **KW)
+    # on a cluster too, before connecting: no scheduler answers at this address, and the data is what is refused
+    with pytest.raises(ConfigError, match=match):
+        qb.auto(X2, y2, Xt2, time_limit=60, output_dir=copy, cluster="tcp://127.0.0.1:9", **KW)
     after = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file() and p.name != ".qwkboost.lock"}
     assert after == {p: t for p, t in before.items() if p.name != ".qwkboost.lock"}
 
@@ -157,6 +160,8 @@ def test_a_train_csv_replaced_at_the_same_path_is_refused_naming_it(frames, tmp_
     X_test.iloc[:-10].assign(grade=y_test[:-10]).to_csv(test, index_label="id")
     with pytest.raises(ConfigError, match=rf"data.test_path='{test}' holds other rows \(600 rows then, 590 now\)"):
         run_in_process(args, tmp_path / "out")
+    with pytest.raises(ConfigError, match=rf"data.test_path='{test}' holds other rows"):       # before connecting
+        run_in_process([*args, "cluster.address=tcp://127.0.0.1:9"], tmp_path / "out")
     X.assign(grade=np.roll(y.to_numpy(), 1)).to_csv(train, index_label="id")
     with pytest.raises(ConfigError, match=rf"data.path='{train}' holds other values \(1200 rows, as then\)"):
         run_in_process(args, tmp_path / "out")
