@@ -314,7 +314,7 @@ def test_a_resume_reuses_the_screens_and_the_finished_candidates(screened, caplo
 
 def test_the_budget_is_kept_and_used_while_a_trial_fits(tmp_path):
     X, y, X_test = id_frames(n=1200, n_test=400, seed=1)
-    limit = 30.0
+    limit = 20.0
     result = qb.auto(X, y, X_test, time_limit=limit, engines=["lightgbm", "xgboost"],
                      objectives=["squared_error", "extended_qwk"], n_splits=3, n_jobs=1, progress=False,
                      output_dir=tmp_path / "used")

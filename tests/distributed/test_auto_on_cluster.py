@@ -26,7 +26,7 @@ def _runs(uri, name):
 def test_auto_on_a_local_cluster_runs_candidates_and_trials_side_by_side(mlflow_store, tmp_path, caplog):
     out = tmp_path / "out"
     with caplog.at_level(logging.INFO, logger="qwkboost.autoblend"):
-        run_in_process(["experiment=auto", "cluster=local", "auto.time_limit=45",
+        run_in_process(["experiment=auto", "cluster=local", "auto.time_limit=30",
                         "auto.engines=[lightgbm,xgboost]", "auto.objectives=[squared_error,extended_qwk]",
                         *SMALL, f"tracking.uri={mlflow_store}", "tracking.experiment_name=auto-cluster"], out)
     board = pd.read_csv(out / "leaderboard.csv")
@@ -51,7 +51,7 @@ def test_auto_on_a_local_cluster_runs_candidates_and_trials_side_by_side(mlflow_
         assert (out / "candidates" / d / "oof.parquet").exists()
     assert (out / "submission.csv").exists()
     session = json.loads((out / "auto.json").read_text())["sessions"][-1]
-    assert session["status"] == "finished" and session["seconds"] <= 45 * 1.1
+    assert session["status"] == "finished" and session["seconds"] <= 30 * 1.1
     # the study's trials reported their folds from the workers (the pruner's intermediate values)
     study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{out}/tuning.db")[0],
                               storage=f"sqlite:///{out}/tuning.db")
@@ -223,7 +223,7 @@ def test_workers_that_see_no_file_prune_trials_on_the_study_kept_by_the_schedule
         executor.pool.shared = False
 
     out = tmp_path / "out"
-    result = _budget_on(client, ds, out, 40, ["lightgbm"], ["squared_error"], True, elsewhere)
+    result = _budget_on(client, ds, out, 25, ["lightgbm"], ["squared_error"], True, elsewhere)
     board = result.leaderboard
     trials = board[board["candidate"].str.contains("-trial-") & board["status"].isin(["finished", "pruned"])]
     assert len(trials) >= 3 and trials["worker"].str.startswith("tcp://").all()

@@ -151,7 +151,7 @@ def test_workers_that_do_not_see_this_machine_s_files_tune_with_no_server_and_se
         with Client(cluster.address, timeout="10s") as c:          # the file is here, and no worker sees it
             assert (here / "optuna.db").exists() and not any(c.run(os.path.exists, str(here / "optuna.db")).values())
         X, y, X_test, _ = quartile_frames(0, n_train=3000)
-        result = qb.auto(X, y, X_test, time_limit=40, engines=["lightgbm"], objectives=["squared_error"],
+        result = qb.auto(X, y, X_test, time_limit=25, engines=["lightgbm"], objectives=["squared_error"],
                          n_splits=3, output_dir=here / "auto", cluster=cluster.address, progress=False)
     study = optuna.load_study(study_name="elsewhere", storage=storage)
     done = [t for t in study.trials if t.state.is_finished() and t.state != optuna.trial.TrialState.FAIL]
