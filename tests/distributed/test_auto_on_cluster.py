@@ -53,10 +53,10 @@ def test_auto_on_a_local_cluster_runs_candidates_and_trials_side_by_side(mlflow_
     session = json.loads((out / "auto.json").read_text())["sessions"][-1]
     assert session["status"] == "finished" and session["seconds"] <= 30 * 1.1
     # the study's trials reported their folds from the workers (the pruner's intermediate values)
-    study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{out}/tuning.db")[0],
-                              storage=f"sqlite:///{out}/tuning.db")
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert done and all(len(t.intermediate_values) == 3 for t in done)
+    db = f"sqlite:///{out}/tuning.db"           # a study per tuned pair; the first may hold only a stopped trial
+    done = [t for name in optuna.get_all_study_names(db) for t in optuna.load_study(study_name=name, storage=db).trials
+            if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == len(trials) and all(len(t.intermediate_values) == 3 for t in done)
     # MLflow: one parent, each candidate a child, none left RUNNING
     runs = _runs(mlflow_store, "auto-cluster")
     parent = [r for r in runs if r.data.tags.get("qwkboost.auto") == "parent"]
