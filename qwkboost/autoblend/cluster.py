@@ -62,7 +62,7 @@ class DaskExecutor:
     ----------
     client : distributed.Client
     dataset : Dataset
-        Sent to every worker once.
+        Sent to each worker once, with its first candidate.
     budget : Budget
         The client's: each task gets the seconds left for work when it is submitted.
     output_dir : path
