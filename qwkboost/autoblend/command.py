@@ -72,7 +72,8 @@ def auto_command(cfg: DictConfig) -> AutoResult:
     with connect(spec) as client:
         run.executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri(),
                                     spec.parallel)
+        slots = run.executor.slots
         log.info("auto: candidates run on the Dask cluster at %s, %s", spec.address or "127.0.0.1 (LocalCluster)",
-                 f"each fold's rows across its {run.executor.slots} workers where the engine can "
-                 "(cluster.parallel=rows)" if spec.parallel == "rows" else f"{run.executor.slots} at once (one per worker)")
+                 f"each fold's rows across its {slots} workers where the engine can (cluster.parallel=rows)"
+                 if spec.parallel == "rows" else f"{slots} at once (one per worker)")
         return run.run()
