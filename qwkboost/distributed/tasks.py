@@ -79,7 +79,7 @@ class RoundStop:
 
     Called on each worker after each round (the Event read at most once every :data:`STOP_POLL_SECONDS`); the
     engine adds up the workers' answers, so all stop at the same round. :meth:`why` says on the client why the
-    training stopped, if it did.
+    training stopped, if it did. Without a deadline it is also the ``stopped()`` a pool's task is given.
 
     Parameters
     ----------
@@ -92,7 +92,7 @@ class RoundStop:
 
     def __init__(self, event: str, deadline: float | None = None):
         self.event, self.deadline = event, deadline
-        self._last, self._seen = float("-inf"), False
+        self._last, self._seen, self._event = float("-inf"), False, None
 
     def __getstate__(self):
         return {"event": self.event, "deadline": self.deadline}
@@ -106,9 +106,11 @@ class RoundStop:
             return True
         now = time.monotonic()
         if not self._seen and now - self._last >= STOP_POLL_SECONDS:
-            from distributed import Event  # optional: distributed
+            if self._event is None:
+                from distributed import Event  # optional: distributed
 
-            self._last, self._seen = now, Event(self.event).is_set()
+                self._event = Event(self.event)
+            self._last, self._seen = now, self._event.is_set()
         return self._seen
 
     def why(self) -> str | None:
@@ -154,15 +156,7 @@ def _task(fn: Callable, name: str, directory: str, data, token: str, stop_name: 
 
         mlflow.set_tracking_uri(tracking_uri)
     logging.getLogger("qwkboost").setLevel(logging.WARNING)       # the client logs each task's end
-    stop, last, seen = Event(stop_name), [time.monotonic()], [False]
-
-    def stopped() -> bool:
-        now = time.monotonic()
-        if not seen[0] and now - last[0] >= STOP_POLL_SECONDS:
-            last[0] = now
-            seen[0] = stop.is_set()
-        return seen[0]
-
+    stopped = RoundStop(stop_name)          # the pool's stop, read as a fold's rows read theirs
     where, nthreads = worker.address, int(worker.state.nthreads)
     if shared:
         return TaskResult(name, fn(data, Path(directory), stopped, where, nthreads, *args), where)
