@@ -188,7 +188,8 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
         ``n_jobs`` is then the workers'.
     dask_stop : RoundStop, optional
         With ``client``: asked on the workers after each round (a stop from the client, a deadline), since
-        ``on_round`` runs in this process and the workers' rounds do not (:func:`~qwkboost.distributed.cluster.train_dask`).
+        ``on_round`` runs in this process and the workers' rounds do not
+        (:func:`~qwkboost.distributed.cluster.train_dask`).
     groups : array-like or str, optional
         The entity of every training row (a user, a patient): rows of one entity
         stay in one fold (:func:`~qwkboost.cv.folds.make_folds`). A column name of a DataFrame ``X``

@@ -156,5 +156,5 @@ def check_reachable_by_workers(client, uri: str, what: str, fix: str) -> None:
     """
     blind = blind_workers(client, uri)
     if blind:
-        raise ConfigError(f"{what} is a file of this machine ({_local_path(uri)}) that the Dask worker(s) at {', '.join(blind)} "
-                          f"do not see; {fix}")
+        raise ConfigError(f"{what} is a file of this machine ({_local_path(uri)}) that the Dask worker(s) at "
+                          f"{', '.join(blind)} do not see; {fix}")
