@@ -29,6 +29,7 @@ from qwkboost.blending import BLEND_METHODS, blend, log_blend, write_blend
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import check_trusted_modules
+from qwkboost.tracking.writing import claim
 from qwkboost.validation import check_command_line
 
 log = logging.getLogger("qwkboost")
@@ -87,13 +88,14 @@ def main(cfg: DictConfig) -> None:
         c = OmegaConf.to_container(cfg, resolve=True)
         with config_errors():
             check(c)
+            out = HydraConfig.get().runtime.output_dir
+            claim(out, "blend", "hydra.run.dir")     # never a folder of the user's own files
             runs = c["runs"] if isinstance(c["runs"], list) else [c["runs"]]
             uri = tracking.resolve_tracking_uri(c["tracking"].get("uri"))
             result = blend([str(r) for r in runs], method=c["method"], thresholds=c["thresholds"],
                            check_folds=c["check_folds"], id=c.get("id"), target=c.get("target"), tracking_uri=uri,
                            classes=c.get("classes"), trusted_modules=c.get("trusted_modules"))
             experiment_id = tracking.setup(uri, c["tracking"]["experiment_name"])
-            out = HydraConfig.get().runtime.output_dir
             write_blend(result, out)        # reads the members' pipelines: a refused model file is one line
         print(result.member_table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         m = result.metrics

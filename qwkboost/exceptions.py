@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator
 
-__all__ = ["ConfigError", "config_errors", "EngineUnavailable", "RunStopped"]
+__all__ = ["ConfigError", "config_errors", "EngineUnavailable", "RunStopped", "ClusterLost"]
 
 
 class ConfigError(ValueError):
@@ -57,3 +57,18 @@ class RunStopped(Exception):
         super().__init__(reason)
         self.tags = dict(tags or {})
 
+
+
+class ClusterLost(RuntimeError):
+    """A Dask cluster went away under the work it ran: its scheduler (``scheduler=True``: the client lost it, and
+    nothing more runs there), or the workers a job trained on (killed, out of memory, restarted by their nanny).
+
+    Parameters
+    ----------
+    reason : str
+    scheduler : bool, default False
+    """
+
+    def __init__(self, reason: str, scheduler: bool = False):
+        super().__init__(reason)
+        self.scheduler = scheduler

@@ -66,8 +66,9 @@ def _wait_for_file(path: Path, proc: subprocess.Popen, timeout: float) -> dict:
 
 @contextlib.contextmanager
 def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool = False,
-                 hide: Path | None = None) -> Iterator[DaskProcesses]:
-    """A scheduler and ``n_workers`` workers of ``nthreads`` threads, their files and logs in ``directory``.
+                 hide: Path | None = None, memory_limit: str | None = None) -> Iterator[DaskProcesses]:
+    """A scheduler and ``n_workers`` workers of ``nthreads`` threads, their files and logs in ``directory``;
+    ``memory_limit``: each worker's (``dask worker --memory-limit``).
 
     ``hide``: a folder of this machine the workers do not see, as workers on other machines would not. Each worker
     runs in a mount namespace of its own (``unshare -m``) with an empty ``tmpfs`` over that folder.
@@ -95,7 +96,8 @@ def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool =
         info = _wait_for_file(scheduler_file, scheduler, 60.0)
         workers = [start(["worker", "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
                           "--nthreads", str(nthreads), "--nworkers", "1", "--no-dashboard",
-                          "--nanny" if nanny else "--no-nanny", "--name", f"w{i}"], f"worker{i}.log", hide)
+                          "--nanny" if nanny else "--no-nanny", "--name", f"w{i}",
+                          *(["--memory-limit", memory_limit] if memory_limit else [])], f"worker{i}.log", hide)
                    for i in range(n_workers)]
         d = DaskProcesses(info["address"], scheduler, workers, directory)
         d.worker_addresses()

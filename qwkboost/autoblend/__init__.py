@@ -14,7 +14,7 @@ from qwkboost._lazy import attach
 __getattr__, __dir__, __all__ = attach(__name__, {
     "auto": "api",
     "candidate_config": "api",
-    "AutoResult": "driver",
+    "AutoResult": "finish",
     "AutoRun": "driver",
     "AutoSettings": "settings",
     "Budget": "budget",

@@ -11,7 +11,7 @@ from qwkboost import defaults
 from qwkboost import tracking as trk
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.candidates import plan, runnable_configs
-from qwkboost.autoblend.cluster import DaskExecutor
+from qwkboost.autoblend.cluster import DaskExecutor, check_local_room
 from qwkboost.autoblend.driver import AutoResult, AutoRun
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.cv.inner import default_early_stopping_on
@@ -168,16 +168,20 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     if spec is None:
         return run.run()
     run.check_directory()       # a directory of other data or settings is refused before a cluster starts
+    check_local_room(spec, configs, ds)     # and workers too small for any candidate
     with _client(spec) as client:
         import mlflow  # slow to import: mlflow
 
         run.executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None,
                                     getattr(spec, "parallel", None))
+        run.executor.check_room(configs)
         return run.run()
 
 
 def _cluster_spec(cluster):
     """``auto(cluster=...)`` checked: ``None``, a connected client, or a ``ClusterSpec``."""
+    if isinstance(cluster, ClusterSpec):
+        cluster.worker_memory()         # a memory_limit Dask cannot read, before anything starts
     if cluster is None or isinstance(cluster, ClusterSpec) or hasattr(cluster, "scheduler_info"):
         return cluster
     if cluster == "local":

@@ -74,6 +74,8 @@ def closing_rows(board) -> tuple[Any, str]:
               ("screened only", board.loc[board["status"] == "screened", "candidate"]),
               ("replaced by a faster variant", board.loc[board["status"] == "replaced", "candidate"]),
               ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
+              ("interrupted (Ctrl-C or SIGTERM)", board.loc[board["status"] == "interrupted", "candidate"]),
+              ("lost with their Dask worker or scheduler", board.loc[board["status"] == "lost", "candidate"]),
               ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
               ("left out for time", board.loc[(board["status"] == "left out") & (board["note"] == ""), "candidate"]),
               ("left out (too large for a worker: see the note in leaderboard.csv)",

@@ -17,6 +17,7 @@ cluster has workers (the cluster's side of :mod:`qwkboost.autoblend.executor`; t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -25,11 +26,12 @@ from typing import Callable
 
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import Job, Outcome, run_job
-from qwkboost.autoblend.placement import Placement, place
-from qwkboost.distributed.tasks import RoundStop, TaskResult, WorkerPool
+from qwkboost.autoblend.placement import Placement, check_room, pause_fraction, place
+from qwkboost.distributed.connection import ClusterSpec
+from qwkboost.distributed.tasks import RoundStop, TaskResult, WorkerPool, check_scheduler, is_lost_error
 from qwkboost.exceptions import RunStopped
 
-__all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED"]
+__all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED", "check_local_room"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
@@ -37,6 +39,17 @@ log = logging.getLogger("qwkboost.autoblend")
 LOST_WORKER = {"qwkboost.auto": "LOST_WORKER"}
 #: The tag of a candidate stopped from the client (Ctrl-C, SIGTERM).
 STOPPED = {"qwkboost.auto": "STOPPED"}
+
+
+def check_local_room(spec, configs, dataset) -> None:
+    """Refuse, before a ``LocalCluster`` starts, a ``cluster.memory_limit`` too small for every candidate of
+    ``configs`` (:func:`~qwkboost.autoblend.placement.check_room`); nothing for a scheduler's address (its workers'
+    limits are read once connected: :meth:`DaskExecutor.check_room`)."""
+    limit = spec.worker_memory() if isinstance(spec, ClusterSpec) else None
+    if limit is None:
+        return
+    check_room(configs, dataset, pause_fraction() * limit, spec.n_workers, spec.parallel,
+               f"cluster.memory_limit={spec.memory_limit}", "give cluster.memory_limit={} or more")
 
 
 def _candidate(dataset, directory, stopped, where: str, nthreads: int, job: Job, seconds: float,
@@ -89,9 +102,7 @@ class DaskExecutor:
         #: How many candidates run at once: one per worker.
         self.slots = self.pool.slots
         limits = [w.get("memory_limit") or 0 for w in client.scheduler_info().get("workers", {}).values()]
-        import dask  # optional: dask
-
-        pause = dask.config.get("distributed.worker.memory.pause") or 1.0
+        pause = pause_fraction()
         #: The bytes the smallest worker may use before Dask pauses it (``None``: no worker is limited).
         self.worker_memory = pause * min(limits) if limits and min(limits) > 0 else None
         self._jobs: dict[str, Job] = {}
@@ -102,6 +113,14 @@ class DaskExecutor:
     def free(self) -> int:
         """Free workers; none while a candidate training across the workers' rows waits or runs."""
         return 0 if self._rows else self.slots - self.pool.running
+
+    def check_room(self, configs) -> None:
+        """Refuse, before any training, workers too small for every candidate of ``configs``
+        (:func:`~qwkboost.autoblend.placement.check_room`)."""
+        address = getattr(self.client.scheduler, "address", "the scheduler")
+        check_room(configs, self.dataset, self.worker_memory, self.slots, self.parallel,
+                   f"the memory_limit of the Dask workers at {address}",
+                   "start the workers with more (dask worker --memory-limit {}), or give a cluster of larger workers")
 
     def place(self, config: dict) -> Placement:
         """Whether ``config``'s candidate trains whole on one worker or across the workers' rows
@@ -147,13 +166,48 @@ class DaskExecutor:
         self._jobs.pop(job.name)
         stop = RoundStop(f"qwkboost-rows-stop-{uuid.uuid4().hex}", time.time() + max(self.budget.left_for_work, 0.0))
         where = f"rows across {self.slots} workers"
+        before = self._workers()
         try:
             return run_job(job, self.dataset, self.budget, where=where, client=self.client, dask_stop=stop)
         except KeyboardInterrupt:
-            Event(stop.event, client=self.client).set()     # the workers' fold ends after its current round
+            with contextlib.suppress(Exception):     # a scheduler already gone has nothing to stop
+                Event(stop.event, client=self.client).set()     # the workers' fold ends after its current round
             self._stopped.append(Outcome(job.name, None, "stopped: the budget was stopped", dict(STOPPED),
                                          where=where))
             raise
+        except Exception as exc:  # noqa: BLE001 - a worker lost under the rows, or the job's own error
+            check_scheduler(self.client)
+            gone = before - self._workers()
+            if not gone and not is_lost_error(exc):
+                raise
+            self._kill_run(job, ("RUNNING", "FAILED"))
+            lost = f"{len(gone)} of its {len(before)} workers" if gone else "a worker"
+            log.debug("auto: %s's rows job ended with %s: %s", job.name, type(exc).__name__, exc)
+            return Outcome(job.name, None, f"stopped: {lost} training its rows was lost", dict(LOST_WORKER),
+                           where=where)
+
+    def _workers(self) -> set[str]:
+        """The workers connected now (a worker restarted by its nanny comes back at another address)."""
+        try:
+            return set(self.client.scheduler_info(n_workers=-1).get("workers", {}))
+        except Exception:  # noqa: BLE001 - the scheduler is gone (check_scheduler says so)
+            check_scheduler(self.client)
+            raise
+
+    def abandon(self) -> list[Outcome]:
+        """Every job started or waiting as lost, without asking the cluster: its scheduler is gone
+        (:class:`~qwkboost.exceptions.ClusterLost`); their MLflow runs are marked KILLED."""
+        out = []
+        for r in self.pool.abandon():
+            job = self._jobs.pop(r.name)
+            self._kill_run(job)
+            out.append(Outcome(job.name, None, "stopped: the Dask scheduler was lost", dict(LOST_WORKER)))
+        for job in self._rows:
+            self._jobs.pop(job.name, None)
+            out.append(Outcome(job.name, None, "stopped: the Dask scheduler was lost before it started",
+                               dict(LOST_WORKER)))
+        self._rows.clear()
+        return out
 
     def _outcome(self, result: TaskResult) -> Outcome:
         job = self._jobs.pop(result.name)
@@ -164,16 +218,18 @@ class DaskExecutor:
             return Outcome(job.name, None, "stopped: the budget was stopped (cancelled)", dict(STOPPED))
         return Outcome(job.name, None, "stopped: its worker was lost", dict(LOST_WORKER), where=result.where)
 
-    def _kill_run(self, job: Job) -> None:
-        """Mark KILLED the MLflow run a lost worker left RUNNING (its process cannot)."""
+    def _kill_run(self, job: Job, statuses: tuple[str, ...] = ("RUNNING",)) -> None:
+        """Mark KILLED the MLflow run a lost worker left RUNNING (its process cannot), or a rows job's that ended
+        FAILED when a worker under it was lost."""
         if self.tracking_uri is None or job.experiment_id is None:
             return
         import mlflow  # slow to import: mlflow
 
         parent = f" and tags.mlflow.parentRunId = '{job.parent_run_id}'" if job.parent_run_id else ""
         client = mlflow.MlflowClient(self.tracking_uri)
-        for r in client.search_runs([job.experiment_id], f"tags.mlflow.runName = '{job.name}'{parent} "
-                                                         "and attributes.status = 'RUNNING'"):
+        runs = [r for status in statuses for r in client.search_runs(
+            [job.experiment_id], f"tags.mlflow.runName = '{job.name}'{parent} and attributes.status = '{status}'")]
+        for r in runs:
             client.set_tag(r.info.run_id, "qwkboost.stopped", "its Dask worker was lost")
             client.set_terminated(r.info.run_id, "KILLED")
 

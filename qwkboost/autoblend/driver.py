@@ -20,44 +20,34 @@ import contextlib
 import copy
 import logging
 import math
-import shutil
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from qwkboost import tracking
-from qwkboost.autoblend.board import closing_rows, leaderboard
 from qwkboost.autoblend.budget import (CANDIDATE_SECONDS_PER_MB, PYFUNC_SECONDS, READ_SECONDS_PER_MB, SECONDS_PER_MB,
                                       SECONDS_PER_MB_TRACKED, WRITE_SECONDS, Budget)
 from qwkboost.autoblend.candidates import Candidate, CostModel
 from qwkboost.autoblend.executor import Executor, GuardSpec, Job, LocalExecutor, Outcome
+from qwkboost.autoblend.finish import AutoResult, fall_back, finish
 from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.ranking import rank, shape_of
 from qwkboost.autoblend.schedule import finish_running, run_defaults, screen_rest
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.autoblend.state import AutoState, config_hash, shared_part
 from qwkboost.autoblend.tuning import tune_best
-from qwkboost.blending import blend, read_members, write_blend
-from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
 from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.fingerprint import fingerprint
-from qwkboost.exceptions import ConfigError
-from qwkboost.tracking.loading import load_pipeline
-from qwkboost.tracking.writing import OutputLock, manifest, staged
+from qwkboost.exceptions import ClusterLost, ConfigError
+from qwkboost.tracking.writing import OutputLock, claim, manifest
 
 __all__ = ["AutoRun", "AutoResult"]
 
 log = logging.getLogger("qwkboost.autoblend")
-
-#: What the budget writes into its directory from the blend (an earlier session's that the new one lacks go).
-OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline",
-           "leaderboard.csv")
-
 
 def diverse_pool(done: list[tuple[str, dict]], size: int) -> list[tuple[str, dict]]:
     """At most ``size`` finished candidates for the blend to choose from, taken in rounds: each (engine,
@@ -84,44 +74,11 @@ def _megabytes(directory: Path) -> float:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2 ** 20
 
 
-@dataclass
-class AutoResult:
-    """What a time budget returns.
-
-    Attributes
-    ----------
-    output_dir : Path
-        Its directory: the outputs of a run, ``leaderboard.csv``, ``auto.json`` and ``candidates/``.
-    leaderboard : DataFrame
-        Every candidate of the directory: status, seconds, out-of-fold QWK (in-sample and nested) and weight.
-    blend : BlendResult or None
-        The blend; ``None`` when a single candidate finished (its outputs are then the run's).
-    pipeline : FittedBlend or FittedPipeline
-        Scores and classes for new rows (:meth:`predict`).
-    metrics : dict
-        ``nested_oof_qwk`` (the estimate to trust), ``oof_qwk``, ``seconds``, ``time_limit``, ``overrun``
-        (seconds past the limit, 0 within it), ``n_finished``, and ``test_qwk`` when the test rows have labels.
-    run_id : str or None
-        The MLflow parent run.
-    stopped : bool
-        Whether it was stopped (Ctrl-C, SIGTERM) before its budget ran out.
-    """
-
-    output_dir: Path
-    leaderboard: Any
-    blend: BlendResult | None
-    pipeline: Any
-    metrics: dict
-    run_id: str | None = None
-    stopped: bool = False
-
-    def predict(self, X):
-        """Classes for the rows of ``X`` (the user's labels)."""
-        return self.pipeline.predict(X)
-
-    def predict_score(self, X):
-        """The blended score of the rows of ``X``."""
-        return self.pipeline.predict_score(X)
+def _stop_status(outcome: Outcome) -> str:
+    """A stopped candidate's status in ``leaderboard.csv``, from its stop's tags."""
+    if outcome.tags.get("qwkboost.trial_state") == "PRUNED":
+        return "pruned"
+    return {"LOST_WORKER": "lost", "STOPPED": "interrupted"}.get(outcome.tags.get("qwkboost.auto"), "stopped")
 
 
 class AutoRun:
@@ -322,10 +279,9 @@ class AutoRun:
         started, cfg_hash, directory = self._started.pop(cand.name)
         started = {**started, **({"worker": outcome.where} if outcome.where != "this process" else {})}
         if outcome.row is None:
-            # a trial the pruner stopped is "pruned", one the time guard stopped "stopped": the leaderboard tells
-            # tuning's work from the budget's
-            pruned = outcome.tags.get("qwkboost.trial_state") == "PRUNED"
-            state.candidates[cand.name] = {**self._kept(state, cand), "status": "pruned" if pruned else "stopped",
+            # a trial the pruner stopped is "pruned", one the time guard stopped "stopped", one Ctrl-C stopped
+            # "interrupted", one whose worker went "lost": the leaderboard tells each from the others
+            state.candidates[cand.name] = {**self._kept(state, cand), "status": _stop_status(outcome),
                                            "reason": outcome.stopped, "engine": cand.engine,
                                            "objective": cand.objective, "seconds": round(outcome.seconds, 2),
                                            **started}
@@ -397,86 +353,8 @@ class AutoRun:
 
     def finish(self, state: AutoState, stopped: bool = False) -> AutoResult:
         """Blend the finished candidates, write the outputs (beside the previous ones, swapped in when complete),
-        log them in the parent run; the result."""
-
-        self.progress.step("blend")
-        # when the work ended, how much of it was left unused, and the reserve kept for what follows
-        done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values() if r.get("status") == "finished"}
-        self._end = {"work_ended_at": round(self.budget.elapsed, 2), "reserve": round(self.budget.reserve, 2),
-                     "unused_for_work": round(max(self.budget.left_for_work, 0.0), 2),
-                     "pairs_not_run": sorted(f"{e}-{o}" for e, o in self.configs if (e, o) not in done)}
-        members = self.members(state)
-        if not members:
-            tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
-                              if self.allowed(r))
-            raise ConfigError(f"no candidate finished within auto.time_limit={self.settings.time_limit:g} s "
-                              f"({tried or 'none started'}); raise auto.time_limit")
-        t_blend = time.monotonic()
-        result = None
-        with staged(self.out, remove=OUTPUTS) as new:
-            if len(members) == 1:
-                name, rec = members[0]
-                src = self.out / rec["dir"]
-                for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
-                    shutil.copy2(src / f, new / f)
-                shutil.copytree(src / "pipeline", new / "pipeline")
-                weights = {name: 1.0}
-                metrics = {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
-                           **({"test_qwk": rec["qwk_thresholds"]} if "qwk_thresholds" in rec else {})}
-            else:
-                read = read_members([self.out / r["dir"] for _, r in members])
-                read = [replace(m, name=n) for m, (n, _) in zip(read, members)]
-                result = blend(read, method=self.settings.blend_method,
-                               thresholds=self.base["thresholds"]["method"])
-                write_blend(result, new)
-                weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
-                metrics = dict(result.metrics)
-            blend_seconds = time.monotonic() - t_blend
-            board = leaderboard(state.candidates, weights, self.allowed, self.ds.has_test_labels)
-            board.to_csv(new / "leaderboard.csv", index=False)
-            pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
-        shown, others = closing_rows(board)
-        elapsed = self.budget.elapsed
-        n_done = self._n_finished(state)
-        metrics.update({"seconds": elapsed, "time_limit": float(self.settings.time_limit),
-                        "overrun": max(elapsed - self.settings.time_limit, 0.0), "n_finished": float(n_done),
-                        "pool_size": float(len(members)), "n_blended": float(sum(w > 0 for w in weights.values())),
-                        "blend_seconds": blend_seconds})
-        if self.parent_id is not None:
-            self._log(result, board, metrics, pipeline)
-        metrics["seconds"] = self.budget.elapsed
-        metrics["overrun"] = max(metrics["seconds"] - self.settings.time_limit, 0.0)
-        self._members = len(members)
-        self.progress.close()
-        over = metrics["overrun"]
-        log.info("auto: %s in %.0f s of auto.time_limit=%g s%s; %d candidate(s) finished, %s; nested out-of-fold QWK "
-                 "%.4f%s\n%s\n  submission: %s", "stopped" if stopped else "done", metrics["seconds"],
-                 self.settings.time_limit, f" ({over:.1f} s over, {100 * over / self.settings.time_limit:.1f} %)"
-                 if over > 0 else "", n_done,
-                 "one run (nothing to blend)" if result is None else
-                 f"blended {sum(w > 0 for w in weights.values())} of a pool of {len(members)} "
-                 f"({self.settings.blend_method})",
-                 metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
-                 shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others,
-                 self.out / "submission.csv")
-        return AutoResult(self.out, board, result, pipeline, metrics, self.parent_id, stopped)
-
-    def _log(self, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
-        """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
-        written in the output directory, already read."""
-        from qwkboost.tracking.serving import example_frame, log_pyfunc  # slow to import: mlflow, pandas
-
-        if result is not None:      # as tags: a resumed parent run may hold another blend than before
-            log_blend_contents(result, self.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True)
-        else:
-            for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
-                tracking.log_file(self.out / f, "predictions")
-            tracking.log_artifacts(self.out / "pipeline", "pipeline")
-            log_pyfunc(self.out / "pipeline", example_frame([pipeline.schema]), pipe=pipeline)
-        tracking.log_file(self.out / "leaderboard.csv")
-        tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",
-                                                   "n_blended", "blend_seconds") else k: float(v)
-                              for k, v in metrics.items() if v is not None})
+        log them in the parent run; the result (:func:`~qwkboost.autoblend.finish.finish`)."""
+        return finish(self, state, stopped)
 
     # ------------------------------------------------------------------ the whole
     def run(self) -> AutoResult:
@@ -491,8 +369,12 @@ class AutoRun:
             When stopped with Ctrl-C or SIGTERM, after writing the blend of what finished (if any did); the parent
             run then ends KILLED and ``auto.json`` records the session as stopped.
         """
+        claim(self.out, "auto", self.dir_key)      # before the lock's files: a folder of the user's gets none
         with OutputLock(self.out, self.dir_key):
             state = self.check_directory()
+            for s in state.close_abandoned():
+                log.warning("auto: the invocation of %s (pid %s) ended without closing its record in auto.json; it is "
+                            "marked killed", s.get("started"), s.get("pid"))
             self._check_time_left(state)
             session = state.begin(self.settings.as_dict())
             status, self._members, self._end = "failed", 0, {}
@@ -514,6 +396,7 @@ class AutoRun:
         """The output directory's record, refused (:class:`ConfigError`) if it holds another configuration's or other
         data's candidates or a study file that is not one; :meth:`run` calls it under the directory's lock, a cluster's
         command before it connects."""
+        claim(self.out, "auto", self.dir_key)      # a folder of the user's files is refused, never written into
         state = AutoState.open(self.out, shared_part(self.base), self.fingerprint, self.data_names, self.dir_key)
         if self.settings.tune:
             from qwkboost.runs.tuning.storage import check_study_file  # slow to import: optuna
@@ -545,22 +428,33 @@ class AutoRun:
                 tracking.log_dict(self.settings.as_dict(), f"sessions/{number}/auto.json")
                 tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
             state.save()
+            stop = None
             try:
                 run_defaults(self, state)
                 if self.settings.tune:
                     tune_best(self, state)
                 finish_running(self, state)
                 screen_rest(self, state)
-            except KeyboardInterrupt:
-                if self.members(state):
-                    log.warning("auto: stopped; writing the blend of the %d candidate(s) that finished",
-                                self._n_finished(state))
-                    self.finish(state, stopped=True)
-                else:
+            except KeyboardInterrupt as exc:
+                if not self.members(state):
                     log.warning("auto: stopped before any candidate finished: nothing to blend%s",
                                 "; the previous outputs are kept" if (self.out / "submission.csv").exists() else "")
+                    raise
+                log.warning("auto: stopped; writing the blend of the %d candidate(s) that finished",
+                            self._n_finished(state))
+                stop = exc
+            except ClusterLost as exc:      # the scheduler is gone: the budget ends with what finished
+                self._end["cluster_lost"] = str(exc)
+                log.warning("auto: %s; the candidates running there are lost, and the budget ends with the blend of "
+                            "the %d that finished (the same command again resumes it)", exc, self._n_finished(state))
+            try:
+                result = self.finish(state, stopped=stop is not None)
+            except KeyboardInterrupt:
+                fall_back(self, state)      # a stop during the blend: the best outputs at hand
                 raise
-            return self.finish(state)
+            if stop is not None:
+                raise stop
+            return result
 
     def _check_time_left(self, state: AutoState) -> None:
         """Refuse a time limit that leaves no time to start a candidate (after reading the data and keeping the

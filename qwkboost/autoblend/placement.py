@@ -25,16 +25,18 @@ only its candidate. A candidate fits when its need is within the fraction of the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
 from qwkboost.config import objective_ref
 from qwkboost.data.dataset import Dataset
 from qwkboost.distributed.cluster import check_dask_categorical, check_dask_objective, dask_support
+from qwkboost.exceptions import ConfigError
 from qwkboost.objectives import get as get_objective
 
 __all__ = ["Placement", "WHOLE", "MEMORY", "PROCESS_BYTES", "need", "n_categories", "place", "data_bytes",
-           "rows_refusal"]
+           "rows_refusal", "check_room", "pause_fraction"]
 
 #: Memory of one candidate's 5-fold cross-validation on one thread beyond the process before it, by engine:
 #: ``(bytes per byte of features, fixed bytes, bytes per category of the categorical columns)``; the first two
@@ -110,18 +112,24 @@ def place(config: Mapping, dataset: Dataset, worker_memory: float | None, n_work
           parallel: str = "runs") -> Placement:
     """Where ``config``'s candidate trains on a cluster of ``n_workers`` whose smallest worker may use
     ``worker_memory`` bytes before Dask pauses it (``None``: no limit), with ``cluster.parallel`` ``parallel``
-    (module docstring).
+    (module docstring). Across the rows, each worker holds its share of the features, :math:`1/n` of the bytes, and
+    the rest of the need whole.
 
     Returns
     -------
     Placement
-        ``rows`` when asked for (``parallel="rows"``) or when the data does not fit one worker, if the engine can;
-        else ``whole`` when it fits, else ``none`` with the reason.
+        ``rows`` when asked for (``parallel="rows"``) or when the data does not fit one worker, if the engine can and
+        each worker's share fits; else ``whole`` when it fits, else ``none`` with the reason.
     """
     engine = config["engine"]["name"]
-    needed = need(engine, data_bytes(dataset), n_categories(dataset))
+    nbytes, categories = data_bytes(dataset), n_categories(dataset)
+    needed = need(engine, nbytes, categories)
+    shared = need(engine, nbytes / max(n_workers, 1), categories)
     fits = worker_memory is None or needed <= worker_memory
     refusal = rows_refusal(config, dataset) if parallel == "rows" or not fits else None
+    if refusal is None and worker_memory is not None and shared > worker_memory:
+        refusal = (f"its share of the rows on each of the {n_workers} workers needs about {_size(shared)} with "
+                   f"{engine}'s copies, and a worker has {_size(worker_memory)}")
     if parallel == "rows":
         if refusal is None:
             return Placement("rows", f"cluster.parallel=rows: each fold's rows across the {n_workers} workers")
@@ -129,12 +137,59 @@ def place(config: Mapping, dataset: Dataset, worker_memory: float | None, n_work
             return Placement("whole", f"whole on one worker: {_first_sentence(refusal)}")
     if fits:
         return WHOLE
-    size = f"about {needed / 2**30:.1f} GiB with {engine}'s copies, and a worker has {worker_memory / 2**30:.1f} GiB"
+    size = f"about {_size(needed)} with {engine}'s copies, and a worker has {_size(worker_memory)}"
     if refusal is None:
         return Placement("rows", f"its data does not fit one worker ({size}): each fold's rows across the "
                                  f"{n_workers} workers")
     return Placement("none", f"its data does not fit one worker ({size}), and it cannot train across workers' "
                              f"rows: {_first_sentence(refusal)}")
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"
+
+
+def check_room(configs: Mapping[tuple[str, str], Mapping], dataset: Dataset, worker_memory: float | None,
+               n_workers: int, parallel: str | None, what: str, fix: str) -> None:
+    """Refuse, before any training, a cluster on which no candidate of ``configs`` fits (:func:`place`): its
+    workers too small for a worker process with the engines and this data.
+
+    Parameters
+    ----------
+    configs : mapping
+        The candidates' configs.
+    worker_memory, n_workers, parallel
+        As in :func:`place`.
+    what : str
+        What set the workers' memory, for the message (``cluster.memory_limit='200MB'``, ``the workers at ...``).
+    fix : str
+        What gives the workers more, ending the message (``give cluster.memory_limit={}``, the size filled in).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``what``, the memory a worker may use, the least a candidate needs, and the fix.
+    """
+    if worker_memory is None or not configs:
+        return
+    placed = {pair: place(cfg, dataset, worker_memory, n_workers, parallel or "runs") for pair, cfg in configs.items()}
+    if any(p.how != "none" for p in placed.values()):
+        return
+    nbytes, categories = data_bytes(dataset), n_categories(dataset)
+    least, pair = min((need(cfg["engine"]["name"], nbytes, categories), pair) for pair, cfg in configs.items())
+    pause = pause_fraction()
+    enough = 2 ** math.ceil(math.log2(least / pause / 2**20))      # MiB, a power of two
+    raise ConfigError(f"{what} leaves each Dask worker {_size(worker_memory)} before Dask pauses it (at {pause:.0%}), "
+                      f"and no candidate fits: the least, {pair[0]}-{pair[1]}, needs about {_size(least)} (a worker "
+                      f"process with the engines takes {_size(PROCESS_BYTES)}); "
+                      + fix.format(f"{enough // 1024}GiB" if enough >= 1024 else f"{enough}MiB"))
+
+
+def pause_fraction() -> float:
+    """The share of a worker's ``memory_limit`` at which Dask pauses it (``distributed.worker.memory.pause``)."""
+    import dask  # optional: dask
+
+    return float(dask.config.get("distributed.worker.memory.pause") or 1.0)
 
 
 def _first_sentence(text: str) -> str:

@@ -29,6 +29,7 @@ import logging
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.state import config_hash
+from qwkboost.exceptions import ClusterLost
 
 __all__ = ["run_defaults", "run_at_once", "screen_rest", "fitted", "order", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
            "MAX_SPEEDUP", "FIT_SHARE"]
@@ -238,6 +239,10 @@ def finish_running(run, state) -> None:
         for outcome in run.executor.stop():
             run.end_candidate(state, run.running.pop(outcome.name)[0], outcome)
         raise
+    except ClusterLost:
+        for outcome in run.executor.abandon():
+            run.end_candidate(state, run.running.pop(outcome.name)[0], outcome)
+        raise
 
 
 def run_at_once(run, state, queue) -> None:
@@ -289,6 +294,11 @@ def run_at_once(run, state, queue) -> None:
                     queue.insert(0, (pair, reason))
     except KeyboardInterrupt:
         for outcome in executor.stop():
+            cand, _, _ = running.pop(outcome.name)
+            run.end_candidate(state, cand, outcome)
+        raise
+    except ClusterLost:         # the scheduler is gone: what ran there is lost, what finished is kept
+        for outcome in executor.abandon():
             cand, _, _ = running.pop(outcome.name)
             run.end_candidate(state, cand, outcome)
         raise

@@ -30,8 +30,9 @@ __all__ = ["AutoState", "STATE_FILE", "config_hash", "shared_part"]
 STATE_FILE = "auto.json"
 #: The config keys every candidate of one directory shares (its data, folds and decoding).
 SHARED_KEYS = ("data", "cv", "seed", "thresholds")
-#: Config keys that never change a candidate's result.
-_UNHASHED = ("tracking", "run_name", "n_jobs", "hydra", "auto")
+#: Config keys that never change a candidate's result: where it runs (``cluster``: one machine or a Dask
+#: cluster's workers) is not what it is, so a directory moves between them and keeps its candidates.
+_UNHASHED = ("tracking", "run_name", "n_jobs", "hydra", "auto", "cluster")
 
 
 def config_hash(cfg: Mapping[str, Any]) -> str:
@@ -64,6 +65,10 @@ class AutoState:
     parent_run_id: str | None = None
     candidates: dict[str, dict] = field(default_factory=dict)
     sessions: list[dict] = field(default_factory=list)
+    #: What the directory's outputs are (``kind``: a blend or one candidate, ``nested_oof_qwk``, ``members``,
+    #: ``written``): what a stop during the next blend weighs against its best candidate
+    #: (:func:`~qwkboost.autoblend.finish.fall_back`).
+    outputs: dict | None = None
 
     @classmethod
     def open(cls, directory: str | os.PathLike, shared: dict, data: DataFingerprint | None = None,
@@ -111,8 +116,9 @@ class AutoState:
                 check_same(raw.get("data"), data, str(d), *files)
             except ValueError as exc:
                 raise ConfigError(f"{exc}: its candidates and submission belong to that data; {again}") from None
+        outputs = raw.get("outputs") if isinstance(raw.get("outputs"), dict) else None
         return cls(d, shared, new if new is not None else raw.get("data"), raw.get("parent_run_id"), candidates,
-                   sessions)
+                   sessions, outputs)
 
     def damage(self, name: str) -> str | None:
         """Why candidate ``name``'s files cannot be used as they are (its folder is not ``candidates/<name>``, a
@@ -137,6 +143,17 @@ class AutoState:
             return None
         return rec
 
+    def close_abandoned(self) -> list[dict]:
+        """Mark ``killed`` the invocations still recorded as ``running``, and save: called under the directory's lock
+        (:class:`~qwkboost.tracking.writing.OutputLock`), when no other command can be running here, so theirs ended
+        without closing the record (``kill -9``, a machine lost). Returns them."""
+        gone = [s for s in self.sessions if s.get("status") == "running"]
+        for s in gone:
+            s.update(status="killed", reason="its process ended without closing this record (kill -9, a lost machine)")
+        if gone:
+            self.save()
+        return gone
+
     def begin(self, settings: Mapping[str, Any]) -> dict:
         """Record a new invocation (status ``running``) and save; the record, to :meth:`end` later."""
         session = {"started": _now(), "settings": dict(settings), "status": "running", "pid": os.getpid()}
@@ -155,7 +172,8 @@ class AutoState:
         path = self.directory / STATE_FILE
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"shared": self.shared, "data": self.data, "parent_run_id": self.parent_run_id,
-                                   "candidates": self.candidates, "sessions": self.sessions}, indent=1,
+                                   "candidates": self.candidates, "sessions": self.sessions,
+                                   "outputs": self.outputs}, indent=1,
                                   default=str))
         os.replace(tmp, path)
 

@@ -14,6 +14,7 @@ trials.
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
 import statistics
 from dataclasses import replace
@@ -21,9 +22,11 @@ from dataclasses import replace
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.state import config_hash
 from qwkboost.data.dataset import class_range
+from qwkboost.data.fingerprint import DataFingerprint
+from qwkboost.exceptions import ClusterLost
 from qwkboost.runs.tuning.space import suggest
 
-__all__ = ["tune_best"]
+__all__ = ["tune_best", "study_name"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
@@ -62,6 +65,7 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
 
     from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
     from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
+    from qwkboost.runs.tuning.storage import quiet_stopped_trials  # slow to import: optuna
 
     cfg = run.configs[pair]
     space = cfg["engine"].get("search_space") or {}
@@ -70,10 +74,7 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
         return
     seed = int(cfg.get("seed", 0))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=f"{pair[0]}-{pair[1]}-{config_hash(cfg)}",
-                                storage=f"sqlite:///{(run.out / 'tuning.db').resolve()}", direction="maximize",
-                                sampler=make_sampler("tpe", seed), pruner=make_pruner(run.settings.pruner),
-                                load_if_exists=True)
+    study = _open_study(run, pair, cfg, sampler=make_sampler("tpe", seed), pruner=make_pruner(run.settings.pruner))
     classes = class_range(run.ds.classes)
     seconds = [first_seconds]
 
@@ -106,7 +107,40 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
     if run.executor.remote:
         _tune_at_once(run, state, pair, study, seconds, out_of_time, why)
         return
-    study.optimize(objective, callbacks=[stop_when_out_of_time], gc_after_trial=False)
+    with quiet_stopped_trials():        # a Ctrl-C is one line, not Optuna's report of a failed trial
+        study.optimize(objective, callbacks=[stop_when_out_of_time], gc_after_trial=False)
+
+
+def study_name(pair: tuple[str, str], cfg: dict, data: DataFingerprint) -> str:
+    """The name of ``pair``'s study in ``tuning.db``: its configuration's hash (where it runs, one machine or a
+    cluster, is not part of it) and its data's, so that the study of other data or settings is never continued."""
+    rows = hashlib.sha256(f"{data.train}:{data.test}".encode()).hexdigest()[:8]
+    return f"{pair[0]}-{pair[1]}-{config_hash(cfg)}-{rows}"
+
+
+def _open_study(run, pair: tuple[str, str], cfg: dict, sampler, pruner):
+    """``pair``'s study in ``<output dir>/tuning.db`` (:func:`study_name`), created on first use, its data checked
+    as ``tune.py`` checks a study's (:func:`~qwkboost.runs.tuning.study.check_study_data`); studies of the pair on
+    other data or settings stay in the file, set aside, with a line."""
+    import optuna  # slow to import: optuna
+
+    from qwkboost.runs.tuning.study import DATA_ATTR, check_study_data  # slow to import: optuna, mlflow
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{(run.out / 'tuning.db').resolve()}")
+    name = study_name(pair, cfg, run.fingerprint)
+    prefix = f"{pair[0]}-{pair[1]}-"
+    aside = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
+             if s.study_name.startswith(prefix) and s.study_name != name and s.n_trials]
+    if aside:
+        other = [s for s in aside if s.user_attrs.get(DATA_ATTR) not in (None, run.fingerprint.to_dict())]
+        log.info("auto: tuning.db holds %d trial(s) of %s-%s in %d study(ies) of other %s; they stay there, set aside, "
+                 "and are not continued", sum(s.n_trials for s in aside), *pair, len(aside),
+                 "data" if len(other) == len(aside) else "settings or data")
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler,
+                                pruner=pruner, load_if_exists=True)
+    check_study_data(study, run.fingerprint, f"auto's tuning study {name!r} in {run.out / 'tuning.db'}",
+                     run.data_names, f"move {run.out / 'tuning.db'} away to start its studies afresh")
+    return study
 
 
 def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str) -> None:
@@ -172,10 +206,11 @@ def _tune_at_once(run, state, pair, study, seconds: list, out_of_time, why: str)
             else:
                 seconds.append(rec["seconds"])
                 tell(trial, rec["qwk_thresholds_oof"])
-    except KeyboardInterrupt:
-        for outcome in run.executor.stop():
+    except (KeyboardInterrupt, ClusterLost) as exc:
+        lost = isinstance(exc, ClusterLost)        # the scheduler is gone: what ran there is lost
+        for outcome in run.executor.abandon() if lost else run.executor.stop():
             cand, trial = running.pop(outcome.name)
             run.end_candidate(state, cand, outcome)
-            if trial is not None:
+            if trial is not None and not (lost and study is not record):      # a copy on a lost scheduler is gone
                 tell(trial, state=optuna.trial.TrialState.FAIL)
         raise

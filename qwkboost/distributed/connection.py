@@ -3,13 +3,17 @@ client connected to it (:func:`connect`)."""
 
 from __future__ import annotations
 
+import ast
 import logging
 import os
 import signal
+import socket
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
+from urllib.parse import urlsplit
 
 from qwkboost.exceptions import ConfigError
 from qwkboost.validation import check_int
@@ -63,10 +67,40 @@ class ClusterSpec:
         if parallel not in (None, "runs", "rows"):
             raise ValueError(f"cluster.parallel must be runs (whole runs side by side, one per worker) or rows (each "
                              f"fold's rows across the workers), or null for the command's default; got {parallel!r}")
-        return cls(address=address or None,
+        spec = cls(address=address or None,
                    n_workers=check_int(cfg.get("n_workers", 2), "cluster.n_workers", 1),
                    threads_per_worker=check_int(cfg.get("threads_per_worker", 1), "cluster.threads_per_worker", 1),
                    memory_limit=str(cfg.get("memory_limit", "auto")), parallel=parallel)
+        spec.worker_memory()        # a limit Dask cannot read is refused here, not by a worker that fails to start
+        return spec
+
+    def worker_memory(self) -> int | None:
+        """The bytes each worker of this spec's ``LocalCluster`` may use, read as Dask reads ``memory_limit``
+        (``"auto"``: this machine's memory shared by the workers; a fraction of 1 or less: of this machine's
+        memory); ``None``: no limit (``0``), or no ``LocalCluster`` (``address``).
+
+        Raises
+        ------
+        ValueError
+            Naming ``cluster.memory_limit``, for a value Dask cannot read or one below zero.
+        """
+        if self.address:
+            return None
+        try:
+            from distributed.worker_memory import parse_memory_limit  # optional: distributed
+        except ImportError:
+            return None
+        limit = self.memory_limit
+        try:
+            parsed = parse_memory_limit(limit, self.threads_per_worker, self.n_workers * self.threads_per_worker,
+                                        logger=logging.getLogger("qwkboost.distributed"))
+        except (ValueError, TypeError):
+            parsed = -1
+        if parsed is not None and parsed < 0:
+            raise ValueError(f"cluster.memory_limit={limit!r} is not a size Dask can read: give one such as 4GiB or "
+                             "500MB, auto (this machine's memory shared by the workers), a fraction of it such as "
+                             "0.5, or 0 for no limit")
+        return parsed
 
 
 @contextmanager
@@ -76,32 +110,100 @@ def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[
     Raises
     ------
     ConfigError
-        If the scheduler at ``spec.address`` does not answer within ``timeout`` seconds.
+        If the scheduler at ``spec.address`` refuses the connection or does not answer within ``timeout`` seconds;
+        for a ``LocalCluster`` started by a script's top-level code outside ``if __name__ == "__main__":`` (its
+        workers would run that code again).
     """
     from distributed import Client, LocalCluster  # optional: distributed
-
 
     spec = spec or ClusterSpec()
     # the scheduler's and workers' lifecycle lines would drown the run's own log at INFO
     for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core"):
         logging.getLogger(name).setLevel(logging.WARNING)
     if spec.address:
+        refusal = (f"cluster.address={spec.address}: no Dask scheduler answers there ({{}}); start one (dask "
+                   f"scheduler; dask worker {spec.address}), or use cluster=local for a cluster on this machine")
+        _check_listening(spec.address, timeout, refusal)
         try:
             client = Client(spec.address, timeout=f"{timeout}s")
         except (OSError, TimeoutError) as exc:
-            raise ConfigError(f"cluster.address={spec.address}: no Dask scheduler answers there "
-                              f"({type(exc).__name__}); start one (dask scheduler; dask worker {spec.address}), "
-                              "or use cluster=local for a cluster on this machine") from None
+            raise ConfigError(refusal.format(type(exc).__name__)) from None
         try:
             yield client
         finally:
-            client.close()
+            _close(client)
         return
+    _check_main_guard()
     with _children_ignore_sigint():
         cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker, processes=True,
                                memory_limit=spec.memory_limit, host="127.0.0.1", dashboard_address=None)
     with cluster, Client(cluster) as client:
         yield client
+
+
+def _close(client, timeout: float = 10.0) -> None:
+    """Close ``client``; one whose scheduler was lost closes without waiting for it, and without an error that would
+    hide the run's own end."""
+    try:
+        client.close(timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - the scheduler went away: there is nothing left to close
+        logging.getLogger(__name__).debug("closing the Dask client: %s", exc)
+
+
+def _check_listening(address: str, timeout: float, refusal: str) -> None:
+    """Refuse at once an address where nothing listens (a refused TCP connection), rather than after the client's
+    retries for ``timeout`` seconds (22 s were seen); an address that does not answer waits ``timeout`` seconds."""
+    try:
+        parts = urlsplit(address)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return
+    if not parts.scheme.startswith("tcp") or not host or not port:
+        return                      # another transport (tls://, ucx://, inproc://): the client says
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except ConnectionRefusedError:
+        raise ConfigError(refusal.format("the connection was refused")) from None
+    except OSError as exc:
+        raise ConfigError(refusal.format(exc.strerror or type(exc).__name__)) from None
+
+
+def _check_main_guard() -> None:
+    """Refuse, in one line, a ``LocalCluster`` started by a script's top-level code outside
+    ``if __name__ == "__main__":``. Dask starts its workers as new processes with multiprocessing's *spawn*, which
+    imports the script again in each of them: that code would start a cluster again in every worker, and each
+    worker would fail to start after hundreds of lines of errors. Nothing is checked where the script's source cannot
+    be read (an interactive session, a notebook: nothing is imported again there)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is getattr(main, "__dict__", None)
+                                     and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None or not path or os.path.abspath(frame.f_code.co_filename) != os.path.abspath(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    line = frame.f_lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and \
+                any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in node.body):
+            return
+    raise ConfigError(f"{path}, line {line}: a LocalCluster (cluster='local') starts its Dask workers as new "
+                      "processes that import this script again, and this line would run again in each of them: put it "
+                      "under `if __name__ == \"__main__\":`")
+
+
+def _is_main_test(test) -> bool:
+    """Whether ``test`` is ``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+        any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides)
 
 
 @contextmanager

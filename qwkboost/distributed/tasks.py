@@ -12,6 +12,9 @@
 - **A lost worker** loses only its task. Dask would run it again elsewhere with the arguments it had when first
   submitted (its seconds, for one); it comes back as lost instead (:attr:`TaskResult.lost`), and the caller
   decides whether to submit it again.
+- **A lost scheduler** ends the pool: every call then raises :class:`~qwkboost.exceptions.ClusterLost`
+  (``scheduler=True``), and :meth:`WorkerPool.abandon` hands back the running tasks as lost without asking the
+  cluster, so the caller can keep what finished.
 - **Files.** A worker that sees the client's output directory (a ``LocalCluster``, a shared disk) writes a task's
   files there; one that does not writes them to a temporary directory and sends them back with the result, and
   the client writes them in place (:attr:`WorkerPool.shared`).
@@ -30,9 +33,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from qwkboost.distributed.connection import TRACKING_FIX, check_reachable_by_workers, sees_path
-from qwkboost.exceptions import ConfigError
+from qwkboost.exceptions import ClusterLost, ConfigError
 
-__all__ = ["WorkerPool", "TaskResult", "RoundStop", "STOP_POLL_SECONDS", "STOP_WAIT_SECONDS"]
+__all__ = ["WorkerPool", "TaskResult", "RoundStop", "STOP_POLL_SECONDS", "STOP_WAIT_SECONDS", "LOST_ERRORS",
+           "is_lost_error", "check_scheduler", "quiet_lost_client"]
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +44,33 @@ log = logging.getLogger(__name__)
 STOP_POLL_SECONDS = 1.0
 #: How long a stop waits for the running tasks to end by themselves before cancelling them.
 STOP_WAIT_SECONDS = 30.0
+#: How many times a task is sent before a worker lost each time fails it.
+SEND_ATTEMPTS = 3
 #: The errors by which Dask reports a task whose worker went away.
 LOST_ERRORS = ("KilledWorker", "CancelledError", "CommClosedError", "FutureCancelledError", "FuturesCancelledError")
+
+
+def is_lost_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is how Dask reports work whose worker or scheduler went away (:data:`LOST_ERRORS`, or a
+    connection that failed: ``OSError``, ``TimeoutError``), rather than the work's own error."""
+    return type(exc).__name__ in LOST_ERRORS or isinstance(exc, (OSError, TimeoutError, ClusterLost))
+
+
+def check_scheduler(client) -> None:
+    """Raise :class:`~qwkboost.exceptions.ClusterLost` (``scheduler=True``) if ``client`` has lost its scheduler
+    (it is reconnecting, or closed after failing to)."""
+    if getattr(client, "status", "running") in ("connecting", "closing", "closed"):
+        address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
+        quiet_lost_client()
+        raise ClusterLost(f"the Dask scheduler at {address} was lost (the client's connection to it closed)",
+                          scheduler=True)
+
+
+def quiet_lost_client() -> None:
+    """Once qwkboost has said that the scheduler was lost, the client's own reports of it (its failed reconnection,
+    with tracebacks, as it closes) add nothing: they are left out."""
+    for name in ("distributed.client", "distributed.utils"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 @dataclass
@@ -224,15 +253,29 @@ class WorkerPool:
         its files go (on the worker: there, or a temporary one sent back), ``stopped()`` says whether the pool was
         stopped, ``where`` and ``nthreads`` are the worker's address and threads."""
         token = f"{name}-{uuid.uuid4().hex[:12]}"
-        where = self._free_worker()
-        future = self.client.submit(_task, fn, name, str(directory), self._copies[where], token, self._stop_name,
-                                    self.shared, self.tracking_uri, args, key=f"qwkboost-{token}", pure=False,
-                                    retries=0, workers=[where], allow_other_workers=False)
+        where = None
+        for attempt in range(SEND_ATTEMPTS):
+            try:
+                where = self._free_worker()
+                future = self.client.submit(_task, fn, name, str(directory), self._copies[where], token,
+                                            self._stop_name, self.shared, self.tracking_uri, args,
+                                            key=f"qwkboost-{token}", pure=False, retries=0, workers=[where],
+                                            allow_other_workers=False)
+                break
+            except Exception as exc:  # noqa: BLE001 - a worker that died as its copy or task was sent
+                check_scheduler(self.client)
+                if not is_lost_error(exc) or attempt == SEND_ATTEMPTS - 1:
+                    raise
+                log.info("a Dask worker was lost while a task was sent to it (%s); sending it to another",
+                         type(exc).__name__)
+                self._copies.pop(where, None)
+                time.sleep(1.0)
         self._running[future] = (name, Path(directory), where)
 
     def _free_worker(self) -> str:
         """A worker running none of this pool's tasks (the least busy if every one is), with its copy of the data sent
         there first; the copies of workers that have left the cluster are dropped."""
+        check_scheduler(self.client)
         alive = sorted(self.client.ncores())        # asks the scheduler: a lost worker's stand-in is listed
         if not alive:
             raise ConfigError(f"the Dask cluster at {self.client.scheduler.address} has no worker left; start one "
@@ -260,10 +303,18 @@ class WorkerPool:
         try:
             done = next(iter(wait(list(self._running), return_when="FIRST_COMPLETED").done))
         except Exception as exc:  # noqa: BLE001 - a task whose data went with its worker is cancelled, and says so here
+            check_scheduler(self.client)        # or the scheduler went away: every task is lost
             if type(exc).__name__ not in LOST_ERRORS:
                 raise
             done = next(f for f in self._running if f.done())
         return self._result(done)
+
+    def abandon(self) -> list[TaskResult]:
+        """Every running task as lost, without asking the cluster (its scheduler is gone)."""
+        out = [TaskResult(name, lost=True) for name, _, _ in self._running.values()]
+        self._running.clear()
+        self._copies.clear()
+        return out
 
     def _result(self, future) -> TaskResult:
         name, directory, _ = self._running.pop(future)
@@ -272,6 +323,7 @@ class WorkerPool:
         except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, a task's own error
             if type(exc).__name__ not in LOST_ERRORS:
                 raise
+            check_scheduler(self.client)
             return TaskResult(name, lost=True)
         if result.files is not None:
             _unpack(result.files, directory)
@@ -283,13 +335,18 @@ class WorkerPool:
         running after ``wait_seconds`` are cancelled (:attr:`TaskResult.cancelled`)."""
         from distributed import wait  # optional: distributed
 
-        self._stop.set()
         futures = list(self._running)
-        if futures:
-            try:
+        try:
+            self._stop.set()
+            if futures:
                 wait(futures, timeout=wait_seconds)
-            except TimeoutError:
-                pass
+        except TimeoutError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - the scheduler is gone: the tasks with it
+            if not is_lost_error(exc):
+                raise
+            if getattr(self.client, "status", "running") != "running":
+                return self.abandon()
         out = []
         for f in futures:
             name = self._running[f][0]

@@ -25,6 +25,7 @@ from qwkboost.exceptions import config_errors
 from qwkboost.runs.experiment import run_experiment
 from qwkboost.runs.sweep import read_parent
 from qwkboost.runs.table import run_table
+from qwkboost.tracking.writing import claim
 
 log = logging.getLogger("qwkboost")
 
@@ -109,17 +110,21 @@ def experiment_command(cfg: DictConfig) -> float | None:
         with config_errors():
             raise ValueError(f"experiment={'study' if cfg.get('study') else 'auto'} is a stage above the runs: run it "
                              "with qwkboost.commands.run_command (what experiments/run.py does)")
+    # Hydra's folder, or one the user named: never a folder of the user's own files
+    key = "hydra.sweep.dir" if hc.mode == RunMode.MULTIRUN else "hydra.run.dir"
     if cfg.table:
         with config_errors():
             check_config(container)
             rows = row_configs(cfg)
             for rc in rows:
                 check_config(rc)
+        claim(out_dir, "table", key)
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
         run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table", table_cfg=container["table"])
         return None
     with config_errors():
         check_config(container)
+    claim(out_dir, "run", key)
     parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
     if parent:   # a multirun job: the store and experiment were set up by the sweep's main process
         tracking.resolve_and_set(cfg.tracking.uri, sweep_run_id=parent["run_id"])
@@ -158,8 +163,9 @@ def tune_command(cfg: DictConfig):
     study = tune(container)
     if study.best_trials:
         # quoted for the shell, as the user had to type them (data.classes=[not too happy,...])
+        # each trial trained whole on one machine (on a cluster, on one worker): so does the command that runs it
         keep = [shlex.quote(o) for o in HydraConfig.get().overrides.task
-                if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra"))]
+                if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra", "cluster"))]
         log.info("run the best trial with:\n  python experiments/run.py %s",
                  " ".join([*keep, best_overrides(study.best_trial.params)]))
     return study

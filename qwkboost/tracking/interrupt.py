@@ -22,12 +22,13 @@ import os
 import signal
 import socket
 import sys
+import threading
 from typing import Iterator
 
 from qwkboost.exceptions import ConfigError
 
 __all__ = ["Terminated", "install_sigterm", "stop_quietly", "main_guard", "report_config_errors", "process_tag",
-           "is_alive", "interrupted"]
+           "is_alive", "interrupted", "held_stops"]
 
 _STATE = {"interrupted": False, "what": None}
 
@@ -44,6 +45,35 @@ def _on_sigterm(signum, frame):
 def install_sigterm() -> None:
     """Make SIGTERM raise :class:`Terminated` in the main thread."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+@contextlib.contextmanager
+def held_stops() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while a few steps that must not be cut in half run (files swapped into place), then
+    acted on as they would have been: the first one received reaches its handler as the block ends (a
+    :class:`KeyboardInterrupt`, :class:`Terminated`, or the end of the process where SIGTERM is not handled).
+
+    Python runs signal handlers in the main thread, so the handlers are swapped there; elsewhere it holds nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s, handler in old.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(s, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        if got:
+            handler = old[got[0]]
+            if callable(handler):
+                handler(got[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), got[0])
 
 
 def interrupted() -> bool:

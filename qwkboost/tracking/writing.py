@@ -7,6 +7,9 @@
 * **One writer per directory.** :class:`OutputLock` holds an operating-system lock on the directory (released by
   the kernel if the process dies), so a second command into the same directory is refused with one line naming
   the first (its process, host, start and command line) instead of both training and one crashing.
+* **A folder of the user's is never written into.** A command writes only into a folder that is new, empty but for
+  Hydra's own files, or already its own (:func:`claim`, which marks it): a folder holding anything else is refused
+  in one line before any work, since outputs swapped in there would replace or remove the user's files.
 * **A manifest tells a damaged file.** :func:`manifest` records every file's size and SHA-256 digest when a run
   finishes; :func:`manifest_problem` names the first file since deleted, truncated, replaced, turned into a
   symbolic link or a FIFO, before anything is reused. Digests cost about 0.1 s per 100 MB.
@@ -31,9 +34,9 @@ from filelock import FileLock, Timeout
 
 from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.files import run_path
-from qwkboost.tracking.interrupt import is_alive, process_tag
+from qwkboost.tracking.interrupt import held_stops, is_alive, process_tag
 
-__all__ = ["staged", "OutputLock", "manifest", "manifest_problem", "LOCK_FILE"]
+__all__ = ["staged", "OutputLock", "manifest", "manifest_problem", "claim", "LOCK_FILE", "OWNER_FILE", "KINDS"]
 
 LOCK_FILE = ".qwkboost.lock"
 #: Who holds the lock: written beside the lock file once it is held (the lock file itself is truncated by every
@@ -41,6 +44,14 @@ LOCK_FILE = ".qwkboost.lock"
 HOLDER_FILE = ".qwkboost.lock.json"
 _STAGING = ".staging-"
 _OLD = ".old-"
+#: Which command's outputs a folder holds: written by :func:`claim` when a command first writes there.
+OWNER_FILE = ".qwkboost.json"
+#: What Hydra writes into a job's folder before the command starts: its configs (and, beside them, its job's log).
+HYDRA_DIR = ".hydra"
+#: The commands that own an output folder: what they are called in a message, and the record each one writes there
+#: (what marks a folder of an earlier qwkboost as theirs, before :data:`OWNER_FILE`).
+KINDS = {"auto": ("a time budget (experiment=auto)", "auto.json"), "run": ("a run", "result.json"),
+         "table": ("the QWK table", "qwk_table.csv"), "blend": ("a blend", "blend.json")}
 
 
 def _remove(path: Path) -> None:
@@ -91,6 +102,13 @@ def staged(directory: str | os.PathLike, remove: tuple[str, ...] = ()) -> Iterat
     old = d / f"{_OLD}{token}"
     new = sorted(tmp.iterdir())
     names = {e.name for e in new}
+    with held_stops():      # a stop waits for the swap: never half the new entries and half the old
+        _swap(d, tmp, old, new, names, remove)
+
+
+def _swap(d: Path, tmp: Path, old: Path, new: list[Path], names: set, remove: tuple[str, ...]) -> None:
+    """Move the staged entries ``new`` into ``d`` (the old ones aside into ``old``, then removed), and remove the
+    entries named in ``remove`` that the new set lacks."""
     try:
         for entry in new:
             target = d / entry.name
@@ -104,6 +122,80 @@ def staged(directory: str | os.PathLike, remove: tuple[str, ...] = ()) -> Iterat
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _housekeeping(name: str, hydra: bool) -> bool:
+    """Whether a folder's entry is qwkboost's own bookkeeping or Hydra's (never the user's)."""
+    return name in (LOCK_FILE, HOLDER_FILE, OWNER_FILE, HYDRA_DIR) or name.startswith((_STAGING, _OLD)) or \
+        (hydra and name.endswith(".log"))
+
+
+def _owner(directory: Path) -> str | None:
+    try:
+        kind = json.loads((directory / OWNER_FILE).read_text()).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if kind in KINDS else None
+
+
+def claim(directory: str | os.PathLike, kind: str, key: str = "the output directory") -> Path:
+    """Take ``directory`` for the outputs of ``kind`` (a key of :data:`KINDS`), before any work.
+
+    A folder is ``kind``'s when it is new, when it holds nothing but Hydra's files (``.hydra/`` and its job's
+    ``.log``) and qwkboost's bookkeeping, or when it is already ``kind``'s (its :data:`OWNER_FILE`, or the record
+    ``kind`` writes: ``auto.json``, ``result.json``, ...). It is then marked as ``kind``'s (:data:`OWNER_FILE`), so a
+    later command knows it, even one that finds its record gone.
+
+    Parameters
+    ----------
+    directory : path
+        Created if missing.
+    kind : {"auto", "run", "table", "blend"}
+    key : str
+        How the user names the folder (``hydra.run.dir``, ``output_dir``), for the message.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ConfigError
+        In one line naming ``key``: for a folder that holds another command's outputs, or files qwkboost did not
+        write (the first few named), which its outputs could replace or remove.
+    """
+    d = Path(directory)
+    what, record = KINDS[kind]
+    fix = f"give a new folder ({key}=...)"
+    if d.exists() and not d.is_dir():
+        raise ConfigError(f"{key}={str(d)!r} is a file, not a folder; {fix}")
+    owner = _owner(d) if d.exists() else None
+    if owner is None and d.exists():
+        if not (d / record).exists():
+            hydra = (d / HYDRA_DIR).is_dir()
+            entries = sorted(e.name + ("/" if e.is_dir() else "") for e in d.iterdir()
+                             if not _housekeeping(e.name, hydra))
+            owner = next((k for k, (_, r) in KINDS.items() if k != kind and (d / r).exists()), None)
+            if entries and owner is None:
+                shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+                raise ConfigError(f"{key}={str(d)!r} holds files qwkboost did not write ({shown}); {what} writes only "
+                                  f"into a new folder or one of its own, since its outputs would replace or remove "
+                                  f"them: {fix}")
+        else:
+            owner = kind
+    if owner is not None and owner != kind:
+        raise ConfigError(f"{key}={str(d)!r} holds the outputs of {KINDS[owner][0]}, not of {what}, which would "
+                          f"replace or remove them: {fix}")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        if not (d / OWNER_FILE).exists():
+            tmp = d / f"{OWNER_FILE}.{os.getpid()}"
+            tmp.write_text(json.dumps({"kind": kind, "created": time.strftime("%Y-%m-%d %H:%M:%S")}))
+            os.replace(tmp, d / OWNER_FILE)
+    except OSError as exc:
+        raise ConfigError(f"{key}={str(d)!r} cannot be written ({exc.strerror or exc}); give a directory you can "
+                          "write to") from None
+    return d
 
 
 class OutputLock:

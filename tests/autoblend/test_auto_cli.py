@@ -57,3 +57,29 @@ def test_a_stop_during_the_first_candidate_is_a_stop(tmp_path, how):
                 for r in client.search_runs([exp.experiment_id])}
     assert statuses == {"parent": "KILLED", "candidate": "KILLED"}
     assert json.loads((out / "auto.json").read_text())["sessions"][-1]["status"] == "stopped"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_tuning_trial_is_one_line_and_writes_the_blend(tmp_path):
+    """Ctrl-C while a tuning trial's folds train: exit 130, the blend of what finished written, and one line on
+    stderr, not Optuna's report of a failed trial with its traceback."""
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=auto",
+                          "auto.time_limit=120", "auto.engines=[lightgbm]", "auto.objectives=[squared_error]",
+                          "data=quartiles", "data.n_train=6000", "n_jobs=1", "tracking.uri=null",
+                          f"hydra.run.dir={out}"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, preexec_fn=_default_sigint, start_new_session=True)
+    lines = []
+    for line in p.stdout:           # until a trial's first fold has ended: the second trains
+        lines.append(line)
+        if "-trial-" in line and ": fold 1/" in line:
+            break
+    else:
+        pytest.fail("no tuning trial began: " + "".join(lines[-20:]))
+    os.killpg(p.pid, signal.SIGINT)
+    rest, _ = p.communicate(timeout=120)
+    text = "".join(lines) + rest
+    assert p.returncode == 130, text[-3000:]
+    assert "Traceback" not in text and "failed because of the following error" not in text
+    assert text.strip().splitlines()[-1] == "experiments/run.py: interrupted (Ctrl-C); its MLflow runs are marked KILLED"
+    assert (out / "submission.csv").exists() and (out / "leaderboard.csv").exists()

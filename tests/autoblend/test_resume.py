@@ -61,7 +61,7 @@ def stop_at():
     """``stop_at(prefix)``: SIGTERM when the folds' or the blend's logger writes a line starting with ``prefix``.
     The handler sits on those loggers themselves, enabled at INFO, whatever an earlier test did to the logging
     configuration (Hydra's, pytest's)."""
-    loggers = [logging.getLogger(n) for n in ("qwkboost.cv.crossval", "qwkboost.blending.fit")]
+    loggers = [logging.getLogger(n) for n in ("qwkboost.cv.crossval", "qwkboost.blending.fit", "qwkboost.autoblend")]
     saved = [(lg, lg.disabled, lg.level) for lg in loggers]
     handlers = []
     old = signal.getsignal(signal.SIGTERM)
@@ -243,6 +243,88 @@ def test_a_stop_during_the_blend_of_a_resume_keeps_the_last_good_outputs(frames,
     assert not [p.name for p in copy.iterdir() if p.name.startswith((".staging", ".old"))]
     assert _sessions(copy)[-1]["status"] == "stopped"
     assert len(qb.load_run(copy).members) >= 1
+
+
+@pytest.mark.parametrize("moment", ["auto: blend (", "blend (greedy) of 2 members"])
+def test_a_stop_during_the_first_blend_writes_the_best_finished_candidate(frames, tmp_path, stop_at, caplog, moment):
+    """A stop as the blend starts, or once it is fitted: no earlier outputs to keep, so the best finished candidate
+    is written as the submission, with a leaderboard naming it."""
+    X, y, X_test, _ = frames
+    out = tmp_path / "run"
+    stop_at(moment)
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    with pytest.raises(Terminated):
+        qb.auto(X, y, X_test, time_limit=120, output_dir=out, **KW)
+    board = pd.read_csv(out / "leaderboard.csv").set_index("candidate")
+    assert (board["status"] == "finished").all() and len(board) == 2
+    best = board["nested_oof_qwk"].idxmax()
+    assert board.loc[best, "weight"] == 1 and board["weight"].sum() == 1
+    assert (out / "submission.csv").read_bytes() == (out / "candidates" / best / "submission.csv").read_bytes()
+    assert qb.load_run(out).info["objective"] == best.split("-", 1)[1]
+    assert not (out / "blend.json").exists()
+    assert not [p.name for p in out.iterdir() if p.name.startswith((".staging", ".old"))]
+    assert _sessions(out)[-1]["status"] == "stopped"
+    assert any(m.startswith(f"auto: stopped during the blend; wrote the best finished candidate, {best}")
+               for m in caplog.messages)
+
+
+def test_a_session_a_killed_process_left_running_is_marked_killed_by_the_next(frames, copy, caplog):
+    """``kill -9`` leaves no chance to close ``auto.json``'s record: the next command into the directory (which holds
+    its lock, so no other can be running) marks it killed."""
+    X, y, X_test, _ = frames
+    record = json.loads((copy / "auto.json").read_text())
+    record["sessions"].append({"started": "2026-11-28T10:00:00+00:00", "settings": {}, "status": "running",
+                               "pid": 2 ** 22 + 1})
+    (copy / "auto.json").write_text(json.dumps(record))
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **KW)
+    sessions = _sessions(copy)
+    assert [s["status"] for s in sessions] == ["finished", "killed", "finished"]
+    assert "ended without closing" in sessions[1]["reason"]
+    assert any("ended without closing its record in auto.json; it is marked killed" in m for m in caplog.messages)
+
+
+def test_a_tuning_study_of_other_data_is_set_aside_not_continued(frames, tmp_path, caplog):
+    """The refusal of a resume on other data says to start afresh; a user who moves ``auto.json`` away instead and
+    runs on other labels gets a new study: the old data's trials stay in ``tuning.db``, set aside, with a line."""
+    import optuna
+
+    X, y, X_test, _ = frames
+    out = tmp_path / "run"
+    kw = {**KW, "objectives": ["squared_error"], "tune": True}
+    qb.auto(X, y, X_test, time_limit=30, output_dir=out, **kw)
+    before = optuna.get_all_study_summaries(f"sqlite:///{out}/tuning.db")
+    assert len(before) == 1 and before[0].n_trials >= 1        # the scenario: a study with trials to set aside
+    (out / "auto.json").rename(tmp_path / "auto.json.moved")
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    qb.auto(X, pd.Series(np.roll(y.to_numpy(), 7), name=y.name), X_test, time_limit=30, output_dir=out, **kw)
+    tuning = [m for m in caplog.messages if m.startswith("auto: tuning lightgbm-squared_error (")]
+    assert tuning == ["auto: tuning lightgbm-squared_error (0 trial(s) in its study so far)"]
+    assert any(m.startswith(f"auto: tuning.db holds {before[0].n_trials} trial(s) of lightgbm-squared_error in 1 "
+                            "study(ies) of other data; they stay there, set aside") for m in caplog.messages)
+    after = {s.study_name: s.n_trials for s in optuna.get_all_study_summaries(f"sqlite:///{out}/tuning.db")}
+    assert after[before[0].study_name] == before[0].n_trials and len(after) == 2
+
+
+def test_where_a_candidate_runs_is_not_part_of_its_hash_nor_of_its_study():
+    """``cluster`` settings are where a candidate runs, not what it is: one machine and a cluster share its record
+    and its study (a directory moves between them; tests/distributed has the moves themselves)."""
+    from qwkboost.autoblend.api import candidate_config
+    from qwkboost.autoblend.state import config_hash
+    from qwkboost.autoblend.tuning import study_name
+    from qwkboost.data.fingerprint import DataFingerprint
+
+    cfg = candidate_config("lightgbm", "squared_error")
+    none = {**cfg, "cluster": {"name": "none", "address": None, "n_workers": 2, "threads_per_worker": 1,
+                               "memory_limit": "auto", "parallel": None}}
+    local = {**none, "cluster": {**none["cluster"], "name": "local", "parallel": "rows"}}
+    assert config_hash(cfg) == config_hash(none) == config_hash(local)
+    data = DataFingerprint("a" * 16, "b" * 16, 10, 5, ("x",))
+    assert study_name(("lightgbm", "squared_error"), none, data) == study_name(("lightgbm", "squared_error"), local,
+                                                                               data)
+    other = DataFingerprint("c" * 16, "b" * 16, 10, 5, ("x",))
+    assert study_name(("lightgbm", "squared_error"), none, data) != study_name(("lightgbm", "squared_error"), none,
+                                                                               other)
 
 
 def test_a_second_command_into_the_same_directory_is_refused_naming_the_first(frames, copy):

@@ -170,3 +170,61 @@ def test_workers_that_do_not_see_this_machine_s_files_tune_with_no_server_and_se
     auto_db = f"sqlite:///{here}/auto/tuning.db"
     trials = optuna.load_study(study_name=optuna.get_all_study_names(auto_db)[0], storage=auto_db).trials
     assert [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and len(t.intermediate_values) == 3]
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_ends_the_budget_with_the_blend_of_what_finished(tmp_path):
+    """The scheduler killed (``kill -9``) while candidates run on its workers: the budget ends at once with the
+    blend of the candidates that had finished, the running ones recorded as lost, exit status 0, no traceback."""
+    from qwkboost.tracking import prepare_store
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    prepare_store(uri)
+    out = tmp_path / "out"
+    with running_dask(tmp_path / "dask") as cluster:
+        p = subprocess.Popen(
+            [sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=auto", "auto.time_limit=600",
+             "auto.engines=[lightgbm,xgboost]", "auto.objectives=[squared_error,extended_qwk]", "auto.tune=false",
+             "data=quartiles", "data.n_train=20000", f"cluster.address={cluster.address}", f"tracking.uri={uri}",
+             f"hydra.run.dir={out}"],
+            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_default_sigint, start_new_session=True)
+
+        def finished_one():
+            try:
+                records = json.loads((out / "auto.json").read_text())["candidates"].values()
+            except (OSError, ValueError, KeyError):
+                return False
+            return any(r.get("status") == "finished" for r in records)
+        _wait(p, finished_one, "a candidate finished")
+        os.killpg(cluster.scheduler.pid, signal.SIGKILL)
+        outs, err = p.communicate(timeout=180)
+    assert p.returncode == 0, err[-3000:]
+    assert "Traceback" not in err + outs
+    assert "was lost (the client's connection to it closed); the candidates running there are lost, and the " \
+           "budget ends with the blend of the" in outs + err
+    record = json.loads((out / "auto.json").read_text())
+    statuses = {n: r["status"] for n, r in record["candidates"].items()}
+    assert "finished" in statuses.values() and set(statuses.values()) <= {"finished", "lost"}
+    assert "cluster_lost" in record["sessions"][-1] and record["sessions"][-1]["status"] == "finished"
+    assert (out / "submission.csv").exists() and (out / "leaderboard.csv").exists()
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("qwkboost").experiment_id])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+
+
+@pytest.mark.slow
+def test_workers_too_small_for_any_candidate_are_refused_in_one_line(tmp_path):
+    """Two ``dask worker --memory-limit 200MB``: refused once connected, before any candidate is sent (they were
+    restarted by their nanny under the rows job, and the command ended in a traceback)."""
+    from conftest import TINY_OVERRIDES, run_in_process
+    from qwkboost.exceptions import ConfigError
+
+    with running_dask(tmp_path / "dask", memory_limit="200MB") as cluster:
+        with pytest.raises(ConfigError, match=r"the memory_limit of the Dask workers at tcp://127.0.0.1:\d+ leaves "
+                                              r"each Dask worker 153 MiB before Dask pauses it .* start the workers "
+                                              r"with more \(dask worker --memory-limit 1GiB\)") as err:
+            run_in_process(["experiment=auto", f"cluster.address={cluster.address}", "auto.time_limit=30",
+                            *TINY_OVERRIDES, "tracking.uri=null"], tmp_path / "out")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out" / "candidates").exists()

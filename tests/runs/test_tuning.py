@@ -195,6 +195,25 @@ def test_fingerprint_ignores_bookkeeping():
     assert h == h2 and "tracking" not in fp
 
 
+def test_where_trials_run_is_not_part_of_the_study():
+    """A study begun on one machine goes on on a cluster and back: ``cluster`` is neither in its name nor in the
+    configuration it checks (tests/distributed runs the move itself)."""
+    from conftest import TINY
+    base = {**TINY, "tune": {"storage": "a", "metric": "m", "study_name": None}}
+    none = {**base, "cluster": {"name": "none", "address": None, "n_workers": 2, "parallel": None}}
+    local = {**base, "cluster": {"name": "local", "address": None, "n_workers": 2, "parallel": "runs"}}
+    assert study_name(none) == study_name(local) == study_name(base)
+    assert config_fingerprint(none) == config_fingerprint(local)
+
+
+def test_without_tune_storage_the_study_goes_in_the_working_directory(tmp_path, mlflow_store, monkeypatch):
+    """``optuna-dashboard sqlite:///optuna.db`` (the README's) finds it there, wherever qwkboost is installed."""
+    monkeypatch.chdir(tmp_path)
+    run_in_process([*TINY_OVERRIDES, f"tracking.uri={mlflow_store}", "tracking.experiment_name=tune_cwd",
+                    "tune.n_trials=1", "tune.rerun_repeats=0"], tmp_path / "out", config_name="tune")
+    assert optuna.get_all_study_names(f"sqlite:///{tmp_path / 'optuna.db'}")
+
+
 @pytest.mark.parametrize("space, match", [
     ({"depth": {"type": "integer", "low": 1, "high": 3}}, r"engine.search_space.depth.type='integer'"),
     ({"lr": {"type": "float"}}, "engine.search_space.lr needs low and high"),

@@ -17,13 +17,14 @@ its trial, which the study's heartbeat fails and retries; the other workers go o
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
 from typing import Any, Mapping
 
 from qwkboost.distributed.connection import TRACKING_FIX, blind_workers, check_reachable_by_workers, connect
-from qwkboost.distributed.tasks import LOST_ERRORS
+from qwkboost.distributed.tasks import LOST_ERRORS, SEND_ATTEMPTS, check_scheduler, is_lost_error
 from qwkboost.exceptions import ConfigError, RunStopped
 
 __all__ = ["optimize_on_cluster"]
@@ -131,6 +132,30 @@ def _trials_on_worker(objective, url: str, name: str, t: Mapping[str, Any], n_tr
     return len(mine)
 
 
+def _start(client, objective, workers: list[str], args: tuple) -> tuple[list[str], list]:
+    """The objective sent to every worker and one task of trials started on each; a worker lost as they are sent
+    (the send fails) is left out and the rest sent again, a few times."""
+    attempt = 0
+    while True:
+        try:
+            shared = client.scatter(objective, broadcast=True, hash=False)
+            return workers, [client.submit(_trials_on_worker, shared, *args, workers=[w], allow_other_workers=True,
+                                           pure=False, key=f"qwkboost-trials-{uuid.uuid4().hex[:12]}")
+                             for w in workers]
+        except Exception as exc:  # noqa: BLE001 - a worker that died as the objective was sent to it
+            check_scheduler(client)
+            attempt += 1
+            if not is_lost_error(exc) or attempt == SEND_ATTEMPTS:
+                raise
+            time.sleep(1.0)
+            workers = list(client.scheduler_info()["workers"])
+            if not workers:
+                raise ConfigError(f"the Dask cluster at {client.scheduler.address} has no worker left; start one "
+                                  f"(dask worker {client.scheduler.address})") from None
+            log.info("a Dask worker was lost as the trials were sent (%s); sending them to the %d left",
+                     type(exc).__name__, len(workers))
+
+
 def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, Any], n_trials: int, seed: int,
                         finished: tuple) -> None:
     """Run trials of study ``name`` (in ``url``) on every worker of the cluster ``spec`` until it holds
@@ -142,6 +167,8 @@ def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, An
         If the study's SQLite file or the MLflow store is a file some worker does not see.
     KeyboardInterrupt
         After asking every running trial to stop (Ctrl-C, SIGTERM).
+    qwkboost.exceptions.ClusterLost
+        When the client lost the Dask scheduler: the trials that finished are in the study.
     """
     import mlflow  # slow to import: mlflow
     from distributed import Event, wait  # optional: distributed
@@ -157,27 +184,28 @@ def optimize_on_cluster(spec, objective, url: str, name: str, t: Mapping[str, An
                  spec.address or "127.0.0.1 (LocalCluster)", len(workers))
         stop_name = f"qwkboost-tune-stop-{uuid.uuid4().hex}"
         stop = Event(stop_name, client=client)
-        shared = client.scatter(objective, broadcast=True, hash=False)
-        futures = [client.submit(_trials_on_worker, shared, url, name, dict(t), n_trials, seed, tracking_uri,
-                                 stop_name, tuple(finished), workers=[w], allow_other_workers=True, pure=False,
-                                 key=f"qwkboost-trials-{uuid.uuid4().hex[:12]}") for w in workers]
+        workers, futures = _start(client, objective, workers, (url, name, dict(t), n_trials, seed, tracking_uri,
+                                                               stop_name, tuple(finished)))
         try:
             while not all(f.done() for f in futures):
                 try:
                     wait(futures, timeout=COPY_SECONDS)
                 except TimeoutError:
                     pass
+                except Exception as exc:  # noqa: BLE001 - a lost worker's trials come back below; a lost scheduler
+                    check_scheduler(client)
+                    if not is_lost_error(exc):
+                        raise
                 if copy is not None:
                     copy.write_back()
+            check_scheduler(client)
         except KeyboardInterrupt:
-            stop.set()
-            try:
+            with contextlib.suppress(Exception):       # a scheduler already gone has nothing to stop
+                stop.set()
                 wait(futures, timeout=STOP_WAIT_SECONDS)
-            except TimeoutError:
-                pass
             raise
         finally:
-            if copy is not None:
+            if copy is not None and client.status == "running":     # a copy on a lost scheduler went with it
                 copy.write_back(last=True)
         for f, w in zip(futures, workers):
             try:

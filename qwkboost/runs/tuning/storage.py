@@ -6,6 +6,7 @@ import contextlib
 import copy
 import hashlib
 import importlib.util
+import logging
 import os
 import re
 import shlex
@@ -22,7 +23,7 @@ from qwkboost import tracking
 from qwkboost.tracking.interrupt import is_alive
 
 __all__ = ["default_storage", "shown_url", "check_study_file", "open_storage", "quiet_experimental",
-           "fail_dead_trials", "kill_orphan_runs", "on_the_scheduler", "scheduler_url", "write_back", "load_storage",
+           "quiet_stopped_trials", "fail_dead_trials", "kill_orphan_runs", "on_the_scheduler", "scheduler_url", "write_back", "load_storage",
            "SCHEDULER_SCHEME"]
 
 #: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
@@ -30,7 +31,9 @@ _PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()
 
 
 def default_storage() -> str:
-    return f"sqlite:///{tracking.PROJECT_ROOT / 'optuna.db'}"
+    """``tune.storage`` when it is not set: ``optuna.db`` in the working directory (where ``optuna-dashboard
+    sqlite:///optuna.db`` finds it)."""
+    return f"sqlite:///{Path.cwd() / 'optuna.db'}"
 
 
 def shown_url(url: str) -> str:
@@ -198,6 +201,29 @@ def quiet_experimental():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         yield
+
+
+class _NotAStoppedTrial(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt))
+
+
+#: The logger by which Optuna reports a failed trial (``optuna.study._optimize``), with its traceback.
+_TRIAL_LOGGER = "optuna.study._optimize"
+
+
+@contextlib.contextmanager
+def quiet_stopped_trials():
+    """Optuna reports a trial that Ctrl-C or SIGTERM ended as failed, with a traceback of some 45 lines, before the
+    stop goes on; the command then says that it stopped in one line, so that report is left out (a trial's own
+    error is still reported)."""
+    quiet = _NotAStoppedTrial()
+    logger = logging.getLogger(_TRIAL_LOGGER)
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 def fail_dead_trials(study) -> None:

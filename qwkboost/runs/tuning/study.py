@@ -1,7 +1,7 @@
 """Optuna search over engine parameters, stored in an RDB so a killed study resumes.
 
 Each invocation is one parent MLflow run; each trial a child run. The study
-lives in ``sqlite:///<project>/optuna.db`` by default (any SQLAlchemy URL for
+lives in ``sqlite:///optuna.db`` of the working directory by default (any SQLAlchemy URL for
 parallel workers).
 
 * **A study belongs to one configuration.** Its default name carries a short
@@ -39,9 +39,9 @@ import optuna
 from qwkboost import tracking
 from qwkboost.config import check_tune, side_by_side
 from qwkboost.data.dataset import class_range
-from qwkboost.data.fingerprint import check_same, data_names
+from qwkboost.data.fingerprint import DataFingerprint, check_same, data_names
 from qwkboost.data.fingerprint import fingerprint as data_fingerprint
-from qwkboost.exceptions import ConfigError, RunStopped, config_errors
+from qwkboost.exceptions import ClusterLost, ConfigError, RunStopped, config_errors
 from qwkboost.runs.experiment import check_against_data, load_dataset, run_experiment
 from qwkboost.runs.tuning.cluster import optimize_on_cluster
 from qwkboost.runs.tuning.plots import log_study
@@ -54,19 +54,22 @@ from qwkboost.runs.tuning.storage import (
     kill_orphan_runs,
     open_storage,
     quiet_experimental,
+    quiet_stopped_trials,
     shown_url,
 )
 from qwkboost.tracking.interrupt import process_tag
 
-__all__ = ["config_fingerprint", "study_name", "tune", "TrialObjective", "CONFIG_ATTR",
-           "winner_figures", "NESTED"]
+__all__ = ["config_fingerprint", "study_name", "tune", "TrialObjective", "CONFIG_ATTR", "DATA_ATTR",
+           "check_study_data", "winner_figures", "NESTED"]
 
 log = logging.getLogger(__name__)
 
-#: Keys that do not change a trial's result, left out of the study's fingerprint.
+#: Keys that do not change a trial's result, left out of the study's fingerprint. Where trials run (``cluster``:
+#: one machine, or side by side on a Dask cluster's workers) is one of them, so a study begun on a laptop goes on
+#: on a cluster and back.
 _NOT_FINGERPRINTED = {"tune": ("n_trials", "storage", "study_name", "heartbeat_interval", "grace_period",
                                "max_retry", "rerun_repeats"),
-                      None: ("tracking", "run_name", "n_jobs", "hydra")}
+                      None: ("tracking", "run_name", "n_jobs", "hydra", "cluster")}
 CONFIG_ATTR = "qwkboost.config"
 #: The study's record of the rows its trials were scored on (:mod:`qwkboost.data.fingerprint`).
 DATA_ATTR = "qwkboost.data"
@@ -99,6 +102,37 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
             out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
         return out
     return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
+
+
+def check_study_data(study, rows: DataFingerprint, where: str, files: tuple[str, str], fix: str) -> None:
+    """Record the rows a new study's trials are scored on, or refuse a study whose trials were scored on other rows
+    (:func:`~qwkboost.data.fingerprint.check_same`): ``tune.py``'s studies and a time budget's (``tuning.db``) both
+    pass here.
+
+    Parameters
+    ----------
+    study : optuna.Study
+    rows : DataFingerprint
+        The data this invocation read.
+    where : str
+        What names the study in the message (``study 'x' in sqlite:///optuna.db``).
+    files : (str, str)
+        How to name the training and test data (:func:`~qwkboost.data.fingerprint.data_names`).
+    fix : str
+        What the user can do, ending the message.
+
+    Raises
+    ------
+    ConfigError
+        If the study records other rows, or holds trials and records none (an older qwkboost's: it cannot tell).
+    """
+    if DATA_ATTR not in study.user_attrs and not study.get_trials(deepcopy=False):
+        study.set_user_attr(DATA_ATTR, rows.to_dict())
+        return
+    try:        # a study's trials belong to the rows they were scored on (a replaced train.csv is other data)
+        check_same(study.user_attrs.get(DATA_ATTR), rows, where, *files)
+    except ValueError as exc:
+        raise ConfigError(f"{exc}: its trials were scored on that data; {fix}") from None
 
 
 def _report_best(study, metric: str, name: str, honest: Mapping[str, float] | None = None) -> None:
@@ -245,19 +279,12 @@ def tune(cfg: Mapping[str, Any]) -> Any:
     where = f"study {name!r} in {shown_url(url.split('?')[0])}"
     if stored is None:
         study.set_user_attr(CONFIG_ATTR, fingerprint)
-    elif stored != fingerprint:
-        diff = _diff(stored, fingerprint)
+    elif config_fingerprint(stored)[0] != fingerprint:      # what an older qwkboost stored beyond it is not compared
+        diff = _diff(config_fingerprint(stored)[0], fingerprint)
         raise ConfigError(f"{where} was created with another configuration ({'; '.join(diff[:8])}); choose another "
                           "tune.study_name, or leave it unset for a name derived from the configuration")
-    rows = data_fingerprint(ds)
-    if DATA_ATTR not in study.user_attrs and not study.get_trials(deepcopy=False):
-        study.set_user_attr(DATA_ATTR, rows.to_dict())
-    else:       # a study's trials belong to the rows they were scored on (a replaced train.csv is other data)
-        try:
-            check_same(study.user_attrs.get(DATA_ATTR), rows, where, *data_names(cfg["data"]))
-        except ValueError as exc:
-            raise ConfigError(f"{exc}: its trials were scored on that data; choose another tune.study_name "
-                              "(or another tune.storage)") from None
+    check_study_data(study, data_fingerprint(ds), where, data_names(cfg["data"]),
+                     "choose another tune.study_name (or another tune.storage)")
     client = mlflow.MlflowClient()
     fail_dead_trials(study)
     with quiet_experimental():
@@ -282,9 +309,15 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         # parallel workers stop together once the study holds n_trials finished trials, not n_trials each
         until_total = optuna.study.MaxTrialsCallback(n_trials, states=FINISHED)
         if spec is None:
-            study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
+            with quiet_stopped_trials():
+                study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
         else:       # each worker runs trials of the same study, each trial whole (qwkboost.runs.tuning.cluster)
-            optimize_on_cluster(spec, objective, url, name, t, n_trials, int(cfg.get("seed", 0)), FINISHED)
+            try:
+                optimize_on_cluster(spec, objective, url, name, t, n_trials, int(cfg.get("seed", 0)), FINISHED)
+            except ClusterLost as exc:      # the study keeps what finished; the same command goes on from there
+                log.warning("study %r: %s; it ends with the trials that finished (the same command again goes on)",
+                            name, exc)
+                tracking.set_tags({"qwkboost.cluster_lost": str(exc)})
             fail_dead_trials(study)         # a lost worker's trial, and its MLflow run, are not left RUNNING
             with quiet_experimental():
                 optuna.storages.fail_stale_trials(study)

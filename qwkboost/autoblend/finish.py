@@ -1,0 +1,234 @@
+"""The end of a time budget: the blend of every finished candidate, written beside the previous outputs and swapped
+in when complete, and logged in the parent MLflow run (:func:`finish`); and, when a stop (Ctrl-C, SIGTERM) comes
+while that blend is fitted or written, the best outputs already at hand (:func:`fall_back`).
+
+A stop during the blend does not leave the directory without a submission: the outputs the directory already holds
+(the last good ones, an earlier invocation's) are kept, else the best finished candidate's files are linked into
+place, in well under a second. Nothing is written when nothing finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from qwkboost import tracking
+from qwkboost.autoblend.board import closing_rows, leaderboard
+from qwkboost.blending import blend, read_members, write_blend
+from qwkboost.blending.fit import BlendResult, log_blend_contents
+from qwkboost.exceptions import ConfigError
+from qwkboost.tracking.interrupt import held_stops
+from qwkboost.tracking.loading import load_pipeline
+from qwkboost.tracking.writing import staged
+
+__all__ = ["AutoResult", "finish", "fall_back", "OUTPUTS"]
+
+log = logging.getLogger("qwkboost.autoblend")
+
+#: What the budget writes into its directory from the blend (an earlier session's that the new one lacks go).
+OUTPUTS = ("oof.parquet", "predictions.parquet", "submission.csv", "blend.json", "plots", "pipeline",
+           "leaderboard.csv")
+#: A single candidate's files that become the budget's outputs (its ``pipeline/`` too).
+_RUN_FILES = ("oof.parquet", "predictions.parquet", "submission.csv")
+
+
+@dataclass
+class AutoResult:
+    """What a time budget returns.
+
+    Attributes
+    ----------
+    output_dir : Path
+        Its directory: the outputs of a run, ``leaderboard.csv``, ``auto.json`` and ``candidates/``.
+    leaderboard : DataFrame
+        Every candidate of the directory: status, seconds, out-of-fold QWK (in-sample and nested) and weight.
+    blend : BlendResult or None
+        The blend; ``None`` when a single candidate finished (its outputs are then the run's).
+    pipeline : FittedBlend or FittedPipeline
+        Scores and classes for new rows (:meth:`predict`).
+    metrics : dict
+        ``nested_oof_qwk`` (the estimate to trust), ``oof_qwk``, ``seconds``, ``time_limit``, ``overrun``
+        (seconds past the limit, 0 within it), ``n_finished``, and ``test_qwk`` when the test rows have labels.
+    run_id : str or None
+        The MLflow parent run.
+    stopped : bool
+        Whether it was stopped (Ctrl-C, SIGTERM) before its budget ran out.
+    """
+
+    output_dir: Path
+    leaderboard: Any
+    blend: BlendResult | None
+    pipeline: Any
+    metrics: dict
+    run_id: str | None = None
+    stopped: bool = False
+
+    def predict(self, X):
+        """Classes for the rows of ``X`` (the user's labels)."""
+        return self.pipeline.predict(X)
+
+    def predict_score(self, X):
+        """The blended score of the rows of ``X``."""
+        return self.pipeline.predict_score(X)
+
+
+def _link_or_copy(src, dst) -> None:
+    """A hard link (the same file system: instant, no space), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _write_candidate(new: Path, src: Path) -> None:
+    """A single candidate's outputs (its files copied, its ``pipeline/`` linked) into the staged folder ``new``."""
+    for f in _RUN_FILES:
+        shutil.copy2(src / f, new / f)
+    shutil.copytree(src / "pipeline", new / "pipeline", copy_function=_link_or_copy)
+
+
+def _candidate_metrics(rec: Mapping) -> dict:
+    return {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
+            **({"test_qwk": rec["qwk_thresholds"]} if "qwk_thresholds" in rec else {})}
+
+
+def finish(run, state, stopped: bool = False) -> AutoResult:
+    """Blend the finished candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`), write the outputs
+    (beside the previous ones, swapped in when complete, then recorded in ``auto.json``), log them in the parent run;
+    the result.
+
+    Raises
+    ------
+    ConfigError
+        If no candidate finished.
+    """
+    run.progress.step("blend")
+    # when the work ended, how much of it was left unused, and the reserve kept for what follows
+    done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values() if r.get("status") == "finished"}
+    run._end.update({"work_ended_at": round(run.budget.elapsed, 2), "reserve": round(run.budget.reserve, 2),
+                     "unused_for_work": round(max(run.budget.left_for_work, 0.0), 2),
+                     "pairs_not_run": sorted(f"{e}-{o}" for e, o in run.configs if (e, o) not in done)})
+    members = run.members(state)
+    if not members:
+        tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
+                          if run.allowed(r))
+        if "cluster_lost" in run._end:
+            raise ConfigError(f"{run._end['cluster_lost']} before any candidate finished ({tried or 'none started'}); "
+                              "start the cluster again and run the same command")
+        raise ConfigError(f"no candidate finished within auto.time_limit={run.settings.time_limit:g} s "
+                          f"({tried or 'none started'}); raise auto.time_limit")
+    t_blend = time.monotonic()
+    result = None
+    with staged(run.out, remove=OUTPUTS) as new:
+        if len(members) == 1:
+            name, rec = members[0]
+            _write_candidate(new, run.out / rec["dir"])
+            weights = {name: 1.0}
+            metrics = _candidate_metrics(rec)
+        else:
+            read = read_members([run.out / r["dir"] for _, r in members])
+            read = [replace(m, name=n) for m, (n, _) in zip(read, members)]
+            result = blend(read, method=run.settings.blend_method, thresholds=run.base["thresholds"]["method"])
+            write_blend(result, new)
+            weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
+            metrics = dict(result.metrics)
+        blend_seconds = time.monotonic() - t_blend
+        board = leaderboard(state.candidates, weights, run.allowed, run.ds.has_test_labels)
+        board.to_csv(new / "leaderboard.csv", index=False)
+        pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
+    _record(state, "blend" if result is not None else "candidate", weights, metrics)
+    shown, others = closing_rows(board)
+    elapsed = run.budget.elapsed
+    n_done = run._n_finished(state)
+    metrics.update({"seconds": elapsed, "time_limit": float(run.settings.time_limit),
+                    "overrun": max(elapsed - run.settings.time_limit, 0.0), "n_finished": float(n_done),
+                    "pool_size": float(len(members)), "n_blended": float(sum(w > 0 for w in weights.values())),
+                    "blend_seconds": blend_seconds})
+    if run.parent_id is not None:
+        _log(run, result, board, metrics, pipeline)
+    metrics["seconds"] = run.budget.elapsed
+    metrics["overrun"] = max(metrics["seconds"] - run.settings.time_limit, 0.0)
+    run._members = len(members)
+    run.progress.close()
+    over = metrics["overrun"]
+    limit = run.settings.time_limit
+    log.info("auto: %s in %.0f s of auto.time_limit=%g s%s; %d candidate(s) finished, %s; nested out-of-fold QWK "
+             "%.4f%s\n%s\n  submission: %s", "stopped" if stopped else "done", metrics["seconds"], limit,
+             f" ({over:.1f} s over, {100 * over / limit:.1f} %)" if over > 0 else "", n_done,
+             "one run (nothing to blend)" if result is None else
+             f"blended {sum(w > 0 for w in weights.values())} of a pool of {len(members)} "
+             f"({run.settings.blend_method})",
+             metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
+             shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others, run.out / "submission.csv")
+    return AutoResult(run.out, board, result, pipeline, metrics, run.parent_id, stopped)
+
+
+def _record(state, kind: str, weights: Mapping[str, float], metrics: Mapping[str, float]) -> None:
+    """What the directory's outputs now are, in ``auto.json`` (what :func:`fall_back` compares with)."""
+    state.outputs = {"kind": kind, "nested_oof_qwk": float(metrics["nested_oof_qwk"]),
+                     "members": {n: round(float(w), 6) for n, w in weights.items() if w > 0},
+                     "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+    state.save()
+
+
+def _log(run, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
+    """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
+    written in the output directory, already read."""
+    from qwkboost.tracking.serving import example_frame, log_pyfunc  # slow to import: mlflow, pandas
+
+    if result is not None:      # as tags: a resumed parent run may hold another blend than before
+        log_blend_contents(result, run.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True)
+    else:
+        for f in _RUN_FILES:
+            tracking.log_file(run.out / f, "predictions")
+        tracking.log_artifacts(run.out / "pipeline", "pipeline")
+        log_pyfunc(run.out / "pipeline", example_frame([pipeline.schema]), pipe=pipeline)
+    tracking.log_file(run.out / "leaderboard.csv")
+    tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",
+                                               "n_blended", "blend_seconds") else k: float(v)
+                          for k, v in metrics.items() if v is not None})
+
+
+def fall_back(run, state) -> str:
+    """After a stop during the blend: the outputs the directory holds (the last good ones, an earlier invocation's)
+    are kept; else the best finished candidate, by nested out-of-fold QWK, is written as the outputs, with a
+    ``leaderboard.csv`` naming it, Ctrl-C and SIGTERM held while it is (a second one then acts as usual). A line
+    says what was kept; it is returned."""
+    members = run.members(state)
+    if not members:
+        said = "nothing had finished: nothing is written" + (
+            "; the previous outputs are kept" if (run.out / "submission.csv").exists() else "")
+        log.warning("auto: stopped during the blend; %s", said)
+        return said
+
+    def nested(nr) -> float:
+        q = nr[1].get("qwk_thresholds_oof_nested")
+        return -np.inf if q is None or np.isnan(q) else q
+
+    name, rec = max(members, key=nested)
+    if (run.out / "submission.csv").exists():
+        before = state.outputs if isinstance(state.outputs, dict) else {}
+        said = "kept the outputs already there" + (
+            f" ({before.get('kind')} of {len(before.get('members', {}))} written {before.get('written')}, nested "
+            f"out-of-fold QWK {before['nested_oof_qwk']:.4f})" if "nested_oof_qwk" in before else "") + \
+            f"; the best finished candidate is {name} ({nested((name, rec)):.4f}): run again to blend"
+        log.warning("auto: stopped during the blend; %s", said)
+        return said
+    with held_stops():
+        with staged(run.out, remove=OUTPUTS) as new:
+            _write_candidate(new, run.out / rec["dir"])
+            board = leaderboard(state.candidates, {name: 1.0}, run.allowed, run.ds.has_test_labels)
+            board.to_csv(new / "leaderboard.csv", index=False)
+        _record(state, "candidate", {name: 1.0}, _candidate_metrics(rec))
+        run._members = 1
+    said = (f"wrote the best finished candidate, {name} (nested out-of-fold QWK {nested((name, rec)):.4f}), as the "
+            f"submission instead of the blend of {len(members)}: {run.out / 'submission.csv'}")
+    log.warning("auto: stopped during the blend; %s", said)
+    return said
