@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["DaskProcesses", "running_dask", "can_hide"]
+__all__ = ["DaskProcesses", "running_dask", "can_hide", "DiesOnArrival"]
 
 
 def can_hide() -> bool:
@@ -114,3 +114,29 @@ def running_dask(directory, n_workers: int = 2, nthreads: int = 1, nanny: bool =
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
                 p.wait(timeout=10)
+
+
+class DiesOnArrival:
+    """A study's objective (what ``tune.py`` sends every worker) that ends the process of the first worker to receive
+    it, as it is unpickled there (``os._exit``): a worker that dies while the objective is sent to it, for real. The
+    first to remove ``marker`` dies; the others, and every later copy, get a plain objective (``x`` drawn, returned).
+    """
+
+    pruner = "none"
+
+    def __init__(self, marker: str):
+        self.marker, self.on_round, self.n_jobs = marker, None, None
+
+    def __getstate__(self):
+        return {"marker": self.marker}
+
+    def __setstate__(self, state):
+        self.__init__(state["marker"])
+        try:
+            os.remove(self.marker)
+        except FileNotFoundError:
+            return
+        os._exit(1)
+
+    def __call__(self, trial) -> float:
+        return trial.suggest_float("x", 0.0, 1.0)

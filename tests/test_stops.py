@@ -84,3 +84,35 @@ def test_a_stop_during_the_imports_is_one_line(tmp_path, script, module, how):
     assert "Traceback" not in err, err[-3000:]
     stop = "terminated (SIGTERM)" if how == "sigterm" else "interrupted (Ctrl-C)"
     assert err.strip().splitlines() == [f"experiments/{script}: {stop} while starting; nothing had run"]
+
+
+DROPPED = '''
+import os
+import signal
+import time
+
+from qwkboost.tracking.interrupt import main_guard
+
+
+class Dropper:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)     # the handler runs here, inside a finalizer: Python drops what it raises
+
+
+with main_guard("mine.py", tracked=False):
+    Dropper()
+    print("went on", flush=True)
+'''
+
+
+def test_a_stop_python_drops_in_a_finalizer_still_ends_the_command_stopped(tmp_path):
+    """A Ctrl-C that lands while objects are freed is raised inside a finalizer, where Python drops it ("Exception
+    ignored in ..."): the command then went on and ended with exit status 0 as if it had not been stopped (the
+    sweep found it while a blend's files were written). It ends stopped now, with its one line."""
+    (tmp_path / "mine.py").write_text(DROPPED)
+    p = subprocess.run([sys.executable, str(tmp_path / "mine.py")], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60, preexec_fn=_default_sigint)
+    assert p.stdout.strip() == "went on"            # the finalizer's stop did not reach the code around it
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.strip().splitlines() == ["mine.py: interrupted (Ctrl-C)"]

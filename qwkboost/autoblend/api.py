@@ -100,7 +100,8 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         The classes in order, lowest first, for labels that are words.
     seed : int, default 0
     output_dir : path, optional
-        Where candidates and outputs go; the same directory again resumes (default: a new temporary directory).
+        Where candidates and outputs go; the same directory again resumes (default: a new temporary directory). A
+        folder that holds other files (yours, another command's outputs) is refused before any training.
     tracking_uri : str, optional
         An MLflow store: one parent run, a child per candidate. Default: no tracking.
     experiment_name : str, default "qwkboost"
@@ -118,7 +119,8 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         scheduler's address (``"tcp://10.0.0.5:8786"``), a :class:`~qwkboost.distributed.cluster.ClusterSpec`, or a
         connected client. Default: this process, one at a time. A candidate whose data does not fit one worker, or
         every one with ``ClusterSpec(parallel="rows")``, trains each fold's rows across the workers where its engine
-        can (:mod:`qwkboost.autoblend.placement`).
+        can (:mod:`qwkboost.autoblend.placement`). A lost worker loses only its candidate; a lost scheduler ends the
+        budget with the blend of what finished.
 
     Returns
     -------

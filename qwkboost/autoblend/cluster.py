@@ -7,8 +7,13 @@ cluster has workers (the cluster's side of :mod:`qwkboost.autoblend.executor`; t
   :class:`~qwkboost.autoblend.budget.TimeGuard` keeps it within them as in one process.
 - **Stops.** Ctrl-C or SIGTERM on the client stops every running candidate between rounds: each ends KILLED in
   MLflow and comes back as a stopped outcome tagged :data:`STOPPED`.
-- **A lost worker** loses only its candidate: it comes back as a stopped outcome tagged :data:`LOST_WORKER`, its
-  MLflow run is marked KILLED from the client, and the driver decides whether to run it again.
+- **A lost worker** loses only its candidate, whole on it or training its rows across it: it comes back as a
+  stopped outcome tagged :data:`LOST_WORKER`, its MLflow run is marked KILLED from the client, and the driver
+  decides whether to run it again.
+- **A lost scheduler** raises :class:`~qwkboost.exceptions.ClusterLost` from the executor's calls; the driver then
+  takes every running candidate back as lost (:meth:`DaskExecutor.abandon`) and ends with the blend of what finished.
+- **Room.** Workers too small for every candidate are refused before any training (:func:`check_local_room` before a
+  ``LocalCluster`` starts, :meth:`DaskExecutor.check_room` once connected).
 - **Threads.** A candidate whose config leaves ``n_jobs`` unset trains on its worker's threads.
 - **Rows.** A candidate whose data does not fit one worker, or every one with ``cluster.parallel=rows``, trains each
   fold's rows across all the workers instead (:mod:`qwkboost.autoblend.placement`): it waits until the running
@@ -168,7 +173,12 @@ class DaskExecutor:
         where = f"rows across {self.slots} workers"
         before = self._workers()
         try:
-            return run_job(job, self.dataset, self.budget, where=where, client=self.client, dask_stop=stop)
+            outcome = run_job(job, self.dataset, self.budget, where=where, client=self.client, dask_stop=stop)
+            gone = before - self._workers()
+            if gone:        # the folds finished without it (between folds, or Dask moved its part): say so all the same
+                log.info("auto: %s: %d of its %d workers was lost while it trained across their rows; its folds "
+                         "still finished, on the workers left", job.name, len(gone), len(before))
+            return outcome
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):     # a scheduler already gone has nothing to stop
                 Event(stop.event, client=self.client).set()     # the workers' fold ends after its current round

@@ -5,13 +5,16 @@ The candidates are ordinary runs (:func:`qwkboost.runs.experiment.run_experiment
 into ``<output dir>/candidates/<engine>-<objective>[-trial-<n>]/`` and is a child of the budget's MLflow run, so
 ``experiments/blend.py``, ``load_run`` and ``predict.py`` work on them as on any run. The budget's own directory
 holds what a run writes (``submission.csv``, ``predictions.parquet``, ``oof.parquet``, ``pipeline/``), from the
-blend, and ``leaderboard.csv``. Stopped with Ctrl-C or SIGTERM, it writes the blend of what finished; run again on
-the same directory, it reuses finished candidates (:mod:`qwkboost.autoblend.state`) of the same data whose files
-are as they were left, and blends only those the current ``auto.engines`` and ``auto.objectives`` allow.
+blend, and ``leaderboard.csv``. Stopped with Ctrl-C or SIGTERM, it writes the blend of what finished (stopped during
+that blend, the outputs at hand: :mod:`qwkboost.autoblend.finish`); run again on the same directory, it reuses
+finished candidates (:mod:`qwkboost.autoblend.state`) of the same data whose files are as they were left, and blends
+only those the current ``auto.engines`` and ``auto.objectives`` allow. On a Dask cluster, a lost scheduler ends it
+the same way, with the blend of what finished (:class:`~qwkboost.exceptions.ClusterLost`).
 
 The outputs are written beside the previous ones and swapped in when complete
 (:func:`qwkboost.tracking.writing.staged`): a resume that fails or is stopped keeps the last good submission. One
-command writes a directory at a time (:class:`qwkboost.tracking.writing.OutputLock`).
+command writes a directory at a time (:class:`qwkboost.tracking.writing.OutputLock`), and only a directory that is
+new, empty or its own (:func:`qwkboost.tracking.writing.claim`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from qwkboost.cv.crossval import progress_enabled
 from qwkboost.data.dataset import Dataset, class_range
 from qwkboost.data.fingerprint import fingerprint
 from qwkboost.exceptions import ClusterLost, ConfigError
+from qwkboost.tracking.interrupt import raise_if_swallowed, stop_mark
 from qwkboost.tracking.writing import OutputLock, claim, manifest
 
 __all__ = ["AutoRun", "AutoResult"]
@@ -428,7 +432,7 @@ class AutoRun:
                 tracking.log_dict(self.settings.as_dict(), f"sessions/{number}/auto.json")
                 tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
             state.save()
-            stop = None
+            stop, mark = None, stop_mark()
             try:
                 run_defaults(self, state)
                 if self.settings.tune:
@@ -454,6 +458,7 @@ class AutoRun:
                 raise
             if stop is not None:
                 raise stop
+            raise_if_swallowed(mark)        # a stop Python dropped while the blend was written ends the run stopped
             return result
 
     def _check_time_left(self, state: AutoState) -> None:
@@ -466,10 +471,14 @@ class AutoRun:
             Naming ``auto.time_limit`` and the least that can start one.
         """
         self.set_reserve(state)
-        if self.budget.left_for_work > 0 or any(r.get("status") == "finished" and self.allowed(r)
-                                                for r in state.candidates.values()):
+        if self.budget.left_for_work > 0:
             return
         least = math.ceil(self.budget.elapsed + self.budget.reserve) + 1
+        done = self._n_finished(state)
+        if done:        # a resume that only blends again what finished: said, not refused
+            log.warning("auto: auto.time_limit=%g s cannot start a candidate (give auto.time_limit=%d or more for "
+                        "that); blending again the %d that finished", self.settings.time_limit, least, done)
+            return
         raise ConfigError(f"auto.time_limit={self.settings.time_limit:g} s cannot start a candidate: reading the data "
                           f"took {self.budget.elapsed:.1f} s and {self.budget.reserve:.0f} s are kept for the blend's "
                           f"files{' and its MLflow model' if self.experiment_id is not None else ''}; give "

@@ -172,6 +172,9 @@ class Executor(Protocol):
     def stop(self) -> list[Outcome]:
         """Stop every started job; their outcomes."""
 
+    def abandon(self) -> list[Outcome]:
+        """Every started job as lost, without asking where it runs (a cluster whose scheduler is gone)."""
+
 
 def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, int], None] | None = None,
             reporter: Callable | None = None, where: str = "this process", client=None, dask_stop=None) -> Outcome:
@@ -253,6 +256,9 @@ class LocalExecutor:
     def stop(self) -> list[Outcome]:
         self._queue.clear()
         return []
+
+    def abandon(self) -> list[Outcome]:
+        return self.stop()          # nothing runs elsewhere
 
     def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
         n = job.guard.n_folds

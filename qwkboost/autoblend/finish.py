@@ -144,6 +144,7 @@ def finish(run, state, stopped: bool = False) -> AutoResult:
         board.to_csv(new / "leaderboard.csv", index=False)
         pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
     _record(state, "blend" if result is not None else "candidate", weights, metrics)
+    run._written = True         # a stop from here on (the MLflow model) leaves these outputs whole
     shown, others = closing_rows(board)
     elapsed = run.budget.elapsed
     n_done = run._n_finished(state)
@@ -213,6 +214,11 @@ def fall_back(run, state) -> str:
         return -np.inf if q is None or np.isnan(q) else q
 
     name, rec = max(members, key=nested)
+    if getattr(run, "_written", False):
+        said = (f"its outputs were written before the stop ({run.out / 'submission.csv'}); their MLflow model was "
+                "not logged (the same command again logs it)")
+        log.warning("auto: stopped after the blend; %s", said)
+        return said
     if (run.out / "submission.csv").exists():
         before = state.outputs if isinstance(state.outputs, dict) else {}
         said = "kept the outputs already there" + (

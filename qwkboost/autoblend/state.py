@@ -7,7 +7,9 @@ now hashes the same (another ``engine.params`` or ``cv.n_splits`` reruns it) and
 (a damaged one runs again, with a line saying why). The directory as a whole belongs to one data set and split: a
 different ``data``, ``cv``, ``seed`` or ``thresholds`` is refused, naming the keys that differ, and so are other
 rows under the same names (the data's fingerprint, :mod:`qwkboost.data.fingerprint`: a replaced ``train.csv`` or
-``test.csv``, another frame in Python). Every invocation is recorded in ``sessions``, from its start.
+``test.csv``, another frame in Python). Every invocation is recorded in ``sessions``, from its start; one whose
+process was killed before it could close its record is marked ``killed`` by the next. Where candidates run (one
+machine or a Dask cluster) is not part of their hash: a directory moves between the two and keeps them.
 """
 
 from __future__ import annotations

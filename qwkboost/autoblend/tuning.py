@@ -8,7 +8,9 @@ in the time left, the next best whose trials do (a cheaper engine's) is tuned, a
 stopped after a fold by the pruner (``auto.pruner``) or by the budget's guard. Optuna's own ``timeout`` is
 checked only between trials, so the guard stops a running trial and a callback stops the study once the next
 trial would not fit. The study is kept in ``<output dir>/tuning.db`` (SQLite): a resumed budget goes on with new
-trials.
+trials, on one machine or a cluster alike. Each study is named after its candidate's configuration and its data
+(:func:`study_name`) and records the data's fingerprint, as ``tune.py``'s do: a study of other rows is never
+continued (a line says it is set aside).
 """
 
 from __future__ import annotations

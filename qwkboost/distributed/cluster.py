@@ -60,7 +60,7 @@ from qwkboost.engines.engine import (
 )
 from qwkboost.engines.model import Model
 from qwkboost.engines.registry import ENGINES, get_engine
-from qwkboost.exceptions import ConfigError, EngineUnavailable, RunStopped
+from qwkboost.exceptions import ClusterLost, ConfigError, EngineUnavailable, RunStopped
 from qwkboost.objectives import resolve
 from qwkboost.objectives.base import takes_weight
 from qwkboost.distributed.connection import ClusterSpec, connect
@@ -303,6 +303,8 @@ def _place_rows(client, arrays: list[np.ndarray], step: int) -> list:
     import dask.array as da  # optional: dask
 
     workers = sorted(client.scheduler_info()["workers"])
+    if not workers:
+        raise ClusterLost(f"the Dask cluster at {client.scheduler.address} has no worker to place the rows on")
     blocks: list[list] = [[] for _ in arrays]
     for b, start in enumerate(range(0, arrays[0].shape[0], step)):
         where = [workers[b % len(workers)]]

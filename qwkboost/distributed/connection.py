@@ -110,9 +110,12 @@ def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[
     Raises
     ------
     ConfigError
-        If the scheduler at ``spec.address`` refuses the connection or does not answer within ``timeout`` seconds;
-        for a ``LocalCluster`` started by a script's top-level code outside ``if __name__ == "__main__":`` (its
-        workers would run that code again).
+        If the scheduler at ``spec.address`` refuses the connection or does not answer within ``timeout`` seconds.
+
+    Notes
+    -----
+    A ``LocalCluster`` started by a script's top-level code outside ``if __name__ == "__main__":`` starts its workers
+    without importing the script again (:func:`_script_unseen`), so the script works as it would in a notebook.
     """
     from distributed import Client, LocalCluster  # optional: distributed
 
@@ -133,8 +136,7 @@ def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[
         finally:
             _close(client)
         return
-    _check_main_guard()
-    with _children_ignore_sigint():
+    with _children_ignore_sigint(), _script_unseen(_unguarded_script()):
         cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker, processes=True,
                                memory_limit=spec.memory_limit, host="127.0.0.1", dashboard_address=None)
     with cluster, Client(cluster) as client:
@@ -168,12 +170,10 @@ def _check_listening(address: str, timeout: float, refusal: str) -> None:
         raise ConfigError(refusal.format(exc.strerror or type(exc).__name__)) from None
 
 
-def _check_main_guard() -> None:
-    """Refuse, in one line, a ``LocalCluster`` started by a script's top-level code outside
-    ``if __name__ == "__main__":``. Dask starts its workers as new processes with multiprocessing's *spawn*, which
-    imports the script again in each of them: that code would start a cluster again in every worker, and each
-    worker would fail to start after hundreds of lines of errors. Nothing is checked where the script's source cannot
-    be read (an interactive session, a notebook: nothing is imported again there)."""
+def _unguarded_script() -> tuple[str, int] | None:
+    """The script and line whose top-level code, outside ``if __name__ == "__main__":``, is starting a
+    ``LocalCluster`` now, or ``None`` (under the guard, in a function called from it, in an interactive session or a
+    notebook, whose code nothing imports again, or where the script's source cannot be read)."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     frame = sys._getframe(1)
@@ -181,20 +181,43 @@ def _check_main_guard() -> None:
                                      and frame.f_code.co_name == "<module>"):
         frame = frame.f_back
     if frame is None or not path or os.path.abspath(frame.f_code.co_filename) != os.path.abspath(path):
-        return
+        return None
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
-        return
+        return None
     line = frame.f_lineno
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_main_test(node.test) and \
                 any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in node.body):
-            return
-    raise ConfigError(f"{path}, line {line}: a LocalCluster (cluster='local') starts its Dask workers as new "
-                      "processes that import this script again, and this line would run again in each of them: put it "
-                      "under `if __name__ == \"__main__\":`")
+            return None
+    return path, line
+
+
+@contextmanager
+def _script_unseen(where: tuple[str, int] | None) -> Iterator[None]:
+    """While a ``LocalCluster`` starts from a script's top level (``where``: the script and line), its worker
+    processes are started without importing the script again. Dask starts them with multiprocessing's *spawn*, which
+    runs the main script again in each new process, as Python's ``multiprocessing`` guide says a script must allow
+    for with ``if __name__ == "__main__":``; unguarded, that line would start a cluster again in every worker (each
+    failing to start, after hundreds of lines of errors). Spawn imports no script when the main module names none, as
+    in an interactive session: so it is, for the moments the processes start."""
+    main = sys.modules.get("__main__")
+    if where is None or main is None:
+        yield
+        return
+    logging.getLogger(__name__).info(
+        "%s, line %d: a LocalCluster starts outside `if __name__ == \"__main__\":`; its workers start without "
+        "importing the script again (objects defined in the script cannot be sent to them)", *where)
+    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if hasattr(main, k)}
+    main.__spec__ = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
 
 
 def _is_main_test(test) -> bool:

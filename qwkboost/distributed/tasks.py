@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 STOP_POLL_SECONDS = 1.0
 #: How long a stop waits for the running tasks to end by themselves before cancelling them.
 STOP_WAIT_SECONDS = 30.0
+#: How long the pool waits for a worker when a cluster has none left, before it gives up on the cluster.
+WORKER_WAIT_SECONDS = 15.0
 #: How many times a task is sent before a worker lost each time fails it.
 SEND_ATTEMPTS = 3
 #: The errors by which Dask reports a task whose worker went away.
@@ -277,9 +279,13 @@ class WorkerPool:
         there first; the copies of workers that have left the cluster are dropped."""
         check_scheduler(self.client)
         alive = sorted(self.client.ncores())        # asks the scheduler: a lost worker's stand-in is listed
-        if not alive:
-            raise ConfigError(f"the Dask cluster at {self.client.scheduler.address} has no worker left; start one "
-                              f"(dask worker {self.client.scheduler.address})")
+        if not alive:           # a nanny's restart takes a second or two; workers that do not come back end the work
+            try:
+                self.client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+            except TimeoutError:
+                raise ClusterLost(f"the Dask cluster at {self.client.scheduler.address} has no worker left (none came "
+                                  f"back within {WORKER_WAIT_SECONDS:g} s)", scheduler=True) from None
+            alive = sorted(self.client.ncores())
         for gone in set(self._copies) - set(alive):
             self._copies.pop(gone).release()
         busy = Counter(w for _, _, w in self._running.values())

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import shlex
+import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -140,6 +142,18 @@ def experiment_command(cfg: DictConfig) -> float | None:
     return float(row[optimized_metric(container)])
 
 
+def _run_script() -> str:
+    """``experiments/run.py`` as this working directory reaches it (the printed command runs where ``tune.py`` ran):
+    beside the running ``tune.py``, else in the project; relative when it lies below the working directory."""
+    here = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    script = here.with_name("run.py") if here is not None and here.name == "tune.py" else \
+        tracking.PROJECT_ROOT / "experiments" / "run.py"
+    try:
+        return shlex.quote(str(script.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
+
+
 def tune_command(cfg: DictConfig):
     """What ``experiments/tune.py`` does with its composed config: check it, then run or resume the Optuna study.
 
@@ -166,6 +180,6 @@ def tune_command(cfg: DictConfig):
         # each trial trained whole on one machine (on a cluster, on one worker): so does the command that runs it
         keep = [shlex.quote(o) for o in HydraConfig.get().overrides.task
                 if not o.lstrip("+~").startswith(("tune.", "engine.params.", "hydra", "cluster"))]
-        log.info("run the best trial with:\n  python experiments/run.py %s",
+        log.info("run the best trial with:\n  python %s %s", _run_script(),
                  " ".join([*keep, best_overrides(study.best_trial.params)]))
     return study

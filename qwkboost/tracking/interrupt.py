@@ -18,6 +18,7 @@ This module imports the standard library alone, so that an entry point can start
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -28,18 +29,65 @@ from typing import Iterator
 from qwkboost.exceptions import ConfigError
 
 __all__ = ["Terminated", "install_sigterm", "stop_quietly", "main_guard", "report_config_errors", "process_tag",
-           "is_alive", "interrupted", "held_stops"]
+           "is_alive", "interrupted", "held_stops", "stop_mark", "raise_if_swallowed"]
 
-_STATE = {"interrupted": False, "what": None}
+_STATE = {"interrupted": False, "what": None, "received": []}
 
 
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread when the process receives SIGTERM."""
 
 
+#: Loggers whose reports after a stop are that stop's echo, with a traceback: SQLAlchemy's pool reports the cursor or
+#: connection a Ctrl-C interrupted while it was being closed ("Error closing cursor", seen in a study's store).
+_ECHOES = ("sqlalchemy.pool",)
+
+
+def _received(signum: int) -> None:
+    _STATE["received"].append(signum)
+    for name in _ECHOES:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def _on_sigterm(signum, frame):
+    _received(signal.SIGTERM)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)   # a second SIGTERM ends the process at once
     raise Terminated()
+
+
+def _on_sigint(signum, frame):
+    """Python's own Ctrl-C (a :class:`KeyboardInterrupt`), remembered: one raised where Python cannot pass it on
+    (a finalizer, a weakref's callback) is then acted on where the command ends (:func:`raise_if_swallowed`)."""
+    _received(signal.SIGINT)
+    raise KeyboardInterrupt
+
+
+def stop_mark() -> int:
+    """How many stops (Ctrl-C, SIGTERM) qwkboost's handlers have received so far: a mark for
+    :func:`raise_if_swallowed`."""
+    return len(_STATE["received"])
+
+
+def raise_if_swallowed(since: int = 0) -> None:
+    """Raise the stop (:class:`KeyboardInterrupt`, or :class:`Terminated` for SIGTERM) received since the mark
+    ``since`` (:func:`stop_mark`) that never reached the caller, which would have acted on it: Python drops an
+    exception raised inside a finalizer or a weakref's callback (printing "Exception ignored in"), which is where a
+    signal that lands while objects are freed is raised. The work then ends as stopped rather than as if nothing had
+    happened."""
+    received = _STATE["received"][since:]
+    if received:
+        raise Terminated() if received[-1] == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _unraisable(hook):
+    """A ``sys.unraisablehook`` that leaves out a stop Python could not raise (it is acted on later: see
+    :func:`raise_if_swallowed`), or the exit a second stop asks for while an exit handler runs (the process is ending
+    with its status already), and hands everything else to ``hook``."""
+    def unraisable(info):
+        if info.exc_type is not None and issubclass(info.exc_type, (KeyboardInterrupt, SystemExit)):
+            return
+        hook(info)
+    return unraisable
 
 
 def install_sigterm() -> None:
@@ -100,7 +148,7 @@ def _exit_at_once(signum, frame):
 
 def _hold_quietly(what: str, note: str) -> None:
     _STATE["what"] = (what, note)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not where SIGINT is ignored (`cmd &`)
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _on_sigint):     # not where it is ignored
         signal.signal(signal.SIGINT, _exit_at_once)
     signal.signal(signal.SIGTERM, _exit_at_once)
 
@@ -134,12 +182,16 @@ def main_guard(what: str = "qwkboost", tracked: bool = True) -> Iterator[None]:
         Whether the command logs MLflow runs (the line then says they are marked KILLED).
     """
     install_sigterm()
-    if signal.getsignal(signal.SIGINT) is _exit_at_once:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) in (_exit_at_once, signal.default_int_handler):
+        signal.signal(signal.SIGINT, _on_sigint)
+    sys.unraisablehook = _unraisable(sys.unraisablehook)
+    mark = stop_mark()
     try:
         yield
+        raise_if_swallowed(mark)
     except KeyboardInterrupt as exc:
         _STATE["interrupted"] = True
+        _hold_quietly(what, "")         # a second stop while this line is written ends the process the same way
         term = isinstance(exc, Terminated)
         _stopped(what, term, "; its MLflow runs are marked KILLED" if tracked else "")
         sys.exit(143 if term else 130)

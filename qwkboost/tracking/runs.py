@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from qwkboost.exceptions import RunStopped
-from qwkboost.tracking.interrupt import process_tag
+from qwkboost.tracking.interrupt import held_stops, process_tag
 from qwkboost.tracking.store import (
     PROCESS_TAG,
     VERSIONED,
@@ -86,7 +86,8 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         retry(mlflow.set_tags, {"qwkboost.stopped": str(stop), **stop.tags})
         raise
     finally:
-        _end_run(active.info.run_id, run_name, status, sys.exc_info()[1])
+        with held_stops():      # a second Ctrl-C as the run ends waits for it: never a run left RUNNING
+            _end_run(active.info.run_id, run_name, status, sys.exc_info()[1])
 
 
 def _raise_if_lost(error: BaseException | None, what: str) -> None:

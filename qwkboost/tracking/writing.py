@@ -51,7 +51,8 @@ HYDRA_DIR = ".hydra"
 #: The commands that own an output folder: what they are called in a message, and the record each one writes there
 #: (what marks a folder of an earlier qwkboost as theirs, before :data:`OWNER_FILE`).
 KINDS = {"auto": ("a time budget (experiment=auto)", "auto.json"), "run": ("a run", "result.json"),
-         "table": ("the QWK table", "qwk_table.csv"), "blend": ("a blend", "blend.json")}
+         "table": ("the QWK table", "qwk_table.csv"), "blend": ("a blend", "blend.json"),
+         "study": ("the study (experiment=study)", "study.md")}
 
 
 def _remove(path: Path) -> None:
@@ -150,7 +151,7 @@ def claim(directory: str | os.PathLike, kind: str, key: str = "the output direct
     ----------
     directory : path
         Created if missing.
-    kind : {"auto", "run", "table", "blend"}
+    kind : {"auto", "run", "table", "blend", "study"}
     key : str
         How the user names the folder (``hydra.run.dir``, ``output_dir``), for the message.
 

@@ -292,12 +292,12 @@ def test_a_tuning_study_of_other_data_is_set_aside_not_continued(frames, tmp_pat
     X, y, X_test, _ = frames
     out = tmp_path / "run"
     kw = {**KW, "objectives": ["squared_error"], "tune": True}
-    qb.auto(X, y, X_test, time_limit=30, output_dir=out, **kw)
+    qb.auto(X, y, X_test, time_limit=20, output_dir=out, **kw)
     before = optuna.get_all_study_summaries(f"sqlite:///{out}/tuning.db")
     assert len(before) == 1 and before[0].n_trials >= 1        # the scenario: a study with trials to set aside
     (out / "auto.json").rename(tmp_path / "auto.json.moved")
     caplog.set_level("INFO", logger="qwkboost.autoblend")
-    qb.auto(X, pd.Series(np.roll(y.to_numpy(), 7), name=y.name), X_test, time_limit=30, output_dir=out, **kw)
+    qb.auto(X, pd.Series(np.roll(y.to_numpy(), 7), name=y.name), X_test, time_limit=20, output_dir=out, **kw)
     tuning = [m for m in caplog.messages if m.startswith("auto: tuning lightgbm-squared_error (")]
     assert tuning == ["auto: tuning lightgbm-squared_error (0 trial(s) in its study so far)"]
     assert any(m.startswith(f"auto: tuning.db holds {before[0].n_trials} trial(s) of lightgbm-squared_error in 1 "

@@ -228,3 +228,4 @@ def test_workers_too_small_for_any_candidate_are_refused_in_one_line(tmp_path):
                             *TINY_OVERRIDES, "tracking.uri=null"], tmp_path / "out")
     assert "\n" not in str(err.value)
     assert not (tmp_path / "out" / "candidates").exists()
+
