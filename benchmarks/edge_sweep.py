@@ -90,7 +90,8 @@ def run_case(cs: Case, work: Path, data: Path, scale: float) -> dict:
     last = c.runs[-1] if c.runs else None
     return {"case": cs.name, "group": cs.group, "verdict": v["verdict"], "ok": v["verdict"] in cs.expect,
             "expect": list(cs.expect), "seconds": round(time.monotonic() - t0, 1),
-            "exit": v["exit"] if v.get("exit") is not None else (last.rc if last else None), "detail": v.get("detail", ""), "good": cs.good,
+            "exit": v["exit"] if v.get("exit") is not None else (last.rc if last else None),
+            "detail": v.get("detail", ""), "good": cs.good,
             "commands": [" ".join(shlex.quote(a) for a in r.argv[1:]).replace(str(ROOT) + "/", "")[:600]
                          for r in c.runs],
             "stderr_tail": (last.err[-1500:] if last else ""), "folder": str(folder)}

@@ -29,7 +29,7 @@ from qwkboost.blending import BLEND_METHODS, blend, log_blend, write_blend
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.objectives import check_trusted_modules
-from qwkboost.tracking.writing import claim
+from qwkboost.tracking.writing import claim, hydra_entries
 from qwkboost.validation import check_command_line
 
 log = logging.getLogger("qwkboost")
@@ -89,7 +89,8 @@ def main(cfg: DictConfig) -> None:
         with config_errors():
             check(c)
             out = HydraConfig.get().runtime.output_dir
-            claim(out, "blend", "hydra.run.dir")     # never a folder of the user's own files
+            # never a folder of the user's own files
+            claim(out, "blend", "hydra.run.dir", hydra_entries(HydraConfig.get()))
             runs = c["runs"] if isinstance(c["runs"], list) else [c["runs"]]
             uri = tracking.resolve_tracking_uri(c["tracking"].get("uri"))
             result = blend([str(r) for r in runs], method=c["method"], thresholds=c["thresholds"],

@@ -58,7 +58,6 @@ class RunStopped(Exception):
         self.tags = dict(tags or {})
 
 
-
 class ClusterLost(RuntimeError):
     """A Dask cluster went away under the work it ran: its scheduler (``scheduler=True``: the client lost it, and
     nothing more runs there), or the workers a job trained on (killed, out of memory, restarted by their nanny).

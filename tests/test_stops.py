@@ -115,4 +115,4 @@ def test_a_stop_python_drops_in_a_finalizer_still_ends_the_command_stopped(tmp_p
                        timeout=60, preexec_fn=_default_sigint)
     assert p.stdout.strip() == "went on"            # the finalizer's stop did not reach the code around it
     assert p.returncode == 130, p.stderr
-    assert p.stderr.strip().splitlines() == ["mine.py: interrupted (Ctrl-C)"]
+    assert p.stderr.strip().splitlines() == ["mine.py: interrupted (Ctrl-C) as it ended; what it wrote is complete"]

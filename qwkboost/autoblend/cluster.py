@@ -23,6 +23,7 @@ cluster has workers (the cluster's side of :mod:`qwkboost.autoblend.executor`; t
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -33,13 +34,15 @@ from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import Job, Outcome, run_job
 from qwkboost.autoblend.placement import Placement, check_room, pause_fraction, place
 from qwkboost.distributed.connection import ClusterSpec
-from qwkboost.distributed.tasks import RoundStop, TaskResult, WorkerPool, check_scheduler, is_lost_error
-from qwkboost.exceptions import RunStopped
+from qwkboost.distributed.tasks import LOST_ERRORS, RoundStop, TaskResult, WorkerPool, check_scheduler
+from qwkboost.exceptions import ClusterLost, RunStopped
 
 __all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED", "check_local_room"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
+#: How long a rows job's error waits for the scheduler to see a worker under it go, before it counts as the job's own.
+LEAVE_SECONDS = 1.0
 #: The tag of a candidate whose worker was lost.
 LOST_WORKER = {"qwkboost.auto": "LOST_WORKER"}
 #: The tag of a candidate stopped from the client (Ctrl-C, SIGTERM).
@@ -113,6 +116,8 @@ class DaskExecutor:
         self._jobs: dict[str, Job] = {}
         self._rows: list[Job] = []          # rows jobs waiting for the running ones to end
         self._stopped: list[Outcome] = []   # a rows job Ctrl-C stopped while it ran here
+        self._lost: list[Outcome] = []      # a rows job whose scheduler was lost while it ran here
+        self._sent: dict[str, float] = {}   # when each job was sent (time.time())
 
     @property
     def free(self) -> int:
@@ -149,6 +154,7 @@ class DaskExecutor:
             self._rows.append(job)
             return
         seconds = self.budget.left_for_work
+        self._sent[job.name] = time.time()
         self.pool.submit(job.name, job.directory, _candidate, job, seconds, time.time() + seconds)
 
     def next_outcome(self) -> Outcome:
@@ -171,14 +177,10 @@ class DaskExecutor:
         self._jobs.pop(job.name)
         stop = RoundStop(f"qwkboost-rows-stop-{uuid.uuid4().hex}", time.time() + max(self.budget.left_for_work, 0.0))
         where = f"rows across {self.slots} workers"
-        before = self._workers()
+        before: set[str] = set()
         try:
+            before = self._workers()
             outcome = run_job(job, self.dataset, self.budget, where=where, client=self.client, dask_stop=stop)
-            gone = before - self._workers()
-            if gone:        # the folds finished without it (between folds, or Dask moved its part): say so all the same
-                log.info("auto: %s: %d of its %d workers was lost while it trained across their rows; its folds "
-                         "still finished, on the workers left", job.name, len(gone), len(before))
-            return outcome
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):     # a scheduler already gone has nothing to stop
                 Event(stop.event, client=self.client).set()     # the workers' fold ends after its current round
@@ -186,15 +188,40 @@ class DaskExecutor:
                                          where=where))
             raise
         except Exception as exc:  # noqa: BLE001 - a worker lost under the rows, or the job's own error
+            return self._rows_lost(job, exc, before, where)
+        with contextlib.suppress(Exception):        # a finished job is kept, whatever the cluster does next
+            gone = before - self._workers()
+            if gone:        # the folds finished without it (between folds, or Dask moved its part): say so all the same
+                log.info("auto: %s: %d of its %d workers was lost while it trained across their rows; its folds "
+                         "still finished, on the workers left", job.name, len(gone), len(before))
+        return outcome
+
+    def _rows_lost(self, job: Job, exc: Exception, before: set[str], where: str) -> Outcome:
+        """The outcome of a rows job that raised ``exc``: lost, when a worker under it went away or Dask reports it
+        lost; its MLflow run KILLED. A lost scheduler is recorded for :meth:`abandon` and raised on.
+
+        Raises
+        ------
+        Exception
+            ``exc``, when it is the job's own error; :class:`~qwkboost.exceptions.ClusterLost` for a lost
+            scheduler."""
+        try:
             check_scheduler(self.client)
             gone = before - self._workers()
-            if not gone and not is_lost_error(exc):
-                raise
+            if not gone and type(exc).__name__ not in LOST_ERRORS:
+                time.sleep(LEAVE_SECONDS)      # the scheduler may not have seen a killed worker go yet
+                gone = before - self._workers()
+        except ClusterLost:
             self._kill_run(job, ("RUNNING", "FAILED"))
-            lost = f"{len(gone)} of its {len(before)} workers" if gone else "a worker"
-            log.debug("auto: %s's rows job ended with %s: %s", job.name, type(exc).__name__, exc)
-            return Outcome(job.name, None, f"stopped: {lost} training its rows was lost", dict(LOST_WORKER),
-                           where=where)
+            self._lost.append(Outcome(job.name, None, "stopped: the Dask scheduler was lost", dict(LOST_WORKER),
+                                      where=where))
+            raise
+        if not gone and type(exc).__name__ not in LOST_ERRORS and not isinstance(exc, ClusterLost):
+            raise exc       # the job's own error (a full disk is not a lost worker)
+        self._kill_run(job, ("RUNNING", "FAILED"))
+        lost = f"{len(gone)} of its {len(before)} workers" if gone else "a worker"
+        log.debug("auto: %s's rows job ended with %s: %s", job.name, type(exc).__name__, exc)
+        return Outcome(job.name, None, f"stopped: {lost} training its rows was lost", dict(LOST_WORKER), where=where)
 
     def _workers(self) -> set[str]:
         """The workers connected now (a worker restarted by its nanny comes back at another address)."""
@@ -207,17 +234,36 @@ class DaskExecutor:
     def abandon(self) -> list[Outcome]:
         """Every job started or waiting as lost, without asking the cluster: its scheduler is gone
         (:class:`~qwkboost.exceptions.ClusterLost`); their MLflow runs are marked KILLED."""
-        out = []
+        out, self._lost = self._lost, []
         for r in self.pool.abandon():
             job = self._jobs.pop(r.name)
+            done = self._written_on_worker(job, r.where)
+            if done is not None:
+                out.append(done)
+                continue
             self._kill_run(job)
-            out.append(Outcome(job.name, None, "stopped: the Dask scheduler was lost", dict(LOST_WORKER)))
+            out.append(Outcome(job.name, None, "stopped: the Dask scheduler was lost", dict(LOST_WORKER),
+                               where=r.where))
         for job in self._rows:
             self._jobs.pop(job.name, None)
             out.append(Outcome(job.name, None, "stopped: the Dask scheduler was lost before it started",
                                dict(LOST_WORKER)))
         self._rows.clear()
         return out
+
+    def _written_on_worker(self, job: Job, where: str) -> Outcome | None:
+        """A job that finished on a worker seeing this directory before its result could come back (the scheduler
+        was lost in between): its outcome from the files it wrote (``result.json``, written after its outputs),
+        or ``None``."""
+        path = job.directory / "result.json"
+        sent = self._sent.get(job.name, float("inf"))
+        try:
+            if not self.pool.shared or path.stat().st_mtime < sent:
+                return None
+            row = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return Outcome(job.name, row, None, {}, path.stat().st_mtime - sent, where=where)
 
     def _outcome(self, result: TaskResult) -> Outcome:
         job = self._jobs.pop(result.name)
@@ -261,8 +307,12 @@ class DaskExecutor:
         """Stop every running job after its current round; their outcomes (a rows job that was waiting, as
         stopped)."""
         out, self._stopped = self._stopped, []
+        try:
+            stopped = [self._outcome(r) for r in self.pool.stop()]
+        except ClusterLost:             # the scheduler went as it was stopped
+            return out + self.abandon()
         for job in self._rows:
             self._jobs.pop(job.name, None)
             out.append(Outcome(job.name, None, "stopped: the budget was stopped", dict(STOPPED)))
         self._rows.clear()
-        return out + [self._outcome(r) for r in self.pool.stop()]
+        return out + stopped

@@ -20,6 +20,7 @@ from qwkboost.distributed.connection import connect
 from qwkboost.exceptions import config_errors
 from qwkboost.runs.command import compose_choices
 from qwkboost.runs.experiment import load_dataset
+from qwkboost.tracking.writing import hydra_entries
 
 __all__ = ["auto_command"]
 
@@ -62,7 +63,8 @@ def auto_command(cfg: DictConfig) -> AutoResult:
         ds = load_dataset(container["data"], int(container.get("seed", 0)), container["cv"].get("group"))
         configs = runnable_configs({c.pair: rc for c, rc in zip(pairs, composed)}, ds)
     experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
-    args = dict(budget=budget, command=tracking.command_line(), data_names=data_names(container["data"]))
+    args = dict(budget=budget, command=tracking.command_line(), data_names=data_names(container["data"]),
+                hydra=hydra_entries(hc))
     run = AutoRun(settings, configs, ds, hc.runtime.output_dir, experiment_id, cfg.run_name or "auto", **args)
     if spec is None:
         return run.run()

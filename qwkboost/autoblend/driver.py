@@ -53,6 +53,7 @@ __all__ = ["AutoRun", "AutoResult"]
 
 log = logging.getLogger("qwkboost.autoblend")
 
+
 def diverse_pool(done: list[tuple[str, dict]], size: int) -> list[tuple[str, dict]]:
     """At most ``size`` finished candidates for the blend to choose from, taken in rounds: each (engine,
     objective) pair's best nested out-of-fold QWK first (pairs in the order of that QWK), then each pair's second
@@ -113,13 +114,17 @@ class AutoRun:
     executor : Executor, optional
         Where the candidates run (:mod:`qwkboost.autoblend.executor`); default: in this process, one at a time. A
         cluster's (:class:`~qwkboost.autoblend.cluster.DaskExecutor`) runs as many at once as it has workers.
+    hydra : tuple of str, optional
+        What Hydra made in the output directory (:func:`~qwkboost.tracking.writing.hydra_entries`), which does not
+        make it another command's (:func:`~qwkboost.tracking.writing.claim`).
     """
 
     def __init__(self, settings: AutoSettings, configs: Mapping[tuple[str, str], dict], dataset: Dataset,
                  output_dir, experiment_id: str | None = None, run_name: str = "auto", budget: Budget | None = None,
                  progress: bool | None = None, command: str | None = None,
                  data_names: tuple[str, str] = ("the training data", "the test data"),
-                 dir_key: str = "hydra.run.dir", executor: Executor | None = None):
+                 dir_key: str = "hydra.run.dir", executor: Executor | None = None,
+                 hydra: tuple[str, ...] | None = None):
 
         self.settings, self.ds = settings, dataset
         # the candidates in the order for this data's shape, each with the reason (ranking)
@@ -127,7 +132,9 @@ class AutoRun:
         ranked = rank(configs, self.shape)
         self.configs = {pair: configs[pair] for pair, _ in ranked}
         self.why = dict(ranked)
-        self.data_names, self.dir_key = data_names, dir_key
+        self.data_names, self.dir_key, self.hydra = data_names, dir_key, hydra
+        self._end: dict = {}
+        self._members, self._written = 0, False
         self.fingerprint = fingerprint(dataset)
         self._checked: dict[str, str | None] = {}      # candidate -> its damage, as read by this invocation
         self.out = Path(output_dir)
@@ -333,6 +340,16 @@ class AutoRun:
             self._checked[name] = state.damage(name)
         return self._checked[name]
 
+    def config_of(self, rec: Mapping) -> dict | None:
+        """The config a candidate's record ran with: its pair's, with the engine parameters it changed (a faster
+        variant's learning rate, a trial's draw); ``None`` for a pair this invocation does not run."""
+        pair = (rec.get("engine"), rec.get("objective"))
+        if pair not in self.configs:
+            return None
+        cfg = copy.deepcopy(self.configs[pair])
+        cfg["engine"]["params"] = {**(cfg["engine"].get("params") or {}), **(rec.get("params") or {})}
+        return cfg
+
     def allowed(self, rec: Mapping) -> bool:
         """Whether a candidate's engine and objective are among this invocation's (``auto.engines``,
         ``auto.objectives``): a resume that narrows them blends none of the others."""
@@ -373,12 +390,14 @@ class AutoRun:
             When stopped with Ctrl-C or SIGTERM, after writing the blend of what finished (if any did); the parent
             run then ends KILLED and ``auto.json`` records the session as stopped.
         """
-        claim(self.out, "auto", self.dir_key)      # before the lock's files: a folder of the user's gets none
+        claim(self.out, "auto", self.dir_key, self.hydra)      # before the lock's files: a user's folder gets none
         with OutputLock(self.out, self.dir_key):
             state = self.check_directory()
             for s in state.close_abandoned():
                 log.warning("auto: the invocation of %s (pid %s) ended without closing its record in auto.json; it is "
                             "marked killed", s.get("started"), s.get("pid"))
+            if state.migrate(self.config_of):
+                log.info("auto: the finished candidates an earlier qwkboost recorded are reused as they are")
             self._check_time_left(state)
             session = state.begin(self.settings.as_dict())
             status, self._members, self._end = "failed", 0, {}
@@ -400,7 +419,7 @@ class AutoRun:
         """The output directory's record, refused (:class:`ConfigError`) if it holds another configuration's or other
         data's candidates or a study file that is not one; :meth:`run` calls it under the directory's lock, a cluster's
         command before it connects."""
-        claim(self.out, "auto", self.dir_key)      # a folder of the user's files is refused, never written into
+        claim(self.out, "auto", self.dir_key, self.hydra)      # a folder of the user's files is refused
         state = AutoState.open(self.out, shared_part(self.base), self.fingerprint, self.data_names, self.dir_key)
         if self.settings.tune:
             from qwkboost.runs.tuning.storage import check_study_file  # slow to import: optuna

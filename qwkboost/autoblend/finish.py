@@ -3,8 +3,8 @@ in when complete, and logged in the parent MLflow run (:func:`finish`); and, whe
 while that blend is fitted or written, the best outputs already at hand (:func:`fall_back`).
 
 A stop during the blend does not leave the directory without a submission: the outputs the directory already holds
-(the last good ones, an earlier invocation's) are kept, else the best finished candidate's files are linked into
-place, in well under a second. Nothing is written when nothing finished.
+(the last good ones, an earlier invocation's) are kept, else the best finished candidate's files are written as the
+outputs (its ``pipeline/`` linked, not copied). Nothing is written when nothing finished.
 """
 
 from __future__ import annotations
@@ -125,8 +125,9 @@ def finish(run, state, stopped: bool = False) -> AutoResult:
         raise ConfigError(f"no candidate finished within auto.time_limit={run.settings.time_limit:g} s "
                           f"({tried or 'none started'}); raise auto.time_limit")
     t_blend = time.monotonic()
-    result = None
-    with staged(run.out, remove=OUTPUTS) as new:
+    result, written = None, {}
+    # recorded once swapped in, before a stop held during the swap is acted on (fall_back then knows them written)
+    with staged(run.out, remove=OUTPUTS, swapped=lambda: _record(run, state, **written)) as new:
         if len(members) == 1:
             name, rec = members[0]
             _write_candidate(new, run.out / rec["dir"])
@@ -143,8 +144,8 @@ def finish(run, state, stopped: bool = False) -> AutoResult:
         board = leaderboard(state.candidates, weights, run.allowed, run.ds.has_test_labels)
         board.to_csv(new / "leaderboard.csv", index=False)
         pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
-    _record(state, "blend" if result is not None else "candidate", weights, metrics)
-    run._written = True         # a stop from here on (the MLflow model) leaves these outputs whole
+        written.update(kind="blend" if result is not None else "candidate", weights=weights,
+                       nested=float(metrics["nested_oof_qwk"]))
     shown, others = closing_rows(board)
     elapsed = run.budget.elapsed
     n_done = run._n_finished(state)
@@ -171,12 +172,14 @@ def finish(run, state, stopped: bool = False) -> AutoResult:
     return AutoResult(run.out, board, result, pipeline, metrics, run.parent_id, stopped)
 
 
-def _record(state, kind: str, weights: Mapping[str, float], metrics: Mapping[str, float]) -> None:
-    """What the directory's outputs now are, in ``auto.json`` (what :func:`fall_back` compares with)."""
-    state.outputs = {"kind": kind, "nested_oof_qwk": float(metrics["nested_oof_qwk"]),
+def _record(run, state, kind: str, weights: Mapping[str, float], nested: float) -> None:
+    """What the directory's outputs now are, in ``auto.json`` (what :func:`fall_back` names when it keeps them), and
+    that this invocation wrote them (a stop after this leaves them whole)."""
+    state.outputs = {"kind": kind, "nested_oof_qwk": nested,
                      "members": {n: round(float(w), 6) for n, w in weights.items() if w > 0},
                      "written": time.strftime("%Y-%m-%d %H:%M:%S")}
     state.save()
+    run._written = True
 
 
 def _log(run, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
@@ -214,7 +217,7 @@ def fall_back(run, state) -> str:
         return -np.inf if q is None or np.isnan(q) else q
 
     name, rec = max(members, key=nested)
-    if getattr(run, "_written", False):
+    if run._written:
         said = (f"its outputs were written before the stop ({run.out / 'submission.csv'}); their MLflow model was "
                 "not logged (the same command again logs it)")
         log.warning("auto: stopped after the blend; %s", said)
@@ -227,14 +230,18 @@ def fall_back(run, state) -> str:
             f"; the best finished candidate is {name} ({nested((name, rec)):.4f}): run again to blend"
         log.warning("auto: stopped during the blend; %s", said)
         return said
-    with held_stops():
-        with staged(run.out, remove=OUTPUTS) as new:
-            _write_candidate(new, run.out / rec["dir"])
-            board = leaderboard(state.candidates, {name: 1.0}, run.allowed, run.ds.has_test_labels)
-            board.to_csv(new / "leaderboard.csv", index=False)
-        _record(state, "candidate", {name: 1.0}, _candidate_metrics(rec))
-        run._members = 1
     said = (f"wrote the best finished candidate, {name} (nested out-of-fold QWK {nested((name, rec)):.4f}), as the "
             f"submission instead of the blend of {len(members)}: {run.out / 'submission.csv'}")
-    log.warning("auto: stopped during the blend; %s", said)
+    try:
+        with held_stops():
+            with staged(run.out, remove=OUTPUTS,
+                        swapped=lambda: _record(run, state, "candidate", {name: 1.0}, nested((name, rec)))) as new:
+                _write_candidate(new, run.out / rec["dir"])
+                board = leaderboard(state.candidates, {name: 1.0}, run.allowed, run.ds.has_test_labels)
+                board.to_csv(new / "leaderboard.csv", index=False)
+            run._members = 1
+            log.warning("auto: stopped during the blend; %s", said)
+    except Exception as exc:  # noqa: BLE001 - the stop is the news; what kept it from writing is said beside it
+        said = f"its best finished candidate could not be written ({type(exc).__name__}: {exc})"
+        log.warning("auto: stopped during the blend; %s", said)
     return said

@@ -27,7 +27,7 @@ from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.files import run_path
 from qwkboost.tracking.writing import manifest_problem
 
-__all__ = ["AutoState", "STATE_FILE", "config_hash", "shared_part"]
+__all__ = ["AutoState", "STATE_FILE", "config_hash", "legacy_config_hash", "shared_part"]
 
 STATE_FILE = "auto.json"
 #: The config keys every candidate of one directory shares (its data, folds and decoding).
@@ -37,12 +37,18 @@ SHARED_KEYS = ("data", "cv", "seed", "thresholds")
 _UNHASHED = ("tracking", "run_name", "n_jobs", "hydra", "auto", "cluster")
 
 
-def config_hash(cfg: Mapping[str, Any]) -> str:
-    """A 12-hex-digit hash of what changes a candidate's result."""
-    kept = {k: v for k, v in cfg.items() if k not in _UNHASHED}
+def config_hash(cfg: Mapping[str, Any], unhashed: tuple[str, ...] = _UNHASHED) -> str:
+    """A 12-hex-digit hash of what changes a candidate's result (``cfg`` without the keys ``unhashed``)."""
+    kept = {k: v for k, v in cfg.items() if k not in unhashed}
     if isinstance(kept.get("engine"), Mapping):
         kept["engine"] = {k: v for k, v in kept["engine"].items() if k != "search_space"}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def legacy_config_hash(cfg: Mapping[str, Any]) -> str:
+    """The hash an earlier qwkboost gave ``cfg``, with its ``cluster`` settings in it (:func:`config_hash`): what
+    a directory made before they left the hash recorded, so that its candidates and studies are still found."""
+    return config_hash(cfg, tuple(k for k in _UNHASHED if k != "cluster"))
 
 
 def shared_part(cfg: Mapping[str, Any]) -> dict:
@@ -68,9 +74,11 @@ class AutoState:
     candidates: dict[str, dict] = field(default_factory=dict)
     sessions: list[dict] = field(default_factory=list)
     #: What the directory's outputs are (``kind``: a blend or one candidate, ``nested_oof_qwk``, ``members``,
-    #: ``written``): what a stop during the next blend weighs against its best candidate
+    #: ``written``): what a stop during the next blend names as it keeps them
     #: (:func:`~qwkboost.autoblend.finish.fall_back`).
     outputs: dict | None = None
+    #: Whether the record was read from the directory (its data checked against this invocation's), not made anew.
+    resumed: bool = False
 
     @classmethod
     def open(cls, directory: str | os.PathLike, shared: dict, data: DataFingerprint | None = None,
@@ -120,7 +128,21 @@ class AutoState:
                 raise ConfigError(f"{exc}: its candidates and submission belong to that data; {again}") from None
         outputs = raw.get("outputs") if isinstance(raw.get("outputs"), dict) else None
         return cls(d, shared, new if new is not None else raw.get("data"), raw.get("parent_run_id"), candidates,
-                   sessions, outputs)
+                   sessions, outputs, resumed=True)
+
+    def migrate(self, config_of) -> int:
+        """Give the finished records an earlier qwkboost hashed with their ``cluster`` settings today's hash
+        (:func:`legacy_config_hash`), so that they are reused, not run again; ``config_of(record)`` is the config a
+        record ran with (``None``: one this invocation does not know). Returns how many; saves if any."""
+        n = 0
+        for rec in self.candidates.values():
+            cfg = config_of(rec) if rec.get("status") == "finished" else None
+            if cfg is not None and rec.get("config_hash") == legacy_config_hash(cfg) != config_hash(cfg):
+                rec["config_hash"] = config_hash(cfg)
+                n += 1
+        if n:
+            self.save()
+        return n
 
     def damage(self, name: str) -> str | None:
         """Why candidate ``name``'s files cannot be used as they are (its folder is not ``candidates/<name>``, a

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import replace
 
 from qwkboost.autoblend.candidates import Candidate
-from qwkboost.autoblend.state import config_hash
+from qwkboost.autoblend.state import config_hash, legacy_config_hash
 from qwkboost.data.dataset import class_range
 from qwkboost.data.fingerprint import DataFingerprint
 from qwkboost.exceptions import ClusterLost
@@ -76,7 +76,8 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
         return
     seed = int(cfg.get("seed", 0))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = _open_study(run, pair, cfg, sampler=make_sampler("tpe", seed), pruner=make_pruner(run.settings.pruner))
+    study = _open_study(run, state, pair, cfg, sampler=make_sampler("tpe", seed),
+                        pruner=make_pruner(run.settings.pruner))
     classes = class_range(run.ds.classes)
     seconds = [first_seconds]
 
@@ -120,19 +121,24 @@ def study_name(pair: tuple[str, str], cfg: dict, data: DataFingerprint) -> str:
     return f"{pair[0]}-{pair[1]}-{config_hash(cfg)}-{rows}"
 
 
-def _open_study(run, pair: tuple[str, str], cfg: dict, sampler, pruner):
+def _open_study(run, state, pair: tuple[str, str], cfg: dict, sampler, pruner):
     """``pair``'s study in ``<output dir>/tuning.db`` (:func:`study_name`), created on first use, its data checked
     as ``tune.py`` checks a study's (:func:`~qwkboost.runs.tuning.study.check_study_data`); studies of the pair on
-    other data or settings stay in the file, set aside, with a line."""
+    other data or settings stay in the file, set aside, with a line. A study an earlier qwkboost named (without the
+    data's digest, with the ``cluster`` settings in its hash) goes on when ``auto.json`` vouches for the data."""
     import optuna  # slow to import: optuna
 
     from qwkboost.runs.tuning.study import DATA_ATTR, check_study_data  # slow to import: optuna, mlflow
 
     storage = optuna.storages.RDBStorage(f"sqlite:///{(run.out / 'tuning.db').resolve()}")
     name = study_name(pair, cfg, run.fingerprint)
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    names = {s.study_name for s in summaries}
+    earlier = [f"{pair[0]}-{pair[1]}-{h}" for h in (legacy_config_hash(cfg), config_hash(cfg))]
+    if name not in names and state.resumed:
+        name = next((n for n in earlier if n in names), name)
     prefix = f"{pair[0]}-{pair[1]}-"
-    aside = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)
-             if s.study_name.startswith(prefix) and s.study_name != name and s.n_trials]
+    aside = [s for s in summaries if s.study_name.startswith(prefix) and s.study_name != name and s.n_trials]
     if aside:
         other = [s for s in aside if s.user_attrs.get(DATA_ATTR) not in (None, run.fingerprint.to_dict())]
         log.info("auto: tuning.db holds %d trial(s) of %s-%s in %d study(ies) of other %s; they stay there, set aside, "
@@ -140,6 +146,8 @@ def _open_study(run, pair: tuple[str, str], cfg: dict, sampler, pruner):
                  "data" if len(other) == len(aside) else "settings or data")
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler,
                                 pruner=pruner, load_if_exists=True)
+    if name in earlier and DATA_ATTR not in study.user_attrs:      # an earlier qwkboost's, of auto.json's data
+        study.set_user_attr(DATA_ATTR, run.fingerprint.to_dict())
     check_study_data(study, run.fingerprint, f"auto's tuning study {name!r} in {run.out / 'tuning.db'}",
                      run.data_names, f"move {run.out / 'tuning.db'} away to start its studies afresh")
     return study

@@ -12,6 +12,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.machinery import ModuleSpec
 from typing import Any, Iterator, Mapping
 from urllib.parse import urlsplit
 
@@ -136,11 +137,14 @@ def connect(spec: ClusterSpec | None = None, timeout: float = 10.0) -> Iterator[
         finally:
             _close(client)
         return
-    with _children_ignore_sigint(), _script_unseen(_unguarded_script()):
-        cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker, processes=True,
-                               memory_limit=spec.memory_limit, host="127.0.0.1", dashboard_address=None)
-    with cluster, Client(cluster) as client:
-        yield client
+    # the nannies run in this process and start (and restart) the workers from it, for as long as the cluster lives
+    with _script_unseen(_unguarded_script()):
+        with _children_ignore_sigint():
+            cluster = LocalCluster(n_workers=spec.n_workers, threads_per_worker=spec.threads_per_worker,
+                                   processes=True, memory_limit=spec.memory_limit, host="127.0.0.1",
+                                   dashboard_address=None)
+        with cluster, Client(cluster) as client:
+            yield client
 
 
 def _close(client, timeout: float = 10.0) -> None:
@@ -197,27 +201,26 @@ def _unguarded_script() -> tuple[str, int] | None:
 
 @contextmanager
 def _script_unseen(where: tuple[str, int] | None) -> Iterator[None]:
-    """While a ``LocalCluster`` starts from a script's top level (``where``: the script and line), its worker
-    processes are started without importing the script again. Dask starts them with multiprocessing's *spawn*, which
-    runs the main script again in each new process, as Python's ``multiprocessing`` guide says a script must allow
-    for with ``if __name__ == "__main__":``; unguarded, that line would start a cluster again in every worker (each
-    failing to start, after hundreds of lines of errors). Spawn imports no script when the main module names none, as
-    in an interactive session: so it is, for the moments the processes start."""
+    """While a ``LocalCluster`` started from a script's top level (``where``: the script and line) lives, its worker
+    processes start, and restart, without importing the script again. Dask starts them with multiprocessing's
+    *spawn*, which runs the main script again in each new process, as Python's ``multiprocessing`` guide says a
+    script must allow for with ``if __name__ == "__main__":``; unguarded, that line would start a cluster again in
+    every worker (each failing to start, after hundreds of lines of errors). Spawn leaves the new process's main
+    module alone when the main module's spec is named ``__main__`` (as for a package's ``__main__.py``): so it is
+    named, for the cluster's life, and the script's ``__file__`` stays as it was."""
     main = sys.modules.get("__main__")
     if where is None or main is None:
         yield
         return
-    logging.getLogger(__name__).info(
+    logging.getLogger(__name__).warning(
         "%s, line %d: a LocalCluster starts outside `if __name__ == \"__main__\":`; its workers start without "
         "importing the script again (objects defined in the script cannot be sent to them)", *where)
-    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if hasattr(main, k)}
-    main.__spec__ = None
-    main.__dict__.pop("__file__", None)
+    saved = main.__spec__
+    main.__spec__ = ModuleSpec("__main__", None)
     try:
         yield
     finally:
-        for k, v in saved.items():
-            setattr(main, k, v)
+        main.__spec__ = saved
 
 
 def _is_main_test(test) -> bool:

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 STOP_POLL_SECONDS = 1.0
 #: How long a stop waits for the running tasks to end by themselves before cancelling them.
 STOP_WAIT_SECONDS = 30.0
+#: How long a client that lost its connection to the scheduler may take to reconnect before the scheduler is lost.
+RECONNECT_SECONDS = 5.0
 #: How long the pool waits for a worker when a cluster has none left, before it gives up on the cluster.
 WORKER_WAIT_SECONDS = 15.0
 #: How many times a task is sent before a worker lost each time fails it.
@@ -59,8 +61,12 @@ def is_lost_error(exc: BaseException) -> bool:
 
 
 def check_scheduler(client) -> None:
-    """Raise :class:`~qwkboost.exceptions.ClusterLost` (``scheduler=True``) if ``client`` has lost its scheduler
-    (it is reconnecting, or closed after failing to)."""
+    """Raise :class:`~qwkboost.exceptions.ClusterLost` (``scheduler=True``) if ``client`` has lost its scheduler:
+    closed, or still reconnecting after :data:`RECONNECT_SECONDS` (a connection that comes back within them is not
+    a lost scheduler, though the tasks it held may come back lost)."""
+    deadline = time.monotonic() + RECONNECT_SECONDS
+    while getattr(client, "status", "running") == "connecting" and time.monotonic() < deadline:
+        time.sleep(0.2)
     if getattr(client, "status", "running") in ("connecting", "closing", "closed"):
         address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
         quiet_lost_client()
@@ -264,6 +270,8 @@ class WorkerPool:
                                             key=f"qwkboost-{token}", pure=False, retries=0, workers=[where],
                                             allow_other_workers=False)
                 break
+            except ClusterLost:
+                raise
             except Exception as exc:  # noqa: BLE001 - a worker that died as its copy or task was sent
                 check_scheduler(self.client)
                 if not is_lost_error(exc) or attempt == SEND_ATTEMPTS - 1:
@@ -317,7 +325,7 @@ class WorkerPool:
 
     def abandon(self) -> list[TaskResult]:
         """Every running task as lost, without asking the cluster (its scheduler is gone)."""
-        out = [TaskResult(name, lost=True) for name, _, _ in self._running.values()]
+        out = [TaskResult(name, where=where, lost=True) for name, _, where in self._running.values()]
         self._running.clear()
         self._copies.clear()
         return out

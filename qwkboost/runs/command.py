@@ -27,7 +27,7 @@ from qwkboost.exceptions import config_errors
 from qwkboost.runs.experiment import run_experiment
 from qwkboost.runs.sweep import read_parent
 from qwkboost.runs.table import run_table
-from qwkboost.tracking.writing import claim
+from qwkboost.tracking.writing import claim, hydra_entries
 
 log = logging.getLogger("qwkboost")
 
@@ -120,13 +120,13 @@ def experiment_command(cfg: DictConfig) -> float | None:
             rows = row_configs(cfg)
             for rc in rows:
                 check_config(rc)
-        claim(out_dir, "table", key)
+        claim(out_dir, "table", key, hydra_entries(hc))
         experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
         run_table(rows, experiment_id, out_dir, name=cfg.run_name or "qwk_table", table_cfg=container["table"])
         return None
     with config_errors():
         check_config(container)
-    claim(out_dir, "run", key)
+    claim(out_dir, "run", key, hydra_entries(hc))
     parent = read_parent(hc.sweep.dir) if hc.mode == RunMode.MULTIRUN else None
     if parent:   # a multirun job: the store and experiment were set up by the sweep's main process
         tracking.resolve_and_set(cfg.tracking.uri, sweep_run_id=parent["run_id"])

@@ -14,7 +14,7 @@ from qwkboost.runs.command import override_key
 from qwkboost.study.cells import Cell, build_cells, check_cells
 from qwkboost.study.runner import run_study
 from qwkboost.study.spec import StudySpec
-from qwkboost.tracking.writing import claim
+from qwkboost.tracking.writing import claim, hydra_entries
 
 __all__ = ["study_command", "study_cells"]
 
@@ -55,7 +55,7 @@ def study_command(cfg: DictConfig) -> None:
             check_config(rc)
         check_cells(cells)
     # its report's folder: Hydra's, or one the user named, never a folder of the user's own files
-    claim(hc.runtime.output_dir, "study", "hydra.run.dir")
+    claim(hc.runtime.output_dir, "study", "hydra.run.dir", hydra_entries(hc))
     experiment_id = tracking.setup(cfg.tracking.uri, cfg.tracking.experiment_name)
     run_study(spec, cells, experiment_id, hc.runtime.output_dir, command=tracking.command_line(),
               run_name=cfg.run_name or "study")

@@ -26,7 +26,7 @@ import sys
 import threading
 from typing import Iterator
 
-from qwkboost.exceptions import ConfigError
+from qwkboost.exceptions import ClusterLost, ConfigError
 
 __all__ = ["Terminated", "install_sigterm", "stop_quietly", "main_guard", "report_config_errors", "process_tag",
            "is_alive", "interrupted", "held_stops", "stop_mark", "raise_if_swallowed"]
@@ -87,6 +87,7 @@ def _unraisable(hook):
         if info.exc_type is not None and issubclass(info.exc_type, (KeyboardInterrupt, SystemExit)):
             return
         hook(info)
+    unraisable.qwkboost = True
     return unraisable
 
 
@@ -96,10 +97,12 @@ def install_sigterm() -> None:
 
 
 @contextlib.contextmanager
-def held_stops() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held while a few steps that must not be cut in half run (files swapped into place), then
-    acted on as they would have been: the first one received reaches its handler as the block ends (a
-    :class:`KeyboardInterrupt`, :class:`Terminated`, or the end of the process where SIGTERM is not handled).
+def held_stops(all_of_them: bool = False) -> Iterator[None]:
+    """Ctrl-C and SIGTERM held while a few steps that must not be cut in half run (files swapped into place, a run
+    ended), then acted on as they would have been: the first one received reaches its handler as the block ends (a
+    :class:`KeyboardInterrupt`, :class:`Terminated`, or the end of the process where SIGTERM is not handled). A
+    second one is not held: it acts at once (a step that hangs, a store that does not answer, can still be stopped),
+    unless ``all_of_them`` (steps of milliseconds: renames that swap files into place).
 
     Python runs signal handlers in the main thread, so the handlers are swapped there; elsewhere it holds nothing.
     """
@@ -108,20 +111,34 @@ def held_stops() -> Iterator[None]:
         return
     got: list[int] = []
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def hold(signum, frame):
+        if not got or all_of_them:
+            got.append(signum)
+            return
+        restore()                       # a second stop is not held: it acts at once, as it would have
+        act(signum)
+
+    def restore():
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+    def act(signum):
+        handler = old[signum]
+        if callable(handler):
+            handler(signum, None)
+        elif handler == signal.SIG_DFL:
+            os.kill(os.getpid(), signum)
+
     for s, handler in old.items():
         if handler is not signal.SIG_IGN:
-            signal.signal(s, lambda signum, frame: got.append(signum))
+            signal.signal(s, hold)
     try:
         yield
     finally:
-        for s, handler in old.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        restore()
         if got:
-            handler = old[got[0]]
-            if callable(handler):
-                handler(got[0], None)
-            elif handler == signal.SIG_DFL:
-                os.kill(os.getpid(), got[0])
+            act(got[0])
 
 
 def interrupted() -> bool:
@@ -184,11 +201,17 @@ def main_guard(what: str = "qwkboost", tracked: bool = True) -> Iterator[None]:
     install_sigterm()
     if signal.getsignal(signal.SIGINT) in (_exit_at_once, signal.default_int_handler):
         signal.signal(signal.SIGINT, _on_sigint)
-    sys.unraisablehook = _unraisable(sys.unraisablehook)
+    if not getattr(sys.unraisablehook, "qwkboost", False):
+        sys.unraisablehook = _unraisable(sys.unraisablehook)
     mark = stop_mark()
     try:
         yield
-        raise_if_swallowed(mark)
+        dropped = _STATE["received"][mark:]
+        if dropped:     # a stop Python dropped in a finalizer: the command went on to its end
+            _STATE["interrupted"] = True
+            _hold_quietly(what, "")
+            _stopped(what, dropped[-1] == signal.SIGTERM, " as it ended; what it wrote is complete")
+            sys.exit(143 if dropped[-1] == signal.SIGTERM else 130)
     except KeyboardInterrupt as exc:
         _STATE["interrupted"] = True
         _hold_quietly(what, "")         # a second stop while this line is written ends the process the same way
@@ -198,6 +221,9 @@ def main_guard(what: str = "qwkboost", tracked: bool = True) -> Iterator[None]:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except ClusterLost as exc:      # a plain run's Dask cluster went away: one line, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     finally:
         _hold_quietly(what, " while exiting")
 

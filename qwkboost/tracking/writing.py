@@ -28,7 +28,7 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from filelock import FileLock, Timeout
 
@@ -36,7 +36,8 @@ from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.files import run_path
 from qwkboost.tracking.interrupt import held_stops, is_alive, process_tag
 
-__all__ = ["staged", "OutputLock", "manifest", "manifest_problem", "claim", "LOCK_FILE", "OWNER_FILE", "KINDS"]
+__all__ = ["staged", "OutputLock", "manifest", "manifest_problem", "claim", "hydra_entries", "LOCK_FILE", "OWNER_FILE",
+           "KINDS"]
 
 LOCK_FILE = ".qwkboost.lock"
 #: Who holds the lock: written beside the lock file once it is held (the lock file itself is truncated by every
@@ -73,7 +74,8 @@ def _clear_stale(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def staged(directory: str | os.PathLike, remove: tuple[str, ...] = ()) -> Iterator[Path]:
+def staged(directory: str | os.PathLike, remove: tuple[str, ...] = (),
+           swapped: Callable[[], None] | None = None) -> Iterator[Path]:
     """A new folder inside ``directory`` to write a set of outputs into, swapped in when the block ends cleanly.
 
     Every entry written into the folder replaces the entry of the same name in ``directory`` (a file by
@@ -88,6 +90,9 @@ def staged(directory: str | os.PathLike, remove: tuple[str, ...] = ()) -> Iterat
         The outputs' directory (created if missing).
     remove : tuple of str
         Names of older outputs that must not outlive the swap.
+    swapped : callable, optional
+        Called once the new entries are in place, before a stop held during the swap is acted on: what records
+        that the outputs are now these (:func:`~qwkboost.tracking.interrupt.held_stops`).
     """
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
@@ -103,8 +108,10 @@ def staged(directory: str | os.PathLike, remove: tuple[str, ...] = ()) -> Iterat
     old = d / f"{_OLD}{token}"
     new = sorted(tmp.iterdir())
     names = {e.name for e in new}
-    with held_stops():      # a stop waits for the swap: never half the new entries and half the old
+    with held_stops(all_of_them=True):      # stops wait for the swap: never half the new entries and half the old
         _swap(d, tmp, old, new, names, remove)
+        if swapped is not None:
+            swapped()
 
 
 def _swap(d: Path, tmp: Path, old: Path, new: list[Path], names: set, remove: tuple[str, ...]) -> None:
@@ -125,10 +132,22 @@ def _swap(d: Path, tmp: Path, old: Path, new: list[Path], names: set, remove: tu
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _housekeeping(name: str, hydra: bool) -> bool:
-    """Whether a folder's entry is qwkboost's own bookkeeping or Hydra's (never the user's)."""
-    return name in (LOCK_FILE, HOLDER_FILE, OWNER_FILE, HYDRA_DIR) or name.startswith((_STAGING, _OLD)) or \
-        (hydra and name.endswith(".log"))
+def _housekeeping(name: str, hydra: tuple[str, ...] | None, guess: bool) -> bool:
+    """Whether a folder's entry is qwkboost's own bookkeeping or Hydra's (never the user's): ``hydra`` names Hydra's
+    entries where the command knows them; else (``None``) ``.hydra/`` and, beside it (``guess``), a ``.log``."""
+    if name in (LOCK_FILE, HOLDER_FILE, OWNER_FILE) or name.startswith((_STAGING, _OLD)):
+        return True
+    if hydra is not None:
+        return name in hydra
+    return name == HYDRA_DIR or (guess and name.endswith(".log"))
+
+
+def hydra_entries(hc) -> tuple[str, ...]:
+    """What Hydra writes into a job's folder before the command starts, from its runtime config ``hc``
+    (``HydraConfig.get()``): its configs' folder (``hydra.output_subdir``, ``.hydra`` unless set otherwise or off)
+    and its job's log (``<job name>.log``)."""
+    subdir = getattr(hc, "output_subdir", HYDRA_DIR)
+    return tuple(n for n in (subdir, f"{hc.job.name}.log") if n)
 
 
 def _owner(directory: Path) -> str | None:
@@ -139,7 +158,8 @@ def _owner(directory: Path) -> str | None:
     return kind if kind in KINDS else None
 
 
-def claim(directory: str | os.PathLike, kind: str, key: str = "the output directory") -> Path:
+def claim(directory: str | os.PathLike, kind: str, key: str = "the output directory",
+          hydra: tuple[str, ...] | None = None) -> Path:
     """Take ``directory`` for the outputs of ``kind`` (a key of :data:`KINDS`), before any work.
 
     A folder is ``kind``'s when it is new, when it holds nothing but Hydra's files (``.hydra/`` and its job's
@@ -154,6 +174,8 @@ def claim(directory: str | os.PathLike, kind: str, key: str = "the output direct
     kind : {"auto", "run", "table", "blend", "study"}
     key : str
         How the user names the folder (``hydra.run.dir``, ``output_dir``), for the message.
+    hydra : tuple of str, optional
+        The entries Hydra made in the folder (:func:`hydra_entries`); default: ``.hydra/`` and a ``.log`` beside it.
 
     Returns
     -------
@@ -166,24 +188,23 @@ def claim(directory: str | os.PathLike, kind: str, key: str = "the output direct
         write (the first few named), which its outputs could replace or remove.
     """
     d = Path(directory)
-    what, record = KINDS[kind]
+    what = KINDS[kind][0]
     fix = f"give a new folder ({key}=...)"
     if d.exists() and not d.is_dir():
         raise ConfigError(f"{key}={str(d)!r} is a file, not a folder; {fix}")
     owner = _owner(d) if d.exists() else None
     if owner is None and d.exists():
-        if not (d / record).exists():
-            hydra = (d / HYDRA_DIR).is_dir()
+        # an earlier qwkboost's folder: the record it holds says whose (auto's first: it holds a blend's too)
+        owner = next((k for k, (_, r) in KINDS.items() if (d / r).exists()), None)
+        if owner is None:
+            guess = (d / HYDRA_DIR).is_dir()
             entries = sorted(e.name + ("/" if e.is_dir() else "") for e in d.iterdir()
-                             if not _housekeeping(e.name, hydra))
-            owner = next((k for k, (_, r) in KINDS.items() if k != kind and (d / r).exists()), None)
-            if entries and owner is None:
+                             if not _housekeeping(e.name, hydra, guess))
+            if entries:
                 shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
                 raise ConfigError(f"{key}={str(d)!r} holds files qwkboost did not write ({shown}); {what} writes only "
                                   f"into a new folder or one of its own, since its outputs would replace or remove "
                                   f"them: {fix}")
-        else:
-            owner = kind
     if owner is not None and owner != kind:
         raise ConfigError(f"{key}={str(d)!r} holds the outputs of {KINDS[owner][0]}, not of {what}, which would "
                           f"replace or remove them: {fix}")

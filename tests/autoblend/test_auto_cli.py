@@ -81,5 +81,6 @@ def test_ctrl_c_during_a_tuning_trial_is_one_line_and_writes_the_blend(tmp_path)
     text = "".join(lines) + rest
     assert p.returncode == 130, text[-3000:]
     assert "Traceback" not in text and "failed because of the following error" not in text
-    assert text.strip().splitlines()[-1] == "experiments/run.py: interrupted (Ctrl-C); its MLflow runs are marked KILLED"
+    assert text.strip().splitlines()[-1] == ("experiments/run.py: interrupted (Ctrl-C); its MLflow runs are marked "
+                                             "KILLED")
     assert (out / "submission.csv").exists() and (out / "leaderboard.csv").exists()

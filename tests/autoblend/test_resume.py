@@ -289,12 +289,23 @@ def test_a_tuning_study_of_other_data_is_set_aside_not_continued(frames, tmp_pat
     runs on other labels gets a new study: the old data's trials stay in ``tuning.db``, set aside, with a line."""
     import optuna
 
+    import hashlib
+
     X, y, X_test, _ = frames
     out = tmp_path / "run"
-    kw = {**KW, "objectives": ["squared_error"], "tune": True}
-    qb.auto(X, y, X_test, time_limit=20, output_dir=out, **kw)
+    kw = {**KW, "objectives": ["squared_error"]}
+    qb.auto(X, y, X_test, time_limit=60, output_dir=out, **kw)
+    # the study its tuning makes, with three trials (as many as its time would give: seeded, not waited for)
+    record = json.loads((out / "auto.json").read_text())
+    rows = hashlib.sha256(f"{record['data']['train']}:{record['data']['test']}".encode()).hexdigest()[:8]
+    name = f"lightgbm-squared_error-{record['candidates']['lightgbm-squared_error']['config_hash']}-{rows}"
+    old = optuna.create_study(study_name=name, storage=f"sqlite:///{out}/tuning.db", direction="maximize")
+    old.set_user_attr("qwkboost.data", record["data"])
+    for q in (0.60, 0.61, 0.62):
+        old.add_trial(optuna.trial.create_trial(params={"learning_rate": 0.1}, value=q, distributions={
+            "learning_rate": optuna.distributions.FloatDistribution(0.01, 0.3, log=True)}))
     before = optuna.get_all_study_summaries(f"sqlite:///{out}/tuning.db")
-    assert len(before) == 1 and before[0].n_trials >= 1        # the scenario: a study with trials to set aside
+    kw["tune"] = True
     (out / "auto.json").rename(tmp_path / "auto.json.moved")
     caplog.set_level("INFO", logger="qwkboost.autoblend")
     qb.auto(X, pd.Series(np.roll(y.to_numpy(), 7), name=y.name), X_test, time_limit=20, output_dir=out, **kw)
@@ -304,6 +315,27 @@ def test_a_tuning_study_of_other_data_is_set_aside_not_continued(frames, tmp_pat
                             "study(ies) of other data; they stay there, set aside") for m in caplog.messages)
     after = {s.study_name: s.n_trials for s in optuna.get_all_study_summaries(f"sqlite:///{out}/tuning.db")}
     assert after[before[0].study_name] == before[0].n_trials and len(after) == 2
+
+
+def test_a_resume_too_short_to_start_a_candidate_says_it_blends_again(frames, copy, caplog):
+    X, y, X_test, _ = frames
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    result = qb.auto(X, y, X_test, time_limit=1, output_dir=copy, **KW)
+    assert any(m.startswith("auto: auto.time_limit=1 s cannot start a candidate (give auto.time_limit=")
+               and m.endswith("for that); blending again the 2 that finished") for m in caplog.messages)
+    assert result.metrics["n_finished"] == 2 and (result.leaderboard["status"] == "finished").all()
+
+
+def test_a_stopped_candidate_s_status_says_what_stopped_it():
+    """The leaderboard tells the time guard's stop from a pruner's, a Ctrl-C's and a lost worker's."""
+    from qwkboost.autoblend.budget import OUT_OF_TIME
+    from qwkboost.autoblend.cluster import LOST_WORKER, STOPPED
+    from qwkboost.autoblend.driver import _stop_status
+    from qwkboost.autoblend.executor import Outcome
+
+    statuses = [_stop_status(Outcome("c", None, "why", dict(tags))) for tags in
+                (OUT_OF_TIME, {"qwkboost.trial_state": "PRUNED"}, STOPPED, LOST_WORKER)]
+    assert statuses == ["stopped", "pruned", "interrupted", "lost"]
 
 
 def test_where_a_candidate_runs_is_not_part_of_its_hash_nor_of_its_study():

@@ -57,9 +57,34 @@ def test_another_command_s_folder_is_refused_and_an_older_one_s_record_counts_as
     old.mkdir()
     (old / "auto.json").write_text("{}")
     (old / "submission.csv").write_text("id,y\n")
-    claim(old, "auto")
+    (old / "blend.json").write_text("{}")        # an auto folder holds a blend's record too: it stays auto's
     with pytest.raises(ConfigError, match=r"holds the outputs of a time budget"):
         claim(old, "blend")
+    claim(old, "auto")
+
+
+def test_hydra_s_own_files_are_named_by_the_command(tmp_path):
+    """Hydra's config folder may be renamed or off (``hydra.output_subdir``); the command names what Hydra made."""
+    from types import SimpleNamespace
+
+    from qwkboost.tracking.writing import hydra_entries
+
+    d = tmp_path / "job"
+    (d / "configs").mkdir(parents=True)
+    (d / "run.log").write_text("")
+    hc = SimpleNamespace(output_subdir="configs", job=SimpleNamespace(name="run"))
+    assert hydra_entries(hc) == ("configs", "run.log")
+    claim(d, "run", "hydra.run.dir", hydra_entries(hc))
+    off = tmp_path / "off"
+    off.mkdir()
+    (off / "run.log").write_text("")
+    claim(off, "run", "hydra.run.dir", hydra_entries(SimpleNamespace(output_subdir=None, job=hc.job)))
+    (off / "notes.txt").write_text("mine")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"holds files qwkboost did not write \(notes.txt\)"):
+        claim(mine, "run", "hydra.run.dir", hydra_entries(hc))
 
 
 def test_the_one_command_refuses_a_folder_of_the_user_s_files_before_any_training(tmp_path):

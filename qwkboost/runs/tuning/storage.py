@@ -23,8 +23,8 @@ from qwkboost import tracking
 from qwkboost.tracking.interrupt import is_alive
 
 __all__ = ["default_storage", "shown_url", "check_study_file", "open_storage", "quiet_experimental",
-           "quiet_stopped_trials", "fail_dead_trials", "kill_orphan_runs", "on_the_scheduler", "scheduler_url", "write_back", "load_storage",
-           "SCHEDULER_SCHEME"]
+           "quiet_stopped_trials", "fail_dead_trials", "kill_orphan_runs", "on_the_scheduler", "scheduler_url",
+           "write_back", "load_storage", "SCHEDULER_SCHEME"]
 
 #: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
 _PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()[:8], "big", signed=True)

@@ -32,6 +32,7 @@ import copy
 import hashlib
 import json
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 import optuna
@@ -102,6 +103,32 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
             out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
         return out
     return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
+
+
+def _earlier_name(cfg: Mapping[str, Any], name: str, storage) -> str:
+    """``name``, or the name an earlier qwkboost derived for the same study (its ``cluster`` settings in the hash)
+    when only that one is in the storage: a study begun before they left the name goes on."""
+    if cfg["tune"].get("study_name"):
+        return name
+    kept = {k: v for k, v in cfg.items() if k not in _NOT_FINGERPRINTED[None] or k == "cluster"}
+    if isinstance(kept.get("tune"), Mapping):
+        kept["tune"] = {k: v for k, v in kept["tune"].items() if k not in _NOT_FINGERPRINTED["tune"]}
+    digest = hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    earlier = f"{cfg['engine']['name']}-{cfg['objective']['name']}-{cfg['data']['name']}-{digest}"
+    names = set(optuna.get_all_study_names(storage))
+    if earlier != name and earlier in names and name not in names:
+        log.info("study %r: goes on under the name an earlier qwkboost gave it", earlier)
+        return earlier
+    return name
+
+
+def _say_where_the_study_was(url: str) -> None:
+    """Without ``tune.storage`` the study is kept in the working directory; an earlier qwkboost kept it in the
+    project's folder: a line says so when that file is there and is not this one."""
+    before = tracking.PROJECT_ROOT / "optuna.db"
+    if before.exists() and before.resolve() != (Path.cwd() / "optuna.db").resolve():
+        log.info("tune.storage is not set: the study is kept in %s; an earlier qwkboost kept studies in %s (give "
+                 "tune.storage=sqlite:///%s to go on with one)", url, before, before)
 
 
 def check_study_data(study, rows: DataFingerprint, where: str, files: tuple[str, str], fix: str) -> None:
@@ -273,6 +300,9 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         check_space_against_engine(cfg, ds.X_train.shape[1])
         storage = open_storage(url, t)
     experiment_id = tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"])
+    name = _earlier_name(cfg, name, storage)
+    if not t.get("storage"):
+        _say_where_the_study_was(url)
     study = optuna.create_study(study_name=name, storage=storage, direction=t["direction"], sampler=sampler,
                                 pruner=pruner, load_if_exists=True)
     stored = study.user_attrs.get(CONFIG_ATTR)
