@@ -308,7 +308,7 @@ def test_a_tuning_study_of_other_data_is_set_aside_not_continued(frames, tmp_pat
     kw["tune"] = True
     (out / "auto.json").rename(tmp_path / "auto.json.moved")
     caplog.set_level("INFO", logger="qwkboost.autoblend")
-    qb.auto(X, pd.Series(np.roll(y.to_numpy(), 7), name=y.name), X_test, time_limit=20, output_dir=out, **kw)
+    qb.auto(X, pd.Series(np.roll(y.to_numpy(), 7), name=y.name), X_test, time_limit=12, output_dir=out, **kw)
     tuning = [m for m in caplog.messages if m.startswith("auto: tuning lightgbm-squared_error (")]
     assert tuning == ["auto: tuning lightgbm-squared_error (0 trial(s) in its study so far)"]
     assert any(m.startswith(f"auto: tuning.db holds {before[0].n_trials} trial(s) of lightgbm-squared_error in 1 "
@@ -336,6 +336,23 @@ def test_a_stopped_candidate_s_status_says_what_stopped_it():
     statuses = [_stop_status(Outcome("c", None, "why", dict(tags))) for tags in
                 (OUT_OF_TIME, {"qwkboost.trial_state": "PRUNED"}, STOPPED, LOST_WORKER)]
     assert statuses == ["stopped", "pruned", "interrupted", "lost"]
+
+
+def test_records_an_earlier_qwkboost_hashed_with_the_cluster_settings_are_reused(tmp_path):
+    """Before the cluster settings left the hash, a directory made without a cluster recorded them in it: such a
+    record gets today's hash (and is reused, not run again); one of another configuration does not."""
+    from qwkboost.autoblend.api import candidate_config
+    from qwkboost.autoblend.state import AutoState, config_hash, legacy_config_hash
+
+    cfg = {**candidate_config("lightgbm", "squared_error"),
+           "cluster": {"name": "none", "address": None, "n_workers": 2, "parallel": None}}
+    other = {**cfg, "seed": 1}
+    state = AutoState(tmp_path, {}, candidates={
+        "a": {"status": "finished", "params": {}, "config_hash": legacy_config_hash(cfg)},
+        "b": {"status": "finished", "params": {}, "config_hash": legacy_config_hash(other)}})
+    assert state.migrate(lambda rec: cfg) == 1
+    assert state.candidates["a"]["config_hash"] == config_hash(cfg) != legacy_config_hash(cfg)
+    assert state.candidates["b"]["config_hash"] == legacy_config_hash(other)
 
 
 def test_where_a_candidate_runs_is_not_part_of_its_hash_nor_of_its_study():

@@ -257,13 +257,13 @@ def test_a_directory_moves_between_one_machine_and_a_cluster_keeping_its_candida
     def trials():
         return sum(s.n_trials for s in optuna.get_all_study_summaries(db))
 
-    run_in_process([*args, "auto.time_limit=15"], out)
+    run_in_process([*args, "auto.time_limit=30", "auto.tune=false"], out)
     first = json.loads((out / "auto.json").read_text())["candidates"]["lightgbm-squared_error"]
-    for where in (["cluster=local"], []):           # to a cluster, then back to one machine
+    for where, limit in ((["cluster=local"], 20), ([], 10)):        # to a cluster (it tunes), then back
         held = trials()
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="qwkboost.autoblend"):
-            run_in_process([*args, "auto.time_limit=20", *where], out)
+            run_in_process([*args, f"auto.time_limit={limit}", *where], out)
         assert "auto: lightgbm-squared_error reused" in " ".join(caplog.messages), where
         assert _tuning_line(caplog.messages) in (held, None), where         # its study, as it was left
         assert len(optuna.get_all_study_names(db)) <= 1                     # never a second one beside it
