@@ -238,7 +238,8 @@ class DaskExecutor:
         for r in self.pool.abandon():
             job = self._jobs.pop(r.name)
             done = self._written_on_worker(job, r.where)
-            if done is not None:
+            if done is not None:        # its files are whole; its MLflow run may have been cut while it logged
+                self._kill_run(job, why="its worker was lost while it logged; its files are complete")
                 out.append(done)
                 continue
             self._kill_run(job)
@@ -274,9 +275,10 @@ class DaskExecutor:
             return Outcome(job.name, None, "stopped: the budget was stopped (cancelled)", dict(STOPPED))
         return Outcome(job.name, None, "stopped: its worker was lost", dict(LOST_WORKER), where=result.where)
 
-    def _kill_run(self, job: Job, statuses: tuple[str, ...] = ("RUNNING",)) -> None:
+    def _kill_run(self, job: Job, statuses: tuple[str, ...] = ("RUNNING",), why: str = "its Dask worker was lost"
+                  ) -> None:
         """Mark KILLED the MLflow run a lost worker left RUNNING (its process cannot), or a rows job's that ended
-        FAILED when a worker under it was lost."""
+        FAILED when a worker under it was lost; tagged ``qwkboost.stopped`` with ``why``."""
         if self.tracking_uri is None or job.experiment_id is None:
             return
         import mlflow  # slow to import: mlflow
@@ -286,7 +288,7 @@ class DaskExecutor:
         runs = [r for status in statuses for r in client.search_runs(
             [job.experiment_id], f"tags.mlflow.runName = '{job.name}'{parent} and attributes.status = '{status}'")]
         for r in runs:
-            client.set_tag(r.info.run_id, "qwkboost.stopped", "its Dask worker was lost")
+            client.set_tag(r.info.run_id, "qwkboost.stopped", why)
             client.set_terminated(r.info.run_id, "KILLED")
 
     def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
