@@ -116,3 +116,56 @@ def test_a_stop_python_drops_in_a_finalizer_still_ends_the_command_stopped(tmp_p
     assert p.stdout.strip() == "went on"            # the finalizer's stop did not reach the code around it
     assert p.returncode == 130, p.stderr
     assert p.stderr.strip().splitlines() == ["mine.py: interrupted (Ctrl-C) as it ended; what it wrote is complete"]
+
+
+ECHO = '''
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from tornado.ioloop import IOLoop
+
+from qwkboost.tracking.interrupt import main_guard
+
+logging.basicConfig(stream=sys.stdout, format="%(name)s: %(message)s")
+ready, loops = threading.Event(), []
+
+
+def serve():                # an event loop in a thread, as a Dask client runs one
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    loops.append(IOLoop.current())
+    ready.set()
+    loops[0].start()
+
+
+def cancel():               # what Dask's sync schedules when a Ctrl-C lands before the call it waits on began
+    raise NameError("cannot access free variable 'future' where it is not associated with a value")
+
+
+threading.Thread(target=serve, daemon=True).start()
+ready.wait()
+with main_guard("mine.py", tracked=False):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt:
+        loops[0].add_callback(cancel)
+        time.sleep(0.5)
+        raise
+'''
+
+
+def test_the_echo_of_a_stop_on_a_clients_event_loop_is_quiet(tmp_path):
+    """A Ctrl-C while Dask's client waits on its event loop can make the loop log "Exception in callback" with a
+    traceback (Dask's ``sync`` cancels a call whose future was not yet set; the sweep saw it as a tuning trial was
+    sent to a cluster). After a stop that echo is quiet: the command's one line is all there is."""
+    (tmp_path / "mine.py").write_text(ECHO)
+    p = subprocess.run([sys.executable, str(tmp_path / "mine.py")], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60, preexec_fn=_default_sigint)
+    assert p.returncode == 130, p.stderr
+    assert "Exception in callback" not in p.stdout + p.stderr and "Traceback" not in p.stdout + p.stderr, p.stdout
+    assert p.stderr.strip().splitlines() == ["mine.py: interrupted (Ctrl-C)"]

@@ -39,8 +39,10 @@ class Terminated(KeyboardInterrupt):
 
 
 #: Loggers whose reports after a stop are that stop's echo, with a traceback: SQLAlchemy's pool reports the cursor or
-#: connection a Ctrl-C interrupted while it was being closed ("Error closing cursor", seen in a study's store).
-_ECHOES = ("sqlalchemy.pool",)
+#: connection a Ctrl-C interrupted while it was being closed ("Error closing cursor", seen in a study's store); Tornado
+#: reports the callback with which Dask's ``sync`` cancels a call a Ctrl-C interrupted before it began (a ``NameError``
+#: on its unset ``future``, seen with a cluster).
+_ECHOES = ("sqlalchemy.pool", "tornado.application")
 
 
 def _received(signum: int) -> None:
