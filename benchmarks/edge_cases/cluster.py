@@ -112,14 +112,15 @@ _kill_own_worker_case(False)
 _kill_own_worker_case(True)
 
 
-@case("cluster-rows-kill-worker", "cluster", "cluster=local cluster.parallel=rows, a worker killed 3 s into an "
-      "XGBoost candidate trained across the rows: exit 0 within the limit, a line that the worker was lost, "
+@case("cluster-rows-kill-worker", "cluster", "cluster=local cluster.parallel=rows, a worker killed as XGBoost's "
+      "second fold trains across the rows: exit 0 within the limit, a line that the worker was lost, "
       "submission.csv", needs=("dask",))
 def _(c: Ctx):
     out = c.dir / "out"
     kill = KillLocalWorker()
-    r = c.run(c.auto(out, 45, LX, ["cluster=local", "cluster.parallel=rows"]), trigger=seen(r"rows across"),
-              delay=3.0, action=kill)
+    # at its first fold's line, not a time after "rows across": a kill before the rows are placed costs nothing
+    r = c.run(c.auto(out, 45, LX, ["cluster=local", "cluster.parallel=rows"]),
+              trigger=seen(r"xgboost-squared_error: fold 1/5"), delay=0.2, action=kill)
     if not kill.killed:
         return merge(judge_run(r, c.dir, out), V("missed", "no worker killed during a job across the rows"))
     return _lost_line(judge_run(r, c.dir, out), r, WORKER_LOST, "worker")

@@ -34,7 +34,7 @@ from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import Job, Outcome, run_job
 from qwkboost.autoblend.placement import Placement, check_room, pause_fraction, place
 from qwkboost.distributed.connection import ClusterSpec
-from qwkboost.distributed.tasks import LOST_ERRORS, RoundStop, TaskResult, WorkerPool, check_scheduler
+from qwkboost.distributed.tasks import LOST_ERRORS, RoundStop, TaskResult, WorkerPool, check_scheduler, free_workers
 from qwkboost.exceptions import ClusterLost, RunStopped
 
 __all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED", "check_local_room"]
@@ -47,6 +47,9 @@ LEAVE_SECONDS = 1.0
 LOST_WORKER = {"qwkboost.auto": "LOST_WORKER"}
 #: The tag of a candidate stopped from the client (Ctrl-C, SIGTERM).
 STOPPED = {"qwkboost.auto": "STOPPED"}
+#: What :meth:`distributed.Client.restart_workers` answers, as the log line says it.
+_RESTART_SAID = {"OK": "restarted", "removed": "removed (no nanny to restart it)",
+                 "timed out": "not restarted in time"}
 
 
 def check_local_room(spec, configs, dataset) -> None:
@@ -221,7 +224,21 @@ class DaskExecutor:
         self._kill_run(job, ("RUNNING", "FAILED"))
         lost = f"{len(gone)} of its {len(before)} workers" if gone else "a worker"
         log.debug("auto: %s's rows job ended with %s: %s", job.name, type(exc).__name__, exc)
+        self._free(job, before - gone)
         return Outcome(job.name, None, f"stopped: {lost} training its rows was lost", dict(LOST_WORKER), where=where)
+
+    def _free(self, job: Job, workers: set[str]) -> None:
+        """Restart the workers a lost rows job left waiting for their lost peer (:func:`free_workers`), saying so;
+        the pool's own tasks are not theirs to wait on."""
+        try:
+            freed = free_workers(self.client, workers, keep=self.pool.keys())
+        except Exception as exc:  # noqa: BLE001 - the scheduler went too: the caller's next call says so
+            log.debug("auto: freeing %s's workers: %s", job.name, exc)
+            return
+        if freed:
+            log.info("auto: %s: %s it trained on beside the lost one still waited for it: %s", job.name,
+                     "the worker" if len(freed) == 1 else f"{len(freed)} workers",
+                     "; ".join(f"{w} {_RESTART_SAID.get(v, v)}" for w, v in sorted(freed.items())))
 
     def _workers(self) -> set[str]:
         """The workers connected now (a worker restarted by its nanny comes back at another address)."""

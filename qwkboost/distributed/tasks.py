@@ -50,6 +50,8 @@ RECONNECT_SECONDS = 5.0
 WORKER_WAIT_SECONDS = 15.0
 #: How many times a task is sent before a worker lost each time fails it.
 SEND_ATTEMPTS = 3
+#: Seconds to wait for a nanny to restart a worker left busy by a lost peer (:func:`free_workers`).
+RESTART_SECONDS = 30.0
 #: The errors by which Dask reports a task whose worker went away.
 LOST_ERRORS = ("KilledWorker", "CancelledError", "CommClosedError", "FutureCancelledError", "FuturesCancelledError")
 
@@ -79,6 +81,45 @@ def quiet_lost_client() -> None:
     with tracebacks, as it closes) add nothing: they are left out."""
     for name in ("distributed.client", "distributed.utils"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def _running_keys(dask_worker) -> list[str]:
+    """On a worker: the keys its threads are running now (a task Dask has released still runs to its end)."""
+    return [str(k) for k in list(dask_worker.active_threads.values())]
+
+
+def free_workers(client, workers, keep=(), timeout: float = RESTART_SECONDS) -> dict[str, str]:
+    """Restart those of ``workers`` whose threads still run a task not in ``keep``, and say which.
+
+    A worker that trained a fold's rows with another one that was lost can wait for it without end: XGBoost's
+    workers exchange gradients and histograms every round and wait for a lost peer up to the collective's timeout
+    (30 min by default), holding the worker's one thread, which Dask cannot take back. A nanny restarts such a
+    worker in a second or two; one started without a nanny is removed from the cluster (Dask's
+    :meth:`~distributed.Client.restart_workers`).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    workers : iterable of str
+        The addresses to look at.
+    keep : iterable of str
+        Keys whose tasks are meant to run (the pool's own).
+    timeout : float
+        Seconds to wait for the restarts.
+
+    Returns
+    -------
+    dict
+        ``{address: "OK" | "removed" | "timed out" | <error>}`` for each worker restarted.
+    """
+    workers, keep = sorted(workers), {str(k) for k in keep}
+    if not workers:
+        return {}
+    running = client.run(_running_keys, workers=workers, on_error="return")
+    stuck = sorted(w for w, keys in running.items() if isinstance(keys, list) and set(keys) - keep)
+    if not stuck:
+        return {}
+    return {w: str(v) for w, v in client.restart_workers(stuck, timeout=timeout, raise_for_error=False).items()}
 
 
 @dataclass
@@ -255,6 +296,10 @@ class WorkerPool:
     def running(self) -> int:
         """How many tasks are running."""
         return len(self._running)
+
+    def keys(self) -> set[str]:
+        """The Dask keys of the tasks running."""
+        return {str(f.key) for f in self._running}
 
     def submit(self, name: str, directory, fn: Callable, *args) -> None:
         """Start ``fn(data, directory, stopped, where, nthreads, *args)`` on a free worker: ``directory`` is where

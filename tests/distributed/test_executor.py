@@ -222,3 +222,42 @@ def test_ctrl_c_on_a_rows_job_frees_the_workers_between_rounds(client, ds, tmp_p
     (outcome,) = executor.stop()
     assert outcome.name == "rows" and outcome.tags == STOPPED and outcome.where == "rows across 2 workers"
     _free_within(client, 10)                        # its fold's rounds end on both workers
+
+
+def _held(seconds):
+    """A task that holds its worker's one thread, as an XGBoost worker waiting for a lost peer does."""
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_worker_left_waiting_by_a_lost_rows_job_is_restarted_and_a_pool_task_is_not_touched(ds, tmp_path):
+    """A fold's rows trained across two workers, one of them lost: the other went on waiting for it in XGBoost's
+    exchange (30 min by default), holding its one thread, and the candidate's second try waited behind it past the
+    time limit without end (the edge sweep's ``cluster-rows-kill-worker``). ``free_workers`` restarts a worker
+    whose thread runs a task nobody waits for, and leaves one running the pool's own task."""
+    from distributed import wait
+
+    from qwkboost.distributed.tasks import free_workers
+
+    with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as c:
+        executor = DaskExecutor(c, ds, Budget(600), tmp_path)
+        executor.submit(_job(tmp_path, "mine", n_splits=2, long=True))
+        pool_worker = _wait_running(c, ["mine"])["mine"]
+        other = next(w for w in c.ncores() if w != pool_worker)
+        held = c.submit(_held, 600, workers=[other], pure=False)
+        deadline = time.monotonic() + 60
+        while not any(c.run(_executing, workers=[other]).values()):
+            assert time.monotonic() < deadline, "the held task never started"
+            time.sleep(0.1)
+        held.release()                 # released as a failed xgboost.dask.train releases its tasks: it runs on
+        time.sleep(0.5)
+        assert free_workers(c, [pool_worker], keep=executor.pool.keys()) == {}     # the pool's task is its own
+        freed = free_workers(c, [pool_worker, other], keep=executor.pool.keys())
+        assert freed == {other: "OK"}
+        c.wait_for_workers(2, timeout=60)
+        # the restarted worker runs the next task at once, not 600 s later
+        quick = c.submit(_held, 0, workers=[w for w in c.ncores() if w != pool_worker], pure=False)
+        wait([quick], timeout=60)
+        assert quick.result() == 0
+        assert executor.running == 1 and pool_worker in c.ncores()
+        executor.stop()
