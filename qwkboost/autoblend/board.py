@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from qwkboost.autoblend.state import Status
+
 __all__ = ["leaderboard", "closing_rows", "SHOWN", "COLUMNS", "MISS", "MISS_SECONDS"]
 
 #: The closing log line lists the blend's members and this many best finished candidates; lists longer than this
@@ -26,10 +28,10 @@ def _note(r: Mapping) -> str:
     """Why a candidate was left out other than for time (its data fits no worker of a cluster); or a finished
     candidate whose time missed its estimate by more than :data:`MISS` times (and :data:`MISS_SECONDS`), in either
     direction."""
-    if r.get("status") == "left out":
+    if r.get("status") == Status.LEFT_OUT:
         return r.get("reason", "")
     est, took = r.get("estimate"), r.get("seconds")
-    if not est or not took or r.get("status") != "finished":
+    if not est or not took or r.get("status") != Status.FINISHED:
         return ""
     ratio = took / est
     if (ratio > MISS or ratio < 1 / MISS) and abs(took - est) >= MISS_SECONDS:
@@ -44,7 +46,7 @@ def leaderboard(candidates: Mapping[str, Mapping], weights: Mapping[str, float],
 
     rows = []
     for name, r in candidates.items():
-        status = r["status"] if allowed(r) else "set aside"     # not in this invocation's settings
+        status = r["status"] if allowed(r) else Status.SET_ASIDE     # not in this invocation's settings
         s = r.get("screen") if isinstance(r.get("screen"), Mapping) else {}
         rows.append({"candidate": name, "engine": r.get("engine"), "objective": r.get("objective"),
                      "status": status, "seconds": r.get("seconds"), "estimate_seconds": r.get("estimate"),
@@ -65,23 +67,24 @@ def closing_rows(board) -> tuple[Any, str]:
     """What the closing log line shows of the leaderboard: the blend's members and the ``SHOWN`` best finished
     candidates as a table, and one line per other kind of row (names, or their count when there are more than
     ``SHOWN``); ``leaderboard.csv`` has every row."""
-    finished = board[board["status"] == "finished"]
+    finished = board[board["status"] == Status.FINISHED]
     best = finished.sort_values("nested_oof_qwk", ascending=False).index[:SHOWN]
     shown = finished[(finished["weight"] > 0) | finished.index.isin(best)]
     shown = shown[[c for c in ("candidate", "status", "seconds", "oof_qwk", "nested_oof_qwk", "test_qwk", "weight")
                    if c in shown.columns]]
     groups = (("finished, not shown", finished.loc[~finished.index.isin(shown.index), "candidate"]),
-              ("screened only", board.loc[board["status"] == "screened", "candidate"]),
-              ("replaced by a faster variant", board.loc[board["status"] == "replaced", "candidate"]),
-              ("stopped for time", board.loc[board["status"] == "stopped", "candidate"]),
-              ("interrupted (Ctrl-C or SIGTERM)", board.loc[board["status"] == "interrupted", "candidate"]),
-              ("lost with their Dask worker or scheduler", board.loc[board["status"] == "lost", "candidate"]),
-              ("tuning trials pruned", board.loc[board["status"] == "pruned", "candidate"]),
-              ("left out for time", board.loc[(board["status"] == "left out") & (board["note"] == ""), "candidate"]),
+              ("screened only", board.loc[board["status"] == Status.SCREENED, "candidate"]),
+              ("replaced by a faster variant", board.loc[board["status"] == Status.REPLACED, "candidate"]),
+              ("stopped for time", board.loc[board["status"] == Status.STOPPED, "candidate"]),
+              ("interrupted (Ctrl-C or SIGTERM)", board.loc[board["status"] == Status.INTERRUPTED, "candidate"]),
+              ("lost with their Dask worker or scheduler", board.loc[board["status"] == Status.LOST, "candidate"]),
+              ("tuning trials pruned", board.loc[board["status"] == Status.PRUNED, "candidate"]),
+              ("left out for time",
+               board.loc[(board["status"] == Status.LEFT_OUT) & (board["note"] == ""), "candidate"]),
               ("left out (too large for a worker: see the note in leaderboard.csv)",
-               board.loc[(board["status"] == "left out") & (board["note"] != ""), "candidate"]),
+               board.loc[(board["status"] == Status.LEFT_OUT) & (board["note"] != ""), "candidate"]),
               ("set aside (not in auto.engines, auto.objectives)",
-               board.loc[board["status"] == "set aside", "candidate"]))
+               board.loc[board["status"] == Status.SET_ASIDE, "candidate"]))
     others = "".join(f"\n  {label}: " + (", ".join(names) if len(names) <= SHOWN else str(len(names)))
                      for label, names in groups if len(names))
     return shown, others

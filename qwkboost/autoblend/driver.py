@@ -39,7 +39,7 @@ from qwkboost.autoblend.progress import Progress
 from qwkboost.autoblend.ranking import rank, shape_of
 from qwkboost.autoblend.schedule import finish_running, run_defaults, screen_rest
 from qwkboost.autoblend.settings import AutoSettings
-from qwkboost.autoblend.state import AutoState, config_hash, shared_part
+from qwkboost.autoblend.state import AutoState, SessionStatus, Status, config_hash, shared_part
 from qwkboost.autoblend.tuning import tune_best
 from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
 from qwkboost.cv.crossval import progress_enabled
@@ -79,11 +79,12 @@ def _megabytes(directory: Path) -> float:
     return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2 ** 20
 
 
-def _stop_status(outcome: Outcome) -> str:
+def _stop_status(outcome: Outcome) -> Status:
     """A stopped candidate's status in ``leaderboard.csv``, from its stop's tags."""
     if outcome.tags.get("qwkboost.trial_state") == "PRUNED":
-        return "pruned"
-    return {"LOST_WORKER": "lost", "STOPPED": "interrupted"}.get(outcome.tags.get("qwkboost.auto"), "stopped")
+        return Status.PRUNED
+    return {"LOST_WORKER": Status.LOST, "STOPPED": Status.INTERRUPTED}.get(outcome.tags.get("qwkboost.auto"),
+                                                                          Status.STOPPED)
 
 
 class AutoRun:
@@ -179,7 +180,7 @@ class AutoRun:
         model says (``coming_pair``, :meth:`CostModel.pipeline_mb`): on MovieLens, CatBoost's pipeline of 627 MB was
         4.6 times what LightGBM's rate said."""
         coming_engine = coming_pair[0] if coming_pair else None
-        done = [r for r in state.candidates.values() if r.get("status") == "finished"]
+        done = [r for r in state.candidates.values() if r.get("status") == Status.FINISHED]
         m = min(len(done) + coming, self.settings.max_members)
         blend_s = 0.0 if m < 2 else 1.3 * self._eval_seconds * m * GREEDY_STEPS * (self.n_folds + 1)
         tracked = self.experiment_id is not None
@@ -189,7 +190,7 @@ class AutoRun:
             return per_mb + READ_SECONDS_PER_MB.get(engine, max(READ_SECONDS_PER_MB.values()))
 
         pool = diverse_pool([(n, r) for n, r in state.candidates.items()
-                             if r.get("status") == "finished" and self.allowed(r)], self.settings.max_members)
+                             if r.get("status") == Status.FINISHED and self.allowed(r)], self.settings.max_members)
         pooled = sum(r.get("pipeline_mb", 0.0) * seconds_per_mb(r.get("engine")) for _, r in pool)
         rates = {}
         for r in done:
@@ -207,7 +208,7 @@ class AutoRun:
 
     # ------------------------------------------------------------------ candidates
     def _n_finished(self, state: AutoState) -> int:
-        return sum(1 for r in state.candidates.values() if r.get("status") == "finished" and self.allowed(r))
+        return sum(1 for r in state.candidates.values() if r.get("status") == Status.FINISHED and self.allowed(r))
 
     def run_candidate(self, state: AutoState, cand: Candidate, cfg: dict, reporter=None,
                       why: str = "") -> dict | None:
@@ -240,10 +241,11 @@ class AutoRun:
             return rec
         where = self.executor.place(cfg)        # whole on one worker, or its rows across a cluster's workers
         if where.how == "none":
-            if state.candidates.get(cand.name, {}).get("status") != "finished":
+            if state.candidates.get(cand.name, {}).get("status") != Status.FINISHED:
                 log.warning("auto: %s left out: %s", cand.name, where.why)
-                state.candidates[cand.name] = {**self._kept(state, cand), "status": "left out", "reason": where.why,
-                                               "why": why, "engine": cand.engine, "objective": cand.objective}
+                state.candidates[cand.name] = {**self._kept(state, cand), "status": Status.LEFT_OUT,
+                                               "reason": where.why, "why": why, "engine": cand.engine,
+                                               "objective": cand.objective}
             return None
         estimate = self.cost.estimate(cand)
         self.set_reserve(state, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
@@ -254,8 +256,8 @@ class AutoRun:
         if estimate is not None and (estimate > self.budget.left_for_work or tail >= self.budget.left_for_work):
             log.debug("auto: %s left out: it would take about %.0f s (%.0f s after its folds) and %.0f s are left",
                       cand.name, estimate, tail, max(self.budget.left_for_work, 0))
-            if state.candidates.get(cand.name, {}).get("status") != "finished":    # an earlier finish stays
-                state.candidates[cand.name] = {**self._kept(state, cand), "status": "left out",
+            if state.candidates.get(cand.name, {}).get("status") != Status.FINISHED:    # an earlier finish stays
+                state.candidates[cand.name] = {**self._kept(state, cand), "status": Status.LEFT_OUT,
                                                "estimate": round(estimate, 1), "why": why,
                                                "engine": cand.engine, "objective": cand.objective}
             return None
@@ -301,7 +303,7 @@ class AutoRun:
             return None
         row, seconds = outcome.row, outcome.seconds
         self.cost.record(cand, seconds, row.get("fit_seconds"))
-        rec = {**self._kept(state, cand), **started, "status": "finished", "engine": cand.engine,
+        rec = {**self._kept(state, cand), **started, "status": Status.FINISHED, "engine": cand.engine,
                "objective": cand.objective,
                "params": dict(cand.params), "trial": cand.trial, "dir": directory, "config_hash": cfg_hash,
                **({"speedup": round(cand.speedup, 4)} if cand.speedup != 1.0 else {}),
@@ -313,8 +315,8 @@ class AutoRun:
         state.candidates[cand.name] = rec
         self._checked[cand.name] = None
         plain = state.candidates.get(Candidate(*cand.pair).name)
-        if cand.speedup != 1.0 and plain is not None and plain.get("status") != "finished":
-            plain.update(status="replaced", why=f"ran as {cand.name}")      # its faster variant finished
+        if cand.speedup != 1.0 and plain is not None and plain.get("status") != Status.FINISHED:
+            plain.update(status=Status.REPLACED, why=f"ran as {cand.name}")      # its faster variant finished
         state.save()
         if outcome.capped:
             log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping%s", cand.name,
@@ -363,7 +365,7 @@ class AutoRun:
         so on, so that tuning trials of one pair cannot crowd the other pairs out of the pool."""
         done = []
         for n, r in state.candidates.items():
-            if r.get("status") != "finished" or not self.allowed(r):
+            if r.get("status") != Status.FINISHED or not self.allowed(r):
                 continue
             damage = self._damage(state, n)
             if damage is not None:
@@ -400,18 +402,18 @@ class AutoRun:
                 log.info("auto: the finished candidates an earlier qwkboost recorded are reused as they are")
             self._check_time_left(state)
             session = state.begin(self.settings.as_dict())
-            status, self._members, self._end = "failed", 0, {}
+            status, self._members, self._end = SessionStatus.FAILED, 0, {}
             try:
                 result = self._run(state, len(state.sessions))
-                status = "finished"
+                status = SessionStatus.FINISHED
                 return result
             except KeyboardInterrupt:
-                status = "stopped"
+                status = SessionStatus.STOPPED
                 raise
             finally:
                 self.progress.close()
                 with contextlib.suppress(OSError):      # the record never hides the error that ended the run
-                    state.end(session, status, stopped=status == "stopped", members=self._members,
+                    state.end(session, status, stopped=status == SessionStatus.STOPPED, members=self._members,
                               n_finished=self._n_finished(state), time_limit=self.settings.time_limit,
                               seconds=round(self.budget.elapsed, 2), **self._end)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from qwkboost import tracking
 from qwkboost.autoblend.board import closing_rows, leaderboard
+from qwkboost.autoblend.state import Status
 from qwkboost.blending import blend, read_members, write_blend
 from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.exceptions import ConfigError
@@ -111,7 +112,8 @@ def finish(run, state, stopped: bool = False) -> AutoResult:
     """
     run.progress.step("blend")
     # when the work ended, how much of it was left unused, and the reserve kept for what follows
-    done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values() if r.get("status") == "finished"}
+    done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values()
+            if r.get("status") == Status.FINISHED}
     run._end.update({"work_ended_at": round(run.budget.elapsed, 2), "reserve": round(run.budget.reserve, 2),
                      "unused_for_work": round(max(run.budget.left_for_work, 0.0), 2),
                      "pairs_not_run": sorted(f"{e}-{o}" for e, o in run.configs if (e, o) not in done)})

@@ -28,7 +28,7 @@ import logging
 
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.screening import screen
-from qwkboost.autoblend.state import config_hash
+from qwkboost.autoblend.state import Status, config_hash
 from qwkboost.exceptions import ClusterLost
 
 __all__ = ["run_defaults", "run_at_once", "screen_rest", "fitted", "order", "SCREEN_SHARE", "PROMISING", "MIN_SCREEN_SECONDS",
@@ -75,7 +75,7 @@ def fitted(run, state, pair) -> tuple[Candidate, dict, str]:
             state.finished(plain.name, config_hash(cfg)) is not None:
         return plain, cfg, ""
     for name, rec in state.candidates.items():       # a faster variant that finished earlier is kept
-        if rec.get("status") == "finished" and rec.get("speedup", 1.0) != 1.0 and rec.get("trial") is None and \
+        if rec.get("status") == Status.FINISHED and rec.get("speedup", 1.0) != 1.0 and rec.get("trial") is None and \
                 (rec.get("engine"), rec.get("objective")) == pair:
             done = copy.deepcopy(cfg)
             done["engine"]["params"] = {**done["engine"].get("params", {}), **rec.get("params", {})}
@@ -121,7 +121,7 @@ def _screen_one(run, state, pair, cap: float) -> dict | None:
         log.warning("auto: screening %s failed (%s: %s); it keeps its place in the order", name,
                     type(exc).__name__, exc)
         return None
-    rec = state.candidates.setdefault(name, {"status": "screened", "engine": pair[0], "objective": pair[1]})
+    rec = state.candidates.setdefault(name, {"status": Status.SCREENED, "engine": pair[0], "objective": pair[1]})
     rec["screen"] = {**result.to_dict(), "config_hash": h}
     run.cost.screened(pair, result.projected, result.mb)
     state.save()
@@ -212,7 +212,7 @@ def screen_rest(run, state) -> None:
         return
     run.set_reserve(state, coming=0)       # a screen never joins the blend
     finished = {(r.get("engine"), r.get("objective")) for r in state.candidates.values()
-                if r.get("status") == "finished"}
+                if r.get("status") == Status.FINISHED}
     for pair in run.configs:
         if pair in finished or _pair_screen(state, pair) is not None:
             continue
@@ -223,7 +223,7 @@ def screen_rest(run, state) -> None:
 
 
 def _finished_default(state, run) -> bool:
-    return any(r.get("status") == "finished" and r.get("trial") is None
+    return any(r.get("status") == Status.FINISHED and r.get("trial") is None
                and (r.get("engine"), r.get("objective")) in run.configs for r in state.candidates.values())
 
 

@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,9 +28,35 @@ from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.files import run_path
 from qwkboost.tracking.writing import manifest_problem
 
-__all__ = ["AutoState", "STATE_FILE", "config_hash", "legacy_config_hash", "shared_part"]
+__all__ = ["AutoState", "STATE_FILE", "SessionStatus", "Status", "config_hash", "legacy_config_hash",
+           "shared_part"]
 
 STATE_FILE = "auto.json"
+
+
+class Status(StrEnum):
+    """A candidate's status: its value is what ``auto.json`` and ``leaderboard.csv`` hold (older files read the
+    same)."""
+
+    FINISHED = "finished"           #: its folds ran: it is reused and blended
+    STOPPED = "stopped"             #: the time guard stopped it
+    INTERRUPTED = "interrupted"     #: Ctrl-C or SIGTERM stopped it
+    LOST = "lost"                   #: its Dask worker or scheduler was lost
+    PRUNED = "pruned"               #: a tuning trial the pruner stopped after a fold
+    LEFT_OUT = "left out"           #: not started: it would not fit, or could not run here (``why`` says)
+    SCREENED = "screened"           #: scored on a sample only
+    REPLACED = "replaced"           #: its faster variant finished in its place
+    SET_ASIDE = "set aside"         #: not in this invocation's ``auto.engines`` or ``auto.objectives`` (leaderboard)
+
+
+class SessionStatus(StrEnum):
+    """An invocation's status in ``auto.json``'s ``sessions``."""
+
+    RUNNING = "running"             #: begun, not yet ended (or killed before it could say so)
+    FINISHED = "finished"
+    STOPPED = "stopped"             #: Ctrl-C or SIGTERM
+    FAILED = "failed"               #: an error ended it
+    KILLED = "killed"               #: its process ended without closing its record (found by the next one)
 #: The config keys every candidate of one directory shares (its data, folds and decoding).
 SHARED_KEYS = ("data", "cv", "seed", "thresholds")
 #: Config keys that never change a candidate's result: where it runs (``cluster``: one machine or a Dask
@@ -136,7 +163,7 @@ class AutoState:
         record ran with (``None``: one this invocation does not know). Returns how many; saves if any."""
         n = 0
         for rec in self.candidates.values():
-            cfg = config_of(rec) if rec.get("status") == "finished" else None
+            cfg = config_of(rec) if rec.get("status") == Status.FINISHED else None
             if cfg is not None and rec.get("config_hash") == legacy_config_hash(cfg) != config_hash(cfg):
                 rec["config_hash"] = config_hash(cfg)
                 n += 1
@@ -163,7 +190,7 @@ class AutoState:
         """The record of candidate ``name`` if it finished with a configuration hashing to ``cfg_hash`` (its files
         unchecked: see :meth:`damage`)."""
         rec = self.candidates.get(name)
-        if rec is None or rec.get("status") != "finished" or rec.get("config_hash") != cfg_hash:
+        if rec is None or rec.get("status") != Status.FINISHED or rec.get("config_hash") != cfg_hash:
             return None
         return rec
 
@@ -171,16 +198,17 @@ class AutoState:
         """Mark ``killed`` the invocations still recorded as ``running``, and save: called under the directory's lock
         (:class:`~qwkboost.tracking.writing.OutputLock`), when no other command can be running here, so theirs ended
         without closing the record (``kill -9``, a machine lost). Returns them."""
-        gone = [s for s in self.sessions if s.get("status") == "running"]
+        gone = [s for s in self.sessions if s.get("status") == SessionStatus.RUNNING]
         for s in gone:
-            s.update(status="killed", reason="its process ended without closing this record (kill -9, a lost machine)")
+            s.update(status=SessionStatus.KILLED,
+                     reason="its process ended without closing this record (kill -9, a lost machine)")
         if gone:
             self.save()
         return gone
 
     def begin(self, settings: Mapping[str, Any]) -> dict:
         """Record a new invocation (status ``running``) and save; the record, to :meth:`end` later."""
-        session = {"started": _now(), "settings": dict(settings), "status": "running", "pid": os.getpid()}
+        session = {"started": _now(), "settings": dict(settings), "status": SessionStatus.RUNNING, "pid": os.getpid()}
         self.sessions.append(session)
         self.save()
         return session

@@ -22,7 +22,7 @@ import statistics
 from dataclasses import replace
 
 from qwkboost.autoblend.candidates import Candidate
-from qwkboost.autoblend.state import config_hash, legacy_config_hash
+from qwkboost.autoblend.state import Status, config_hash, legacy_config_hash
 from qwkboost.data.dataset import class_range
 from qwkboost.data.fingerprint import DataFingerprint
 from qwkboost.exceptions import ClusterLost
@@ -40,7 +40,7 @@ def tune_best(run, state) -> None:
     best: dict[tuple[str, str], tuple[float, float]] = {}      # pair -> (nested QWK, seconds at its own rate)
     for r in state.candidates.values():
         pair = (r.get("engine"), r.get("objective"))
-        if r.get("status") == "finished" and r.get("trial") is None and pair in run.configs:
+        if r.get("status") == Status.FINISHED and r.get("trial") is None and pair in run.configs:
             q = r.get("qwk_thresholds_oof_nested", -1.0)
             if pair not in best or q > best[pair][0]:
                 best[pair] = (q, r["seconds"] * r.get("speedup", 1.0))
@@ -90,7 +90,7 @@ def _tune(run, state, pair: tuple[str, str], first_seconds: float, why: str) -> 
                                 run.ds.y_train, classes, run.ds.w_train)
         rec = run.run_candidate(state, cand, trial_cfg, reporter=reporter, why=why)
         if rec is None:
-            if state.candidates.get(cand.name, {}).get("status") == "left out":
+            if state.candidates.get(cand.name, {}).get("status") == Status.LEFT_OUT:
                 trial.study.stop()      # the budget's estimate of a trial no longer fits: no more of this pair
             raise optuna.TrialPruned(state.candidates.get(cand.name, {}).get("reason", "out of time"))
         seconds.append(rec["seconds"])
