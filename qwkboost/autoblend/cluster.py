@@ -36,6 +36,7 @@ from qwkboost.autoblend.placement import Placement, check_room, pause_fraction, 
 from qwkboost.distributed.connection import ClusterSpec
 from qwkboost.distributed.tasks import LOST_ERRORS, RoundStop, TaskResult, WorkerPool, check_scheduler, free_workers
 from qwkboost.exceptions import ClusterLost, RunStopped
+from qwkboost.tracking.store import mark_killed
 
 __all__ = ["DaskExecutor", "LOST_WORKER", "STOPPED", "check_local_room"]
 
@@ -305,8 +306,7 @@ class DaskExecutor:
         runs = [r for status in statuses for r in client.search_runs(
             [job.experiment_id], f"tags.mlflow.runName = '{job.name}'{parent} and attributes.status = '{status}'")]
         for r in runs:
-            client.set_tag(r.info.run_id, "qwkboost.stopped", why)
-            client.set_terminated(r.info.run_id, "KILLED")
+            mark_killed(client, r.info.run_id, why)
 
     def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
         """Run ``job`` on a worker and wait for it.

@@ -39,6 +39,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "without_retries": "store",
     "setup": "store",
     "reap_dead_runs": "store",
+    "mark_killed": "store",
+    "STOPPED_TAG": "store",
     # runs
     "run": "runs",
     "download_run_artifacts": "runs",

@@ -23,6 +23,7 @@ from qwkboost.exceptions import RunStopped
 from qwkboost.tracking.interrupt import held_stops, process_tag
 from qwkboost.tracking.store import (
     PROCESS_TAG,
+    STOPPED_TAG,
     VERSIONED,
     bound_http_retries,
     cannot_reach,
@@ -83,7 +84,7 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         raise
     except RunStopped as stop:       # stopped on purpose (a pruned trial): KILLED, with the reason
         status = "KILLED"
-        retry(mlflow.set_tags, {"qwkboost.stopped": str(stop), **stop.tags})
+        retry(mlflow.set_tags, {STOPPED_TAG: str(stop), **stop.tags})
         raise
     finally:
         with held_stops():      # a second Ctrl-C as the run ends waits for it: never a run left RUNNING

@@ -36,7 +36,7 @@ from qwkboost.tracking.interrupt import is_alive
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PROJECT_ROOT", "SQLITE_TIMEOUT_S", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "PROCESS_TAG", "HTTP_DEFAULTS", "VERSIONED", "default_tracking_uri", "resolve_tracking_uri", "check_sqlite_path", "check_database_driver", "retry", "store_lock", "CONCURRENT_MIGRATION", "prepare_store", "unreachable", "check_reachable", "cannot_reach", "bound_http_retries", "TrackingServerLost", "server_lost", "without_retries", "setup", "reap_dead_runs"]
+__all__ = ["PROJECT_ROOT", "SQLITE_TIMEOUT_S", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "PROCESS_TAG", "HTTP_DEFAULTS", "VERSIONED", "default_tracking_uri", "resolve_tracking_uri", "check_sqlite_path", "check_database_driver", "retry", "store_lock", "CONCURRENT_MIGRATION", "prepare_store", "unreachable", "check_reachable", "cannot_reach", "bound_http_retries", "TrackingServerLost", "server_lost", "without_retries", "setup", "reap_dead_runs", "mark_killed", "STOPPED_TAG"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SQLITE_TIMEOUT_S = 120
@@ -45,6 +45,8 @@ EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
 #: ``host:pid:start`` of the process that owns a run (see :mod:`qwkboost.tracking.interrupt`).
 PROCESS_TAG = "qwkboost.process"
+#: The tag that says why a run was stopped (Ctrl-C, SIGTERM, a lost worker).
+STOPPED_TAG = "qwkboost.stopped"
 #: MLflow's HTTP client settings that qwkboost sets for an ``http(s)://`` tracking URI when the environment does
 #: not. MLflow's own defaults (7 retries, backoff factor 2, 120 s timeout) wait about four minutes on every request
 #: to a server that died, and a command makes several; these give up after about 15 s (retries after 0, 2, 4 and
@@ -342,6 +344,14 @@ def reap_dead_runs(experiment_id: str, client=None) -> list[str]:
     for r in runs:
         tag = r.data.tags.get(PROCESS_TAG)
         if tag and is_alive(tag) is False:
-            retry(client.set_terminated, r.info.run_id, "KILLED")
+            mark_killed(client, r.info.run_id)
             ended.append(r.info.run_id)
     return ended
+
+
+def mark_killed(client, run_id: str, why: str | None = None) -> None:
+    """End the run ``run_id`` KILLED from another process than its own (which was killed, or lost with its
+    machine or Dask worker), tagged ``qwkboost.stopped`` with ``why`` if given: the one place that does it."""
+    if why is not None:
+        retry(client.set_tag, run_id, STOPPED_TAG, why)
+    retry(client.set_terminated, run_id, "KILLED")

@@ -250,7 +250,7 @@ def kill_orphan_runs(study, client) -> None:
     for tr in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)):
         run_id = tr.user_attrs.get("mlflow_run_id")
         if run_id and client.get_run(run_id).info.status == "RUNNING":
-            client.set_terminated(run_id, "KILLED")
+            tracking.mark_killed(client, run_id)
 
 
 #: The URL scheme of a study kept in a Dask scheduler's memory (:func:`on_the_scheduler`).
