@@ -126,33 +126,31 @@ def _(c: Ctx):
     return _lost_line(judge_run(r, c.dir, out), r, WORKER_LOST, "worker")
 
 
-@case("cluster-address-kill-scheduler", "cluster", "your own scheduler killed (SIGKILL) once a candidate has "
-      "finished: the command ends within its limit, exit 0, a line that the scheduler was lost, submission.csv of "
-      "what finished", needs=("dask",))
-def _(c: Ctx):
-    out = c.dir / "out"
-    with OwnDask(c.dir / "dask") as d:
-        r = c.run(c.auto(out, 45, TWO, [f"cluster.address={d.address}"]), trigger=finished_file(out), delay=0.5,
-                  action=lambda p: d.scheduler.send_signal(signal.SIGKILL))
-    if r.acted is None:
-        return V("missed", "no candidate finished", r)
-    return _lost_line(judge_run(r, c.dir, out), r, SCHEDULER_LOST, "scheduler")
+def _own_dask_kill_case(name, good, kill, pattern, what):
+    """Your own scheduler and 2 workers (no nanny); ``kill(dask)`` once a candidate has finished."""
+    @case(name, "cluster", good, needs=("dask",))
+    def _(c: Ctx):
+        out = c.dir / "out"
+        with OwnDask(c.dir / "dask") as d:
+            r = c.run(c.auto(out, 45, TWO, [f"cluster.address={d.address}"]), trigger=finished_file(out),
+                      delay=0.5, action=lambda p: kill(d))
+        if r.acted is None:
+            return V("missed", "no candidate finished", r)
+        return _lost_line(judge_run(r, c.dir, out), r, pattern, what)
 
 
-@case("cluster-address-kill-all-workers", "cluster", "both of your own workers (no nanny) killed once a candidate has "
-      "finished: the command ends within its limit, exit 0, a line that the workers were lost, submission.csv of "
-      "what finished", needs=("dask",))
-def _(c: Ctx):
-    out = c.dir / "out"
-    with OwnDask(c.dir / "dask") as d:
-        def kill_all(p):
-            for w in d.workers:
-                w.send_signal(signal.SIGKILL)
-        r = c.run(c.auto(out, 45, TWO, [f"cluster.address={d.address}"]), trigger=finished_file(out), delay=0.5,
-                  action=kill_all)
-    if r.acted is None:
-        return V("missed", "no candidate finished", r)
-    return _lost_line(judge_run(r, c.dir, out), r, WORKER_LOST, "workers")
+def _kill_workers(d):
+    for w in d.workers:
+        w.send_signal(signal.SIGKILL)
+
+
+_own_dask_kill_case("cluster-address-kill-scheduler", "your own scheduler killed (SIGKILL) once a candidate has "
+                    "finished: the command ends within its limit, exit 0, a line that the scheduler was lost, "
+                    "submission.csv of what finished", lambda d: d.scheduler.send_signal(signal.SIGKILL),
+                    SCHEDULER_LOST, "scheduler")
+_own_dask_kill_case("cluster-address-kill-all-workers", "both of your own workers (no nanny) killed once a candidate "
+                    "has finished: the command ends within its limit, exit 0, a line that the workers were lost, "
+                    "submission.csv of what finished", _kill_workers, WORKER_LOST, "workers")
 
 
 refusal_case("cluster-memory-local-200MB", "cluster", "cluster=local cluster.memory_limit=200MB (below what a "

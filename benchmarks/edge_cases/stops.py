@@ -66,26 +66,24 @@ def _(c: Ctx):
     return v
 
 
-@case("stop-int-resume-candidate", "stop", "a resume stopped by Ctrl-C during its first new candidate: exit 130, "
-      "one line, the previous submission.csv and leaderboard.csv still there and whole")
-def _(c: Ctx):
-    out = c.dir / "out"
-    first = c.run(c.auto(out, 25, LX))
-    if first.rc != 0:
-        return merge(judge_run(first, c.dir, out), V("skipped", "the first run failed"))
-    r = c.run(c.auto(out, 30, TWO), trigger=seen(r"auto: \w+-extended_qwk \("), delay=0.5, action=ctrl_c)
-    return judge_stop(r, c.dir, out, signal.SIGINT, "resume's first new candidate")
+def _resume_stop_case(name, good, trigger, delay, moment):
+    """A resume (the first run on 2 candidates, the second on 4) stopped by Ctrl-C at ``trigger``."""
+    @case(name, "stop", good)
+    def _(c: Ctx):
+        out = c.dir / "out"
+        first = c.run(c.auto(out, 25, LX))
+        if first.rc != 0:
+            return merge(judge_run(first, c.dir, out), V("skipped", "the first run failed"))
+        r = c.run(c.auto(out, 30, TWO), trigger=seen(trigger), delay=delay, action=ctrl_c)
+        return judge_stop(r, c.dir, out, signal.SIGINT, moment)
 
 
-@case("stop-int-resume-blend", "stop", "a resume stopped by Ctrl-C while its blend's files are written: exit 130, "
-      "one line, a whole submission.csv (the previous or the new) and leaderboard.csv")
-def _(c: Ctx):
-    out = c.dir / "out"
-    first = c.run(c.auto(out, 25, LX))
-    if first.rc != 0:
-        return merge(judge_run(first, c.dir, out), V("skipped", "the first run failed"))
-    r = c.run(c.auto(out, 30, TWO), trigger=seen(r"blend \(greedy\) of \d+ members"), delay=0.3, action=ctrl_c)
-    return judge_stop(r, c.dir, out, signal.SIGINT, "resume's blend files")
+_resume_stop_case("stop-int-resume-candidate", "a resume stopped by Ctrl-C during its first new candidate: exit 130, "
+                  "one line, the previous submission.csv and leaderboard.csv still there and whole",
+                  r"auto: \w+-extended_qwk \(", 0.5, "resume's first new candidate")
+_resume_stop_case("stop-int-resume-blend", "a resume stopped by Ctrl-C while its blend's files are written: exit 130, "
+                  "one line, a whole submission.csv (the previous or the new) and leaderboard.csv",
+                  r"blend \(greedy\) of \d+ members", 0.3, "resume's blend files")
 
 
 CLUSTER_MOMENTS = {
