@@ -274,20 +274,21 @@ def members(name: str, seed: int, work: str) -> list[dict] | None:
 
 def reblend(name: str, budget: float, seed: int, work: str) -> dict:
     """An auto run's finished candidates blended again as its last step does now (the pool of
-    ``qwkboost.autoblend.driver.diverse_pool``, greedy selection, exact cut points): what the blend rule alone
+    ``qwkboost.autoblend.ranking.diverse_pool``, greedy selection, exact cut points): what the blend rule alone
     changes, on the same candidates."""
     from dataclasses import replace
     from pathlib import Path
 
-    from qwkboost.autoblend.driver import diverse_pool
+    from qwkboost.autoblend.ranking import diverse_pool
+    from qwkboost.autoblend.state import CandidateRecord
     from qwkboost.blending import blend, read_members
 
     out = Path(work) / f"{name}-{seed}" / f"auto-{budget:g}" / "out"
     rec = json.loads((out / "auto.json").read_text())
-    done = [(n, r) for n, r in rec["candidates"].items()
+    done = [(n, CandidateRecord.from_dict(r)) for n, r in rec["candidates"].items()
             if r.get("status") == "finished" and (out / r["dir"] / "oof.parquet").exists()]
     pool = diverse_pool(done, 15)
-    members = [replace(m, name=n) for m, (n, _) in zip(read_members([out / r["dir"] for _, r in pool]), pool)]
+    members = [replace(m, name=n) for m, (n, _) in zip(read_members([out / r.dir for _, r in pool]), pool)]
     result = blend(members, method="greedy", thresholds="exact")
     return {"set": name, "seed": seed, "budget": budget, "pool": len(pool),
             "members": int(sum(w > 0 for w in result.weights)), "test_qwk": result.metrics["test_qwk"],

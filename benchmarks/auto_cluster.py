@@ -18,7 +18,7 @@ With ``--twice``, one process also at twice each budget: the candidates the clus
 process finished in twice the time.
 
 ``overhead``: on a 2-worker ``LocalCluster``, a candidate of 5 rounds on 600 rows run 20 times through
-:class:`~qwkboost.autoblend.cluster.DaskExecutor` (submit, run, result) against its own seconds on the
+:class:`~qwkboost.autoblend.dask_executor.DaskExecutor` (submit, run, result) against its own seconds on the
 worker: the rest is the cluster path's overhead per task. And each packaged set's dataset sent to the workers
 once (``scatter``), timed.
 
@@ -100,7 +100,7 @@ def overhead(args) -> None:
     from qwkboost.data.packaged import load
     from qwkboost.data.sources import quartiles
     from qwkboost.distributed.connection import ClusterSpec, connect
-    from qwkboost.autoblend.cluster import DaskExecutor
+    from qwkboost.autoblend.dask_executor import DaskExecutor
 
     cfg = {"data": {"name": "quartiles"}, "engine": {"name": "lightgbm", "num_boost_round": 5,
                                                      "early_stopping_rounds": None, "params": {"num_threads": 1}},
@@ -155,7 +155,8 @@ def _factors(rows: list[dict]) -> dict[str, float]:
 def simulate(args) -> None:
     import pandas as pd
 
-    from qwkboost.autoblend.driver import diverse_pool
+    from qwkboost.autoblend.ranking import diverse_pool
+    from qwkboost.autoblend.state import CandidateRecord
     from qwkboost.blending import blend, read_members
 
     rows = _rows(args.json)
@@ -185,8 +186,8 @@ def simulate(args) -> None:
                     if end <= budget - reserve:
                         free[i] = end
                         finished.append(c.candidate)
-                recs = {n: {"engine": r.engine, "objective": r.objective,
-                            "qwk_thresholds_oof_nested": r.nested_oof_qwk}
+                recs = {n: CandidateRecord("finished", r.engine, r.objective,
+                                           qwk_thresholds_oof_nested=r.nested_oof_qwk)
                         for r in done.itertuples() for n in [r.candidate] if n in finished}
                 pool = diverse_pool(list(recs.items()), 15)
                 if len(pool) > 1:

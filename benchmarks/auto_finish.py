@@ -5,7 +5,7 @@ back and logged to MLflow again, each step timed, on a copy (the directory itsel
     python benchmarks/auto_finish.py outputs/auto_plan/*-0/auto-300/out --json benchmarks/results/auto_finish.json
 
 The steps are the ones ``AutoRun.finish`` takes, through the same functions: the pool
-(``qwkboost.autoblend.driver.diverse_pool`` of the finished candidates, at most 15), ``read_members``, the greedy
+(``qwkboost.autoblend.ranking.diverse_pool`` of the finished candidates, at most 15), ``read_members``, the greedy
 ``blend`` with exact cut points, ``write_blend`` (members' pipelines copied and checked), ``load_pipeline`` (the
 blend read back, as the result), and ``log_blend_contents`` into a fresh SQLite MLflow store (files, pipeline
 artifacts, the pyfunc model). Beside each directory's figures: the megabytes of the pipeline written, and the
@@ -30,7 +30,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from qwkboost.autoblend import driver  # noqa: E402
-from qwkboost.autoblend.driver import diverse_pool  # noqa: E402
+from qwkboost.autoblend.ranking import diverse_pool  # noqa: E402
+from qwkboost.autoblend.state import CandidateRecord  # noqa: E402
 
 
 def finish(src: Path) -> dict:
@@ -45,7 +46,8 @@ def finish(src: Path) -> dict:
         shutil.copytree(src, work / "out", symlinks=True,
                         ignore=shutil.ignore_patterns("mlartifacts", "mlflow.db*", "tuning.db"))
         state = json.loads((work / "out" / "auto.json").read_text())
-        done = [(n, r) for n, r in state["candidates"].items() if r.get("status") == "finished"]
+        done = [(n, CandidateRecord.from_dict(r)) for n, r in state["candidates"].items()
+                if r.get("status") == "finished"]
         pool = diverse_pool(done, 15)
         t = {}
         t0 = time.perf_counter()

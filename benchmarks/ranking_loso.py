@@ -23,8 +23,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from qwkboost.autoblend.candidates import ORDER  # noqa: E402
-from qwkboost.autoblend.ranking import DataShape, shape_of  # noqa: E402
+from qwkboost.autoblend.ranking import ORDER, DataShape, shape_of  # noqa: E402
 
 RULES = ("default", "ids", "always")
 

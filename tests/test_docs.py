@@ -172,3 +172,33 @@ def test_auto_on_a_cluster_example_runs_as_written(tmp_path):
     workers = board.loc[board["status"] == "finished", "worker"]
     assert workers.str.startswith("tcp://127.0.0.1:").all() and workers.nunique() == 2
     assert "worker" in proc.stdout.splitlines()[0]
+
+
+def test_the_loop_diagram_names_what_the_code_has():
+    """Every name in docs/auto-decides.md's diagram and table is a module, class, function or method of
+    ``qwkboost.autoblend`` (the diagram is drawn from the code's own names)."""
+    import importlib
+    import re
+
+    text = (ROOT / "docs" / "auto-decides.md").read_text()
+    diagram = text.split("```text", 1)[1].split("```", 1)[0]
+    names = set(re.findall(r"\b([A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_]+)?)(?=\(|\s|$|,|\])", diagram))
+    names |= set(re.findall(r"`([A-Za-z_][A-Za-z_.]*)`", text.split("## Where each decision stands", 1)[1]))
+    modules = {m: importlib.import_module(f"qwkboost.autoblend.{m}") for m in
+               ("driver", "state", "context", "loop", "schedule", "tuning", "fit", "jobs", "executor",
+                "dask_executor", "finish", "ranking", "costs", "placement", "budget")}
+    code_like = {n for n in names if re.search(r"[A-Z_]|\.", n) or n in modules or
+                 any(hasattr(m, n) for m in modules.values())}
+
+    def exists(name: str) -> bool:
+        head, _, attr = name.partition(".")
+        if head in modules:
+            return not attr or hasattr(modules[head], attr)
+        owners = [getattr(m, head) for m in modules.values() if hasattr(m, head)]
+        fields = {f for o in owners for f in getattr(o, "__dataclass_fields__", {})}
+        return bool(owners) and (not attr or attr in fields or any(hasattr(o, attr) for o in owners))
+
+    prose = {"Ctrl", "C", "SIGTERM", "Source", "MLflow", "Started", "Outcome"}
+    missing = sorted(n for n in code_like - prose if not exists(n) and not n.endswith((".md", ".json")))
+    assert {"run_loop", "Defaults.next", "Tuning.next", "AutoState.record_finished", "fit"} <= names
+    assert missing == []

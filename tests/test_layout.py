@@ -353,6 +353,98 @@ def test_the_engine_name_check_sees_comparisons(tmp_path):
     assert len(hits) == 3
 
 
+AUTOBLEND = {name: path for name, path in MODULES.items() if name.startswith("qwkboost.autoblend.")}
+#: The modules that make the driver (:class:`~qwkboost.autoblend.driver.AutoRun`): the entry points.
+DRIVER_MAKERS = {"qwkboost.autoblend.api", "qwkboost.autoblend.command"}
+
+
+def driver_handed_around(modules) -> list[str]:
+    """Functions of ``modules`` (name -> source) that take the driver (a parameter named ``run`` or annotated
+    ``AutoRun``), and modules other than the driver's makers that import it."""
+    out = []
+    for name, text in modules.items():
+        if name.endswith(".driver"):
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                    if a.arg == "run" or "AutoRun" in ast.unparse(a.annotation or ast.Constant(None)):
+                        out.append(f"{name}.{node.name}({a.arg})")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("autoblend.driver") \
+                    and name not in DRIVER_MAKERS:
+                out.append(f"{name} imports the driver")
+    return out
+
+
+def test_no_autoblend_function_takes_the_driver():
+    """The deciding functions get a typed context (:class:`~qwkboost.autoblend.context.Context`); nothing calls
+    back into the driver."""
+    assert driver_handed_around({n: p.read_text() for n, p in AUTOBLEND.items()}) == []
+
+
+def test_the_driver_check_sees_a_driver_handed_around():
+    code = {"qwkboost.autoblend.x": "from qwkboost.autoblend.driver import AutoRun\ndef f(run, state): pass\n"
+                                    "def g(ctx: 'AutoRun'): pass\n"}
+    assert driver_handed_around(code) == ["qwkboost.autoblend.x imports the driver", "qwkboost.autoblend.x.f(run)",
+                                          "qwkboost.autoblend.x.g(ctx)"]
+
+
+#: Where the time left is read off a budget: "does it fit" (fit.py), the guard that keeps a job in its time
+#: (budget.py), the executor that hands a job its seconds (it runs, it does not decide) and the progress line.
+TIME_LEFT_READERS = {"qwkboost.autoblend.fit", "qwkboost.autoblend.budget", "qwkboost.autoblend.dask_executor",
+                     "qwkboost.autoblend.progress"}
+
+
+def time_left_readers(modules) -> dict[str, list[str]]:
+    """Per module of ``modules`` (name -> source): its reads of a budget's time left (``.left``,
+    ``.left_for_work``), its calls of the reserve (``reserve(``) and its assignments to a ``reserve``."""
+    out: dict[str, list[str]] = {}
+    for name, text in modules.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Attribute) and node.attr in ("left", "left_for_work") and \
+                    isinstance(node.ctx, ast.Load) and "budget" in ast.unparse(node.value):
+                out.setdefault(name, []).append(ast.unparse(node))
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "reserve":
+                out.setdefault(name, []).append(ast.unparse(node.func) + "()")
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                out.setdefault(name, []).extend(ast.unparse(t) + " =" for t in targets
+                                                if isinstance(t, ast.Attribute) and t.attr == "reserve")
+    return {k: v for k, v in out.items() if v}
+
+
+def test_one_module_answers_does_it_fit():
+    """Only ``autoblend/fit.py`` computes the time left for work and the reserve (nothing stores a reserve); the
+    guard and the executors read the seconds a job carries."""
+    found = time_left_readers({n: p.read_text() for n, p in AUTOBLEND.items()})
+    assert {n: v for n, v in found.items() if n not in TIME_LEFT_READERS} == {}
+    assert not [v for vs in found.values() for v in vs if v.endswith(" =")]
+    assert any(v.endswith("reserve()") for v in found.get("qwkboost.autoblend.fit", []))
+
+
+def test_the_fit_check_sees_a_reserve_set_and_a_time_left_read():
+    code = {"m": "def f(run):\n    run.budget.reserve = 3\n    x = run.budget.left_for_work\n    reserve(ctx)\n"}
+    assert time_left_readers(code) == {"m": ["run.budget.reserve =", "run.budget.left_for_work", "reserve()"]}
+
+
+#: At most this many imports of qwkboost's own modules inside functions: each defers a slow library, but together
+#: they hide which room uses which (a module that needs a slow library only at call time imports the light module
+#: at the top and defers the library itself).
+MAX_OWN_INSIDE = 50
+
+
+def test_own_modules_are_imported_at_the_top():
+    own = [(name, line) for name, line, _, _, _ in inside_functions()
+           if any(t.startswith("qwkboost") for t in _own_targets(name, line))]
+    assert len(own) <= MAX_OWN_INSIDE, Counter(name for name, _ in own).most_common(8)
+
+
+def _own_targets(name: str, line: int) -> list[str]:
+    _, inner = SCANS[name]
+    return [t for node, func in inner if node.lineno == line and func.name != "__getattr__"
+            for t in targets(node, name)]
+
+
 def test_no_import_cycles():
     assert cycles(GRAPH) == []
 

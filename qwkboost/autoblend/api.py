@@ -10,9 +10,10 @@ from pathlib import Path
 from qwkboost import defaults
 from qwkboost import tracking as trk
 from qwkboost.autoblend.budget import Budget
-from qwkboost.autoblend.candidates import plan, runnable_configs
-from qwkboost.autoblend.cluster import DaskExecutor, check_local_room
+from qwkboost.autoblend.candidates import runnable_configs
+from qwkboost.autoblend.dask_executor import DaskExecutor, check_local_room
 from qwkboost.autoblend.driver import AutoResult, AutoRun
+from qwkboost.autoblend.ranking import plan
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.cv.inner import default_early_stopping_on
 from qwkboost.data.files import from_file
@@ -115,7 +116,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
         The progress line (default: on a terminal).
     cluster : str, ClusterSpec or distributed.Client, optional
         Run the candidates and tuning trials on a Dask cluster, one per worker at a time
-        (:mod:`qwkboost.autoblend.cluster`): ``"local"`` (a ``LocalCluster`` of 2 workers on this machine), a
+        (:mod:`qwkboost.autoblend.dask_executor`): ``"local"`` (a ``LocalCluster`` of 2 workers on this machine), a
         scheduler's address (``"tcp://10.0.0.5:8786"``), a :class:`~qwkboost.distributed.cluster.ClusterSpec`, or a
         connected client. Default: this process, one at a time. A candidate whose data does not fit one worker, or
         every one with ``ClusterSpec(parallel="rows")``, trains each fold's rows across the workers where its engine
@@ -174,10 +175,10 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     with _client(spec) as client:
         import mlflow  # slow to import: mlflow
 
-        run.executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None,
-                                    getattr(spec, "parallel", None))
-        run.executor.check_room(configs)
-        return run.run()
+        executor = DaskExecutor(client, ds, budget, out, mlflow.get_tracking_uri() if tracking_uri else None,
+                                getattr(spec, "parallel", None))
+        executor.check_room(configs)
+        return run.run(executor)
 
 
 def _cluster_spec(cluster):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from qwkboost.autoblend.state import Status
+from qwkboost.autoblend.state import CandidateRecord, Status
 
 __all__ = ["leaderboard", "closing_rows", "SHOWN", "COLUMNS", "MISS", "MISS_SECONDS"]
 
@@ -24,14 +24,14 @@ COLUMNS = ("candidate", "engine", "objective", "status", "seconds", "estimate_se
            "worker", "why", "note")
 
 
-def _note(r: Mapping) -> str:
+def _note(r: CandidateRecord) -> str:
     """Why a candidate was left out other than for time (its data fits no worker of a cluster); or a finished
     candidate whose time missed its estimate by more than :data:`MISS` times (and :data:`MISS_SECONDS`), in either
     direction."""
-    if r.get("status") == Status.LEFT_OUT:
-        return r.get("reason", "")
-    est, took = r.get("estimate"), r.get("seconds")
-    if not est or not took or r.get("status") != Status.FINISHED:
+    if r.status == Status.LEFT_OUT:
+        return r.reason or ""
+    est, took = r.estimate, r.seconds
+    if not est or not took or not r.finished:
         return ""
     ratio = took / est
     if (ratio > MISS or ratio < 1 / MISS) and abs(took - est) >= MISS_SECONDS:
@@ -39,24 +39,24 @@ def _note(r: Mapping) -> str:
     return ""
 
 
-def leaderboard(candidates: Mapping[str, Mapping], weights: Mapping[str, float], allowed, test_labels: bool):
+def leaderboard(candidates: Mapping[str, CandidateRecord], weights: Mapping[str, float], allowed, test_labels: bool):
     """The leaderboard of ``candidates`` (``auto.json``'s records); ``allowed(record)`` says whether the current
     invocation's ``auto.engines`` and ``auto.objectives`` take a candidate (the others are ``set aside``)."""
     import pandas as pd  # slow to import: pandas
 
     rows = []
     for name, r in candidates.items():
-        status = r["status"] if allowed(r) else Status.SET_ASIDE     # not in this invocation's settings
-        s = r.get("screen") if isinstance(r.get("screen"), Mapping) else {}
-        rows.append({"candidate": name, "engine": r.get("engine"), "objective": r.get("objective"),
-                     "status": status, "seconds": r.get("seconds"), "estimate_seconds": r.get("estimate"),
-                     "capped_folds": r.get("capped_folds"), "oof_qwk": r.get("qwk_thresholds_oof"),
-                     "nested_oof_qwk": r.get("qwk_thresholds_oof_nested"),
-                     "test_qwk": r.get("qwk_thresholds"), "weight": weights.get(name, 0.0),
+        status = str(r.status) if allowed(r) else Status.SET_ASIDE.value    # not in this invocation's settings
+        s = r.screen if isinstance(r.screen, Mapping) else {}
+        rows.append({"candidate": name, "engine": r.engine, "objective": r.objective,
+                     "status": status, "seconds": r.seconds, "estimate_seconds": r.estimate,
+                     "capped_folds": r.capped_folds, "oof_qwk": r.qwk_thresholds_oof,
+                     "nested_oof_qwk": r.qwk_thresholds_oof_nested,
+                     "test_qwk": r.qwk_thresholds, "weight": weights.get(name, 0.0),
                      "screen_qwk": s.get("qwk"), "screen_seconds": s.get("seconds"), "screen_rows": s.get("rows"),
-                     "started_at": r.get("started_at"), "worker": r.get("worker"), "why": r.get("why", ""),
+                     "started_at": r.started_at, "worker": r.worker, "why": r.why or "",
                      "note": _note(r)})
-    on_cluster = any(r.get("worker") for r in candidates.values())
+    on_cluster = any(r.worker for r in candidates.values())
     board = pd.DataFrame(rows, columns=[c for c in COLUMNS if (test_labels or c != "test_qwk")
                                         and (on_cluster or c != "worker")])
     return board.sort_values(["weight", "nested_oof_qwk", "screen_qwk"], ascending=False, na_position="last",

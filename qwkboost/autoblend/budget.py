@@ -1,8 +1,9 @@
 """The clock of a time budget, and the guard that stops a candidate that cannot finish within it.
 
 Two lessons from the tools practitioners use with a time limit shape it. A limit is only kept if the steps after
-the candidates (the blend, its files, the MLflow model) are counted in it, so a *reserve* for them is set aside
-and candidates get what is left. And a candidate stopped part-way is dropped, never kept with part of its folds:
+the candidates (the blend, its files, the MLflow model) are counted in it, so a *reserve* for them is kept back
+(:func:`~qwkboost.autoblend.costs.reserve`, computed when a job starts) and candidates get what is left. And a
+candidate stopped part-way is dropped, never kept with part of its folds:
 out-of-fold scores from some folds are not comparable with full ones, so after each fold the guard projects the
 remaining folds from the measured ones and, when they would end past the limit, either shortens them (each still
 gets half a fold's time or more: the folds share the time left) or stops the candidate early.
@@ -17,8 +18,7 @@ from typing import Callable
 from qwkboost.callback import EarlyStopException
 from qwkboost.exceptions import RunStopped
 
-__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME", "RESCUE_SHARE", "WRITE_SECONDS", "PYFUNC_SECONDS", "SECONDS_PER_MB",
-           "SECONDS_PER_MB_TRACKED", "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB"]
+__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME", "RESCUE_SHARE"]
 
 #: The tag a candidate stopped by the budget ends its MLflow run with (it ends KILLED).
 OUT_OF_TIME = {"qwkboost.auto": "OUT_OF_TIME"}
@@ -26,36 +26,22 @@ OUT_OF_TIME = {"qwkboost.auto": "OUT_OF_TIME"}
 #: gets at least this share of the time a fold takes; else it is stopped.
 RESCUE_SHARE = 0.5
 
-#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
-#: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
-#: benchmarks/auto_budget.py, and 2.5 s for the MLflow model's requirements and sources; about 1.5x that is kept).
-WRITE_SECONDS = 2.0
-PYFUNC_SECONDS = 4.0
-#: Seconds per megabyte of the blend's members' pipelines (their models' text), about 1.5x what was measured on
-#: the 300 s budgets of InstEval, chem97, MovieLens, diamonds and happiness: each member's pipeline is copied into
-#: the output directory and checked (0.012 s/MB), read back for the result (:data:`READ_SECONDS_PER_MB`, by
-#: engine) and, with tracking, copied twice into MLflow (0.0055 s/MB).
-SECONDS_PER_MB = 0.018
-SECONDS_PER_MB_TRACKED = 0.027
-#: Seconds per megabyte to read a member's pipeline back, by engine (means measured as above: XGBoost's JSON
-#: 0.038, the native engine's 0.051, LightGBM's text 0.015, CatBoost's 0.011); an engine not named takes the
-#: largest.
-READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "catboost": 0.017}
-#: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
-#: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
-CANDIDATE_SECONDS_PER_MB = 0.03
-
-
-@dataclass
+@dataclass(frozen=True)
 class Budget:
     """Seconds given to the whole command, counted from ``started`` on a monotonic clock.
+
+    Frozen: nothing changes a budget once made. The command's own budget keeps nothing back (``reserve`` 0); a
+    job's is the same clock with the seconds kept for what follows it, fixed when the job starts
+    (``dataclasses.replace(budget, reserve=...)``, :class:`~qwkboost.autoblend.executor.GuardSpec`), and read by
+    its :class:`TimeGuard`.
 
     Attributes
     ----------
     time_limit : float
         ``auto.time_limit``.
     reserve : float
-        Seconds kept back for the blend and the files written after the last candidate.
+        Seconds kept back from a job for the blend and the files written after the last candidate
+        (:func:`~qwkboost.autoblend.costs.reserve`).
     """
 
     time_limit: float

@@ -10,9 +10,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from qwkboost import tracking
 from qwkboost.autoblend.budget import Budget
-from qwkboost.autoblend.candidates import plan, runnable_configs
-from qwkboost.autoblend.cluster import DaskExecutor, check_local_room
+from qwkboost.autoblend.candidates import runnable_configs
+from qwkboost.autoblend.dask_executor import DaskExecutor, check_local_room
 from qwkboost.autoblend.driver import AutoResult, AutoRun
+from qwkboost.autoblend.ranking import plan
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.config import check_config, is_ordinal, side_by_side
 from qwkboost.data.fingerprint import data_names
@@ -73,11 +74,11 @@ def auto_command(cfg: DictConfig) -> AutoResult:
     run.check_directory()       # a directory of other data or settings is refused before a cluster starts
     check_local_room(spec, configs, ds)     # and workers too small for any candidate
     with connect(spec) as client:
-        run.executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri(),
-                                    spec.parallel)
-        run.executor.check_room(configs)
-        slots = run.executor.slots
+        executor = DaskExecutor(client, ds, budget, hc.runtime.output_dir, mlflow.get_tracking_uri(),
+                                spec.parallel)
+        executor.check_room(configs)
+        slots = executor.slots
         log.info("auto: candidates run on the Dask cluster at %s, %s", spec.address or "127.0.0.1 (LocalCluster)",
                  f"each fold's rows across its {slots} workers where the engine can (cluster.parallel=rows)"
                  if spec.parallel == "rows" else f"{slots} at once (one per worker)")
-        return run.run()
+        return run.run(executor)

@@ -1,17 +1,18 @@
-r"""Where a candidate runs: the driver prepares a :class:`Job`, an executor runs it and hands back an
-:class:`Outcome`, and the driver records it.
+r"""Where a candidate runs: the loop (:mod:`qwkboost.autoblend.loop`) submits a :class:`Job` and gets a handle,
+and takes each :class:`Outcome` as it completes.
 
-The driver decides what runs, in which order and whether it fits; an executor only runs what it is given, within
+The sources decide what runs, in which order and whether it fits; an executor only runs what it is given, within
 the time the job carries (its :class:`GuardSpec`, read by a :class:`~qwkboost.autoblend.budget.TimeGuard` where
-the folds train). :class:`LocalExecutor` runs one job at a time in this process, as a budget always has; a
-cluster's executor runs as many at once as it has free workers, behind the same two calls, so the driver does
-not learn a second way to schedule.
+the folds train). :class:`LocalExecutor` is a cluster of one slot in this process; a cluster's executor
+(:class:`~qwkboost.autoblend.dask_executor.DaskExecutor`) runs as many at once as it has free workers, behind the
+same calls: no caller asks which one it has. An executor writes nothing of the budget's records; the jobs module
+(:mod:`qwkboost.autoblend.jobs`) records its outcomes.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -39,6 +40,9 @@ class GuardSpec:
         The expected seconds of one fold.
     tail_seconds : float
         What the candidate is expected to spend after its last fold.
+    reserve : float
+        Seconds kept back for the end when it started (:func:`~qwkboost.autoblend.costs.reserve`): its folds may use
+        the time until the limit less these.
     """
 
     n_folds: int
@@ -46,6 +50,7 @@ class GuardSpec:
     rescue: bool = False
     fold_seconds: float | None = None
     tail_seconds: float = 0.0
+    reserve: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -145,13 +150,10 @@ class Outcome:
 
 
 class Executor(Protocol):
-    """Runs :class:`Job` objects (the driver's side of the seam)."""
+    """Runs :class:`Job` objects (the loop's side of the seam)."""
 
     #: How many jobs it runs at once.
     slots: int
-    #: Whether its jobs run elsewhere (a cluster's workers): the driver then submits them and waits for outcomes,
-    #: even with one slot, and a pruner runs where its trial runs (:attr:`Job.trial`).
-    remote: bool
 
     @property
     def free(self) -> int:
@@ -160,11 +162,13 @@ class Executor(Protocol):
     def place(self, config: dict) -> Placement:
         """Where a candidate of ``config`` would train (:class:`~qwkboost.autoblend.placement.Placement`)."""
 
-    def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
-        """Run ``job`` and return its outcome (``reporter(fold, valid, scores)`` after each fold: a pruner)."""
+    def trial_storage(self, study, url: str) -> tuple[Any, str] | None:
+        """Where a tuning trial's folds report to its pruner: ``(study, storage URL)`` that the jobs reach (the
+        study's own when they see it, a working copy otherwise), or ``None`` when they cannot report (the trials
+        then run unpruned)."""
 
-    def submit(self, job: Job) -> None:
-        """Start ``job`` (with ``slots > 1``: while others run)."""
+    def submit(self, job: Job) -> str:
+        """Start ``job`` (with ``slots > 1``: while others run); its handle, the name its :class:`Outcome` bears."""
 
     def next_outcome(self) -> Outcome:
         """Wait for the next started job to end; its outcome."""
@@ -177,15 +181,14 @@ class Executor(Protocol):
 
 
 def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, int], None] | None = None,
-            reporter: Callable | None = None, where: str = "this process", client=None, dask_stop=None) -> Outcome:
+            where: str = "this process", client=None, dask_stop=None) -> Outcome:
     """Cross-validate ``job`` on ``dataset`` within ``budget`` (:class:`~qwkboost.autoblend.budget.TimeGuard` from its
-    :class:`GuardSpec`); ``report(fold, round)`` after every round, ``reporter(fold, valid, scores)`` after every
-    fold (a tuning trial's pruner, which may stop it; by default the pruner of ``job.trial``, if any). With a Dask
-    ``client``, each fold's rows train across its workers (:attr:`Job.rows`): the guard then acts between folds,
-    and ``dask_stop`` (:class:`~qwkboost.distributed.tasks.RoundStop`) between the workers' rounds."""
+    :class:`GuardSpec`); ``report(fold, round)`` after every round, and a tuning trial's folds reported to the
+    pruner of ``job.trial``, which may stop it. With a Dask ``client``, each fold's rows train across its workers
+    (:attr:`Job.rows`): the guard then acts between folds, and ``dask_stop``
+    (:class:`~qwkboost.distributed.tasks.RoundStop`) between the workers' rounds."""
     g = job.guard
-    if reporter is None and job.trial is not None:
-        reporter = trial_reporter(job.trial, dataset)
+    reporter = None if job.trial is None else trial_reporter(job.trial, dataset)
     guard = TimeGuard(budget, g.n_folds, report=report, share_folds=g.share_folds, rescue=g.rescue,
                       fold_seconds=g.fold_seconds, tail_seconds=g.tail_seconds)
 
@@ -234,7 +237,6 @@ class LocalExecutor:
     """
 
     slots = 1
-    remote = False
 
     def __init__(self, dataset: Dataset, budget: Budget, report: Callable[[int, int, int], Any] | None = None):
         self.dataset, self.budget, self.report = dataset, budget, report
@@ -247,8 +249,12 @@ class LocalExecutor:
     def place(self, config: dict) -> Placement:
         return WHOLE
 
-    def submit(self, job: Job) -> None:
+    def trial_storage(self, study, url: str) -> tuple[Any, str]:
+        return study, url           # this process sees the study's file
+
+    def submit(self, job: Job) -> str:
         self._queue.append(job)
+        return job.name
 
     def next_outcome(self) -> Outcome:
         return self.run(self._queue.pop(0))
@@ -260,7 +266,8 @@ class LocalExecutor:
     def abandon(self) -> list[Outcome]:
         return self.stop()          # nothing runs elsewhere
 
-    def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
+    def run(self, job: Job) -> Outcome:
+        """Run ``job`` now, on the budget's clock less the reserve it carries; its outcome."""
         n = job.guard.n_folds
         report = None if self.report is None else (lambda i, rnd: self.report(i, rnd, n))
-        return run_job(job, self.dataset, self.budget, report, reporter)
+        return run_job(job, self.dataset, replace(self.budget, reserve=job.guard.reserve), report)

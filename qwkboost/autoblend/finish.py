@@ -17,11 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-
 from qwkboost import tracking
 from qwkboost.autoblend.board import closing_rows, leaderboard
-from qwkboost.autoblend.state import Status
+from qwkboost.autoblend.context import Context
+from qwkboost.autoblend.fit import room
+from qwkboost.autoblend.state import CandidateRecord
 from qwkboost.blending import blend, read_members, write_blend
 from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.exceptions import ConfigError
@@ -95,136 +95,133 @@ def _write_candidate(new: Path, src: Path) -> None:
     shutil.copytree(src / "pipeline", new / "pipeline", copy_function=_link_or_copy)
 
 
-def _candidate_metrics(rec: Mapping) -> dict:
-    return {"oof_qwk": rec["qwk_thresholds_oof"], "nested_oof_qwk": rec["qwk_thresholds_oof_nested"],
-            **({"test_qwk": rec["qwk_thresholds"]} if "qwk_thresholds" in rec else {})}
+def _candidate_metrics(rec: CandidateRecord) -> dict:
+    return {"oof_qwk": rec.qwk_thresholds_oof, "nested_oof_qwk": rec.qwk_thresholds_oof_nested,
+            **({"test_qwk": rec.qwk_thresholds} if rec.qwk_thresholds is not None else {})}
 
 
-def finish(run, state, stopped: bool = False) -> AutoResult:
-    """Blend the finished candidates of ``run`` (an :class:`~qwkboost.autoblend.driver.AutoRun`), write the outputs
-    (beside the previous ones, swapped in when complete, then recorded in ``auto.json``), log them in the parent run;
-    the result.
+def finish(ctx: Context, stopped: bool = False) -> AutoResult:
+    """Blend the finished candidates of ``ctx``, write the outputs (beside the previous ones, swapped in when
+    complete, then recorded in ``auto.json``), log them in the parent run; the result. Writes ``ctx.closing``.
 
     Raises
     ------
     ConfigError
         If no candidate finished.
     """
-    run.progress.step("blend")
+    state, closing = ctx.state, ctx.closing
+    ctx.progress.step("blend")
     # when the work ended, how much of it was left unused, and the reserve kept for what follows
-    done = {(r.get("engine"), r.get("objective")) for r in state.candidates.values()
-            if r.get("status") == Status.FINISHED}
-    run._end.update({"work_ended_at": round(run.budget.elapsed, 2), "reserve": round(run.budget.reserve, 2),
-                     "unused_for_work": round(max(run.budget.left_for_work, 0.0), 2),
-                     "pairs_not_run": sorted(f"{e}-{o}" for e, o in run.configs if (e, o) not in done)})
-    members = run.members(state)
+    done = {r.pair for r in state.candidates.values() if r.finished}
+    now = room(ctx)
+    closing.facts.update({"work_ended_at": round(ctx.budget.elapsed, 2), "reserve": round(now.reserve.seconds, 2),
+                          "unused_for_work": round(max(now.left, 0.0), 2),
+                          "pairs_not_run": sorted(f"{e}-{o}" for e, o in ctx.configs if (e, o) not in done)})
+    members = ctx.members()
     if not members:
-        tried = ", ".join(f"{n}: {r.get('reason') or r['status']}" for n, r in state.candidates.items()
-                          if run.allowed(r))
-        if "cluster_lost" in run._end:
-            raise ConfigError(f"{run._end['cluster_lost']} before any candidate finished ({tried or 'none started'}); "
-                              "start the cluster again and run the same command")
-        raise ConfigError(f"no candidate finished within auto.time_limit={run.settings.time_limit:g} s "
+        tried = ", ".join(f"{n}: {r.reason or r.status}" for n, r in state.candidates.items() if ctx.allowed(r))
+        if "cluster_lost" in closing.facts:
+            raise ConfigError(f"{closing.facts['cluster_lost']} before any candidate finished "
+                              f"({tried or 'none started'}); start the cluster again and run the same command")
+        raise ConfigError(f"no candidate finished within auto.time_limit={ctx.settings.time_limit:g} s "
                           f"({tried or 'none started'}); raise auto.time_limit")
     t_blend = time.monotonic()
     result, written = None, {}
     # recorded once swapped in, before a stop held during the swap is acted on (fall_back then knows them written)
-    with staged(run.out, remove=OUTPUTS, swapped=lambda: _record(run, state, **written)) as new:
+    with staged(ctx.out, remove=OUTPUTS, swapped=lambda: _record(ctx, **written)) as new:
         if len(members) == 1:
             name, rec = members[0]
-            _write_candidate(new, run.out / rec["dir"])
+            _write_candidate(new, ctx.out / rec.dir)
             weights = {name: 1.0}
             metrics = _candidate_metrics(rec)
         else:
-            read = read_members([run.out / r["dir"] for _, r in members])
+            read = read_members([ctx.out / r.dir for _, r in members])
             read = [replace(m, name=n) for m, (n, _) in zip(read, members)]
-            result = blend(read, method=run.settings.blend_method, thresholds=run.base["thresholds"]["method"])
+            result = blend(read, method=ctx.settings.blend_method, thresholds=ctx.base["thresholds"]["method"])
             write_blend(result, new)
             weights = {m.name: float(w) for m, w in zip(result.members, result.weights)}
             metrics = dict(result.metrics)
         blend_seconds = time.monotonic() - t_blend
-        board = leaderboard(state.candidates, weights, run.allowed, run.ds.has_test_labels)
+        board = leaderboard(state.candidates, weights, ctx.allowed, ctx.ds.has_test_labels)
         board.to_csv(new / "leaderboard.csv", index=False)
         pipeline = load_pipeline(new / "pipeline")       # read before the swap: a broken one keeps the old
         written.update(kind="blend" if result is not None else "candidate", weights=weights,
                        nested=float(metrics["nested_oof_qwk"]))
     shown, others = closing_rows(board)
-    elapsed = run.budget.elapsed
-    n_done = run._n_finished(state)
-    metrics.update({"seconds": elapsed, "time_limit": float(run.settings.time_limit),
-                    "overrun": max(elapsed - run.settings.time_limit, 0.0), "n_finished": float(n_done),
+    elapsed = ctx.budget.elapsed
+    n_done = ctx.n_finished()
+    metrics.update({"seconds": elapsed, "time_limit": float(ctx.settings.time_limit),
+                    "overrun": max(elapsed - ctx.settings.time_limit, 0.0), "n_finished": float(n_done),
                     "pool_size": float(len(members)), "n_blended": float(sum(w > 0 for w in weights.values())),
                     "blend_seconds": blend_seconds})
-    if run.parent_id is not None:
-        _log(run, result, board, metrics, pipeline)
-    metrics["seconds"] = run.budget.elapsed
-    metrics["overrun"] = max(metrics["seconds"] - run.settings.time_limit, 0.0)
-    run._members = len(members)
-    run.progress.close()
+    if ctx.parent_id is not None:
+        _log(ctx, result, board, metrics, pipeline)
+    metrics["seconds"] = ctx.budget.elapsed
+    metrics["overrun"] = max(metrics["seconds"] - ctx.settings.time_limit, 0.0)
+    closing.members = len(members)
+    ctx.progress.close()
     over = metrics["overrun"]
-    limit = run.settings.time_limit
+    limit = ctx.settings.time_limit
     log.info("auto: %s in %.0f s of auto.time_limit=%g s%s; %d candidate(s) finished, %s; nested out-of-fold QWK "
              "%.4f%s\n%s\n  submission: %s", "stopped" if stopped else "done", metrics["seconds"], limit,
              f" ({over:.1f} s over, {100 * over / limit:.1f} %)" if over > 0 else "", n_done,
              "one run (nothing to blend)" if result is None else
              f"blended {sum(w > 0 for w in weights.values())} of a pool of {len(members)} "
-             f"({run.settings.blend_method})",
+             f"({ctx.settings.blend_method})",
              metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
-             shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others, run.out / "submission.csv")
-    return AutoResult(run.out, board, result, pipeline, metrics, run.parent_id, stopped)
+             shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others, ctx.out / "submission.csv")
+    return AutoResult(ctx.out, board, result, pipeline, metrics, ctx.parent_id, stopped)
 
 
-def _record(run, state, kind: str, weights: Mapping[str, float], nested: float) -> None:
+def _record(ctx: Context, kind: str, weights: Mapping[str, float], nested: float) -> None:
     """What the directory's outputs now are, in ``auto.json`` (what :func:`fall_back` names when it keeps them), and
     that this invocation wrote them (a stop after this leaves them whole)."""
-    state.outputs = {"kind": kind, "nested_oof_qwk": nested,
-                     "members": {n: round(float(w), 6) for n, w in weights.items() if w > 0},
-                     "written": time.strftime("%Y-%m-%d %H:%M:%S")}
-    state.save()
-    run._written = True
+    ctx.state.outputs = {"kind": kind, "nested_oof_qwk": nested,
+                         "members": {n: round(float(w), 6) for n, w in weights.items() if w > 0},
+                         "written": time.strftime("%Y-%m-%d %H:%M:%S")}
+    ctx.state.save()
+    ctx.closing.written = True
 
 
-def _log(run, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
+def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
     """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
     written in the output directory, already read."""
-    from qwkboost.tracking.serving import example_frame, log_pyfunc  # slow to import: mlflow, pandas
-
     if result is not None:      # as tags: a resumed parent run may hold another blend than before
-        log_blend_contents(result, run.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True)
+        log_blend_contents(result, ctx.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True)
     else:
         for f in _RUN_FILES:
-            tracking.log_file(run.out / f, "predictions")
-        tracking.log_artifacts(run.out / "pipeline", "pipeline")
-        log_pyfunc(run.out / "pipeline", example_frame([pipeline.schema]), pipe=pipeline)
-    tracking.log_file(run.out / "leaderboard.csv")
+            tracking.log_file(ctx.out / f, "predictions")
+        tracking.log_artifacts(ctx.out / "pipeline", "pipeline")
+        tracking.log_pyfunc(ctx.out / "pipeline", tracking.example_frame([pipeline.schema]), pipe=pipeline)
+    tracking.log_file(ctx.out / "leaderboard.csv")
     tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",
                                                "n_blended", "blend_seconds") else k: float(v)
                           for k, v in metrics.items() if v is not None})
 
 
-def fall_back(run, state) -> str:
+def fall_back(ctx: Context) -> str:
     """After a stop during the blend: the outputs the directory holds (the last good ones, an earlier invocation's)
     are kept; else the best finished candidate, by nested out-of-fold QWK, is written as the outputs, with a
     ``leaderboard.csv`` naming it, Ctrl-C and SIGTERM held while it is (a second one then acts as usual). A line
     says what was kept; it is returned."""
-    members = run.members(state)
+    state = ctx.state
+    members = ctx.members()
     if not members:
         said = "nothing had finished: nothing is written" + (
-            "; the previous outputs are kept" if (run.out / "submission.csv").exists() else "")
+            "; the previous outputs are kept" if (ctx.out / "submission.csv").exists() else "")
         log.warning("auto: stopped during the blend; %s", said)
         return said
 
     def nested(nr) -> float:
-        q = nr[1].get("qwk_thresholds_oof_nested")
-        return -np.inf if q is None or np.isnan(q) else q
+        return nr[1].nested
 
     name, rec = max(members, key=nested)
-    if run._written:
-        said = (f"its outputs were written before the stop ({run.out / 'submission.csv'}); their MLflow model was "
+    if ctx.closing.written:
+        said = (f"its outputs were written before the stop ({ctx.out / 'submission.csv'}); their MLflow model was "
                 "not logged (the same command again logs it)")
         log.warning("auto: stopped after the blend; %s", said)
         return said
-    if (run.out / "submission.csv").exists():
+    if (ctx.out / "submission.csv").exists():
         before = state.outputs if isinstance(state.outputs, dict) else {}
         said = "kept the outputs already there" + (
             f" ({before.get('kind')} of {len(before.get('members', {}))} written {before.get('written')}, nested "
@@ -233,15 +230,15 @@ def fall_back(run, state) -> str:
         log.warning("auto: stopped during the blend; %s", said)
         return said
     said = (f"wrote the best finished candidate, {name} (nested out-of-fold QWK {nested((name, rec)):.4f}), as the "
-            f"submission instead of the blend of {len(members)}: {run.out / 'submission.csv'}")
+            f"submission instead of the blend of {len(members)}: {ctx.out / 'submission.csv'}")
     try:
         with held_stops():
-            with staged(run.out, remove=OUTPUTS,
-                        swapped=lambda: _record(run, state, "candidate", {name: 1.0}, nested((name, rec)))) as new:
-                _write_candidate(new, run.out / rec["dir"])
-                board = leaderboard(state.candidates, {name: 1.0}, run.allowed, run.ds.has_test_labels)
+            with staged(ctx.out, remove=OUTPUTS,
+                        swapped=lambda: _record(ctx, "candidate", {name: 1.0}, nested((name, rec)))) as new:
+                _write_candidate(new, ctx.out / rec.dir)
+                board = leaderboard(state.candidates, {name: 1.0}, ctx.allowed, ctx.ds.has_test_labels)
                 board.to_csv(new / "leaderboard.csv", index=False)
-            run._members = 1
+            ctx.closing.members = 1
             log.warning("auto: stopped during the blend; %s", said)
     except Exception as exc:  # noqa: BLE001 - the stop is the news; what kept it from writing is said beside it
         said = f"its best finished candidate could not be written ({type(exc).__name__}: {exc})"

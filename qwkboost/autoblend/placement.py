@@ -1,6 +1,6 @@
 r"""Where a candidate trains on a Dask cluster: whole on one worker, or each fold's rows across every worker.
 
-A budget on a cluster runs each candidate whole on one worker, side by side (:mod:`qwkboost.autoblend.cluster`).
+A budget on a cluster runs each candidate whole on one worker, side by side (:mod:`qwkboost.autoblend.dask_executor`).
 That needs the worker to hold the data and the engine's copies of it while it trains. A candidate whose data does
 not fit one worker, or every candidate with ``cluster.parallel=rows``, trains each fold's rows across the workers
 instead, through its engine's Dask interface (:func:`~qwkboost.distributed.cluster.train_dask`), alone on the

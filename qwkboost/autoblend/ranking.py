@@ -1,8 +1,12 @@
-r"""The order of a budget's candidates for the data in front of it: a few rules on the data's shape, learned from
-the path by hand on six real sets.
+r"""Every rule of the order of a budget's candidates: the default order (:data:`ORDER`, :func:`plan`), the moves for
+the data's shape (:func:`rank`), the order after screening (:func:`order`) and the blend's pool
+(:func:`diverse_pool`).
 
-The default order (:data:`~qwkboost.autoblend.candidates.ORDER`) comes from the study's cells at 20,000 rows:
-LightGBM's squared error, then XGBoost's and CatBoost's. The path by hand on every row of the six packaged sets
+The default order is the expected gain per second, from the study at competition size (``docs/study.md``): squared
+error with exact cut points is the strongest single objective and LightGBM the fastest engine, so LightGBM's squared
+error runs first; then the other engines on squared error (their blends with it gain the most), then extended QWK
+and the ordinal logit (other errors, so they blend well), the class objectives, and the slowest pairs last. It comes
+from the study's cells at 20,000 rows. The path by hand on every row of the six packaged sets
 (``benchmarks/auto_budget.py``: LightGBM, XGBoost and CatBoost x squared error and extended QWK, blended) moves
 one pair, checked leave-one-set-out (``benchmarks/ranking_loso.py``, RESULTS.md):
 
@@ -16,7 +20,7 @@ one pair, checked leave-one-set-out (``benchmarks/ranking_loso.py``, RESULTS.md)
   the move) and for five of six by the best single candidate among the first two. Id-like columns are counted
   and named in the reason.
 - **Classes**: the class objectives fit one score per class and round, so their cost grows with the number of
-  classes :math:`K` (:func:`objective_cost`: :math:`K/2` times squared error's for ``multiclass``, at least 1).
+  classes :math:`K` (:func:`~qwkboost.autoblend.costs.objective_cost`: :math:`K/2` times squared error's for ``multiclass``, at least 1).
 
 LightGBM's squared error stays first on every shape (when it is a candidate): it is the cheapest candidate and within 0.005 of the best
 single one on every set, so a budget always ends with something good to blend. What the rules leave uncertain is
@@ -26,12 +30,36 @@ settled on the data itself by screening (:mod:`qwkboost.autoblend.screening`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from qwkboost.autoblend.candidates import Candidate, available_engines
+from qwkboost.autoblend.costs import ENGINE_COST, prior_cost
 from qwkboost.data.dataset import class_range
 
-__all__ = ["DataShape", "ID_LEVELS", "MOVES", "shape_of", "rank", "objective_cost"]
+if TYPE_CHECKING:
+    from qwkboost.autoblend.state import CandidateRecord
+
+__all__ = ["ORDER", "plan", "DataShape", "ID_LEVELS", "MOVES", "shape_of", "rank", "PROMISING", "order",
+           "diverse_pool"]
+
+#: The default order of the candidates (expected gain per second, highest first).
+ORDER = (
+    ("lightgbm", "squared_error"),
+    ("xgboost", "squared_error"),
+    ("catboost", "squared_error"),
+    ("lightgbm", "extended_qwk"),
+    ("lightgbm", "ordinal_logit"),
+    ("xgboost", "extended_qwk"),
+    ("xgboost", "ordinal_logit"),
+    ("lightgbm", "multiclass"),
+    ("native", "squared_error"),
+    ("catboost", "extended_qwk"),
+    ("xgboost", "multiclass"),
+    ("catboost", "ordinal_logit"),
+    ("native", "extended_qwk"),
+)
 
 #: A categorical column with at least this many levels is id-like (an entity's identifier).
 ID_LEVELS = 100
@@ -77,14 +105,6 @@ def shape_of(ds) -> DataShape:
                      tuple(len(categories[j]) for j in sorted(categories)), int(class_range(ds.classes).size))
 
 
-def objective_cost(objective: str, shape: DataShape | None, prior: float) -> float:
-    """An objective's cost relative to squared error on the same engine: ``prior``, except for ``multiclass``,
-    whose one tree per class and round costs :math:`\\max(1, K/2)` with :math:`K` classes when the shape is known."""
-    if objective == "multiclass" and shape is not None:
-        return max(1.0, shape.classes / 2)
-    return prior
-
-
 #: The rules: a pair, the place it moves to (0-based) and whether only on data with id-like columns.
 MOVES = ((("catboost", "squared_error"), 1, False),)
 
@@ -107,3 +127,80 @@ def rank(pairs, shape: DataShape | None, moves=MOVES) -> list[tuple[tuple[str, s
     for pair, at in sorted(moved.items(), key=lambda kv: kv[1]):
         out.insert(min(at, len(out)), (pair, why))
     return out
+
+
+def plan(engines=None, objectives=None) -> list[Candidate]:
+    """The candidates: :data:`ORDER` when neither list is given; else every pair of ``engines`` (default: all)
+    and ``objectives`` (default: the objectives of :data:`ORDER`), those of :data:`ORDER` first in its order, the
+    others after them, cheapest first.
+
+    Without ``engines``, an engine whose library cannot be imported is left out with a log line
+    (:func:`available_engines`); one named in ``engines`` is kept, and refused when it is checked.
+
+    Raises
+    ------
+    ValueError
+        For an empty list; names are checked by :class:`~qwkboost.autoblend.settings.AutoSettings`.
+    EngineUnavailable
+        Without ``engines``, when no engine's library can be imported.
+    """
+    if engines is None and objectives is None:
+        usable = set(available_engines(dict.fromkeys(e for e, _ in ORDER)))
+        return [Candidate(e, o) for e, o in ORDER if e in usable]
+    engines = available_engines(ENGINE_COST) if engines is None else list(engines)
+    objectives = list(dict.fromkeys(o for _, o in ORDER)) if objectives is None else list(objectives)
+    if not engines or not objectives:
+        raise ValueError("auto.engines and auto.objectives must each name at least one")
+    ordered = [Candidate(e, o) for e, o in ORDER if e in engines and o in objectives]
+    rest = [Candidate(e, o) for e in engines for o in objectives if (e, o) not in ORDER]
+    return ordered + sorted(rest, key=lambda c: prior_cost(c.pair))
+
+
+#: A screened candidate within this QWK of the best screen is promising.
+PROMISING = 0.01
+
+
+def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
+    """``pairs`` (the ranked order) after screening: the promising ones (a screen's QWK within :data:`PROMISING` of
+    the best screen's) by their screen, best first; then those screening could not judge (not screened, or stopped at
+    its time cap below that), in the ranked order; then the others, best screen first; each with the reason for its
+    place.
+
+    A screen stopped at its time cap before early stopping understates its candidate, so it is promising when even
+    its QWK is within :data:`PROMISING` of the best screen that ended by itself (on MovieLens, CatBoost's capped
+    screen was the best of all and had waited behind two promising ones whose runs left it no time)."""
+    if not screens:
+        return [(p, why.get(p, "default order")) for p in pairs]
+    judged = {p: s for p, s in screens.items() if not s.get("capped")}
+    best = max((s["qwk"] for s in judged.values()), default=max(s["qwk"] for s in screens.values()))
+    # a capped screen's QWK is a lower bound: within PROMISING of the best, its candidate is promising too
+    hopeful = {p: s for p, s in screens.items() if p in judged or s["qwk"] >= best - PROMISING}
+    scored = sorted((p for p in pairs if p in hopeful), key=lambda p: -hopeful[p]["qwk"])
+
+    def note(p):
+        capped = " (stopped at its time cap, which understates it)" if p not in judged else ""
+        return f"screened {hopeful[p]['qwk']:.4f}{capped}: within {PROMISING} of the best screen ({best:.4f})"
+    promising = [(p, note(p)) for p in scored if hopeful[p]["qwk"] >= best - PROMISING]
+    unjudged = [(p, (f"screen stopped at its time cap ({screens[p]['qwk']:.4f}): " if p in screens else
+                     "not screened (its share of the time was spent): ") + why.get(p, "default order"))
+                for p in pairs if p not in hopeful]
+    rest = [(p, f"screened {judged[p]['qwk']:.4f}: {best - judged[p]['qwk']:.4f} below the best screen")
+            for p in scored if hopeful[p]["qwk"] < best - PROMISING]
+    return promising + unjudged + rest
+
+
+def diverse_pool(done: list[tuple[str, CandidateRecord]], size: int) -> list[tuple[str, CandidateRecord]]:
+    """At most ``size`` finished candidates for the blend to choose from, taken in rounds: each (engine,
+    objective) pair's best nested out-of-fold QWK first (pairs in the order of that QWK), then each pair's second
+    best, and so on.
+
+    Ensemble selection gains from members that err differently (Caruana et al., ICML 2004); the best ``size``
+    by score alone were, at 900 s on InstEval, 13 tuning trials of LightGBM's squared error whose blend scored
+    0.4074 nested out-of-fold QWK, below the 0.4166 that 300 s reached with six engines and objectives."""
+    groups: dict[tuple, list[tuple[str, CandidateRecord]]] = {}
+    for n, r in sorted(done, key=lambda nr: nr[1].nested, reverse=True):
+        groups.setdefault(r.pair, []).append((n, r))
+    pool: list[tuple[str, CandidateRecord]] = []
+    for i in range(max((len(g) for g in groups.values()), default=0)):
+        pool += [g[i] for g in groups.values() if i < len(g)]   # groups keep their best-first order
+    return pool[:size]

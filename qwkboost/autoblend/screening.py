@@ -11,7 +11,7 @@ two things the budget cannot know otherwise:
 - what its full cross-validation will cost, projected from the screen's time :math:`t_s` on :math:`n_s` rows to
   the :math:`K` folds of :math:`n_f` training rows each, :math:`\hat T = K\,t_s\,n_f / n_s` (histogram boosting
   costs about linearly in the rows; the budget corrects the projection by what finished candidates measured,
-  :class:`~qwkboost.autoblend.candidates.CostModel`).
+  :class:`~qwkboost.autoblend.costs.CostModel`).
 
 This is the lowest rung of successive halving (Jamieson and Talwalkar, AISTATS 2016; FLAML's cost-frugal search
 starts its learners on a sample the same way, Wang et al., MLSys 2021): every engine gets a look for a fraction of

@@ -7,6 +7,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+import qwkboost.runs.tuning as tuning_face
+from qwkboost.blending.methods import BLEND_METHODS
+from qwkboost.engines.registry import ENGINES
 from qwkboost.validation import check_bool, check_int
 
 __all__ = ["AutoSettings", "AUTO_KEYS", "AUTO_OBJECTIVES", "SCREEN_MODES"]
@@ -49,7 +52,7 @@ class AutoSettings:
     blend_method : str
         A method of :data:`qwkboost.blending.BLEND_METHODS` (``greedy``: ensemble selection).
     pruner : str
-        The tuning's pruner (:data:`qwkboost.runs.tuning.pruners.PRUNERS`).
+        The tuning's pruner (:data:`qwkboost.runs.tuning.pruners.tuning_face.PRUNERS`).
     screen : {"auto", "always", "never"}
         Screen the candidates on a sample before their cross-validation (:mod:`qwkboost.autoblend.schedule`):
         ``auto`` when they would not all fit in the time left after the first one.
@@ -73,9 +76,6 @@ class AutoSettings:
         ValueError
             Naming the setting (``auto.time_limit``, ...) and the problem.
         """
-        from qwkboost.blending.methods import BLEND_METHODS  # slow to import: scipy, scipy.optimize
-        from qwkboost.engines.registry import ENGINES  # slow to import: scipy
-        from qwkboost.runs.tuning.pruners import PRUNERS  # slow to import: optuna
 
         if not isinstance(auto, Mapping):
             raise ValueError(f"auto must be a group of settings; got {auto!r}")
@@ -89,8 +89,8 @@ class AutoSettings:
         if method not in BLEND_METHODS:
             raise ValueError(f"auto.blend_method={method!r} is unknown; choose one of: {', '.join(BLEND_METHODS)}")
         pruner = auto.get("pruner", "successive_halving")
-        if pruner not in PRUNERS:
-            raise ValueError(f"auto.pruner={pruner!r} is unknown; choose one of: {', '.join(PRUNERS)}")
+        if pruner not in tuning_face.PRUNERS:
+            raise ValueError(f"auto.pruner={pruner!r} is unknown; choose one of: {', '.join(tuning_face.PRUNERS)}")
         screen = auto.get("screen", "auto")
         if screen not in SCREEN_MODES:
             raise ValueError(f"auto.screen={screen!r} is unknown; choose one of: {', '.join(SCREEN_MODES)}")

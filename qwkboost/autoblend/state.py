@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
@@ -28,8 +28,8 @@ from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.files import run_path
 from qwkboost.tracking.writing import manifest_problem
 
-__all__ = ["AutoState", "STATE_FILE", "SessionStatus", "Status", "config_hash", "legacy_config_hash",
-           "shared_part"]
+__all__ = ["AutoState", "CandidateRecord", "STATE_FILE", "SessionStatus", "Status", "config_hash",
+           "legacy_config_hash", "shared_part"]
 
 STATE_FILE = "auto.json"
 
@@ -57,6 +57,116 @@ class SessionStatus(StrEnum):
     STOPPED = "stopped"             #: Ctrl-C or SIGTERM
     FAILED = "failed"               #: an error ended it
     KILLED = "killed"               #: its process ended without closing its record (found by the next one)
+
+
+@dataclass
+class CandidateRecord:
+    """What ``auto.json`` remembers of one candidate, and what the leaderboard, the blend and a resume read.
+
+    Written only by :class:`AutoState`'s ``record_*`` methods; a field left ``None`` is not in the file (older
+    files read the same, and keys this version does not know are kept in ``extra`` and written back).
+
+    Attributes
+    ----------
+    status : Status
+    engine, objective : str
+    why : str
+        The reason for its place in the order (the leaderboard's ``why``).
+    reason : str
+        Why it stopped, or why it could not run here (left out for room on a cluster's workers).
+    estimate : float
+        The seconds it was expected to take when it started (or when it was left out for time).
+    started_at, seconds : float
+        When it started (seconds into the budget) and how long it ran.
+    worker : str
+        The Dask worker (or ``rows across N workers``) it ran on.
+    params : dict
+        The engine parameters it changed from its pair's (a faster variant's learning rate, a trial's draw).
+    trial : int
+        Its tuning trial's number (``None`` for a default candidate).
+    dir, config_hash, files : str, str, dict
+        Its folder (``candidates/<name>``), the hash of the config it ran with and its files' manifest.
+    speedup : float
+        A faster variant's expected speed-up (absent for 1).
+    run_id : str
+        Its MLflow run.
+    capped_folds : int
+        Folds that ended at their share of the time, before early stopping.
+    pipeline_mb : float
+        The size of its ``pipeline/`` (what the blend's files cost to write).
+    qwk_thresholds_oof, qwk_thresholds_oof_nested, qwk_thresholds : float
+        Its out-of-fold QWK with cut points, its nested estimate, and its test QWK where the test rows have labels.
+    best_iteration_mean, fit_seconds : float
+        Its folds' mean best round and their training seconds.
+    screen : dict
+        Its screen (:meth:`qwkboost.autoblend.screening.Screen.to_dict` and the config hash it screened).
+    extra : dict
+        Keys of the file this version does not know.
+    """
+
+    status: Status | str
+    engine: str | None = None
+    objective: str | None = None
+    why: str | None = None
+    reason: str | None = None
+    estimate: float | None = None
+    started_at: float | None = None
+    worker: str | None = None
+    seconds: float | None = None
+    params: dict | None = None
+    trial: int | None = None
+    dir: str | None = None
+    config_hash: str | None = None
+    speedup: float | None = None
+    run_id: str | None = None
+    capped_folds: int | None = None
+    pipeline_mb: float | None = None
+    files: dict | None = None
+    qwk_thresholds_oof: float | None = None
+    qwk_thresholds_oof_nested: float | None = None
+    qwk_thresholds: float | None = None
+    best_iteration_mean: float | None = None
+    fit_seconds: float | None = None
+    screen: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pair(self) -> tuple[str | None, str | None]:
+        return self.engine, self.objective
+
+    @property
+    def finished(self) -> bool:
+        return self.status == Status.FINISHED
+
+    @property
+    def nested(self) -> float:
+        """The nested out-of-fold QWK; ``-inf`` when missing (it sorts last, never first)."""
+        q = self.qwk_thresholds_oof_nested
+        return float("-inf") if q is None or q != q else float(q)
+
+    @property
+    def screened(self) -> dict | None:
+        """Its screen when it scored one (``qwk`` in it), else ``None``."""
+        return self.screen if isinstance(self.screen, dict) and "qwk" in self.screen else None
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "CandidateRecord":
+        """A record read from ``auto.json`` (a status this version does not know stays a string)."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        rec = cls(**{k: v for k, v in raw.items() if k in known},
+                  extra={k: v for k, v in raw.items() if k not in known})
+        if rec.status in Status._value2member_map_:
+            rec.status = Status(rec.status)
+        return rec
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as ``auto.json`` holds it: its fields that are set, and the keys it did not know."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"
+               and getattr(self, f.name) is not None}
+        out["status"] = str(self.status)
+        return {**out, **self.extra}
+
+
 #: The config keys every candidate of one directory shares (its data, folds and decoding).
 SHARED_KEYS = ("data", "cv", "seed", "thresholds")
 #: Config keys that never change a candidate's result: where it runs (``cluster``: one machine or a Dask
@@ -98,7 +208,8 @@ class AutoState:
     shared: dict
     data: dict | None = None
     parent_run_id: str | None = None
-    candidates: dict[str, dict] = field(default_factory=dict)
+    #: Every candidate's record, by name (written only by the ``record_*`` methods).
+    candidates: dict[str, CandidateRecord] = field(default_factory=dict)
     sessions: list[dict] = field(default_factory=list)
     #: What the directory's outputs are (``kind``: a blend or one candidate, ``nested_oof_qwk``, ``members``,
     #: ``written``): what a stop during the next blend names as it keeps them
@@ -141,6 +252,7 @@ class AutoState:
             stored, candidates, sessions = raw["shared"], dict(raw["candidates"]), list(raw["sessions"])
             if not all(isinstance(r, dict) for r in candidates.values()):
                 raise TypeError("a candidate's record is not a mapping")
+            candidates = {n: CandidateRecord.from_dict(r) for n, r in candidates.items()}
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"{path} cannot be read ({exc}); move it away to start this directory afresh") from None
         again = f"give another output directory ({key}=...) to start afresh"
@@ -163,9 +275,9 @@ class AutoState:
         record ran with (``None``: one this invocation does not know). Returns how many; saves if any."""
         n = 0
         for rec in self.candidates.values():
-            cfg = config_of(rec) if rec.get("status") == Status.FINISHED else None
-            if cfg is not None and rec.get("config_hash") == legacy_config_hash(cfg) != config_hash(cfg):
-                rec["config_hash"] = config_hash(cfg)
+            cfg = config_of(rec) if rec.finished else None
+            if cfg is not None and rec.config_hash == legacy_config_hash(cfg) != config_hash(cfg):
+                rec.config_hash = config_hash(cfg)
                 n += 1
         if n:
             self.save()
@@ -174,25 +286,68 @@ class AutoState:
     def damage(self, name: str) -> str | None:
         """Why candidate ``name``'s files cannot be used as they are (its folder is not ``candidates/<name>``, a
         file is missing, changed, a link or not a regular file), or ``None`` when they are as it left them."""
-        rec = self.candidates.get(name) or {}
-        if rec.get("dir") != f"candidates/{name}":
-            return f"its record names the folder {rec.get('dir')!r}, not candidates/{name}"
-        files = rec.get("files")
+        rec = self.candidates.get(name) or CandidateRecord(Status.LEFT_OUT)
+        if rec.dir != f"candidates/{name}":
+            return f"its record names the folder {rec.dir!r}, not candidates/{name}"
+        files = rec.files
         if not isinstance(files, dict) or not files:
             return "its record has no manifest of its files (an older qwkboost wrote it)"
         try:
-            folder = run_path(self.directory, rec["dir"], "auto.json 'dir'", kind="dir")
+            folder = run_path(self.directory, rec.dir, "auto.json 'dir'", kind="dir")
         except ValueError as exc:
             return str(exc)
         return manifest_problem(folder, files)
 
-    def finished(self, name: str, cfg_hash: str) -> dict | None:
+    def finished(self, name: str, cfg_hash: str) -> CandidateRecord | None:
         """The record of candidate ``name`` if it finished with a configuration hashing to ``cfg_hash`` (its files
         unchecked: see :meth:`damage`)."""
         rec = self.candidates.get(name)
-        if rec is None or rec.get("status") != Status.FINISHED or rec.get("config_hash") != cfg_hash:
+        if rec is None or not rec.finished or rec.config_hash != cfg_hash:
             return None
         return rec
+
+    # ------------------------------------------------------------------ the one place a record is written
+    def _screen_of(self, name: str, pair_name: str | None) -> dict | None:
+        """The screen a candidate's new record keeps: its own old record's, else (a default candidate's faster
+        variant) its pair's."""
+        for n in (name, pair_name or name):
+            s = getattr(self.candidates.get(n), "screen", None)
+            if isinstance(s, dict):
+                return s
+        return None
+
+    def record_left_out(self, name: str, pair: tuple[str, str], pair_name: str | None, why: str,
+                        reason: str | None = None, estimate: float | None = None) -> None:
+        """Candidate ``name`` was not started: ``reason`` (it cannot run here) or ``estimate`` (it would not fit).
+        A finished record of the same name is kept (an earlier finish stays). Not saved: the next record saves."""
+        if name in self.candidates and self.candidates[name].finished:
+            return
+        self.candidates[name] = CandidateRecord(Status.LEFT_OUT, *pair, why=why, reason=reason, estimate=estimate,
+                                                screen=self._screen_of(name, pair_name))
+
+    def record_stopped(self, name: str, pair: tuple[str, str], pair_name: str | None, status: Status, reason: str,
+                       seconds: float, **started: Any) -> None:
+        """Candidate ``name`` started and was stopped (``status``: stopped, interrupted, lost, pruned); saves."""
+        self.candidates[name] = CandidateRecord(status, *pair, reason=reason, seconds=seconds,
+                                                screen=self._screen_of(name, pair_name), **started)
+        self.save()
+
+    def record_finished(self, name: str, pair_name: str | None, rec: CandidateRecord) -> CandidateRecord:
+        """Candidate ``name`` finished (``rec``, its screen added); its pair's own record, when ``name`` is a faster
+        variant of it that had not finished, becomes ``replaced``; saves."""
+        rec.status, rec.screen = Status.FINISHED, self._screen_of(name, pair_name)
+        self.candidates[name] = rec
+        plain = self.candidates.get(pair_name) if pair_name and pair_name != name else None
+        if plain is not None and not plain.finished:
+            plain.status, plain.why = Status.REPLACED, f"ran as {name}"
+        self.save()
+        return rec
+
+    def record_screen(self, name: str, pair: tuple[str, str], screen: Mapping[str, Any]) -> None:
+        """Candidate ``name``'s screen (a new record, ``screened``, when it has none); saves."""
+        rec = self.candidates.setdefault(name, CandidateRecord(Status.SCREENED, *pair))
+        rec.screen = dict(screen)
+        self.save()
 
     def close_abandoned(self) -> list[dict]:
         """Mark ``killed`` the invocations still recorded as ``running``, and save: called under the directory's lock
@@ -224,7 +379,7 @@ class AutoState:
         path = self.directory / STATE_FILE
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps({"shared": self.shared, "data": self.data, "parent_run_id": self.parent_run_id,
-                                   "candidates": self.candidates, "sessions": self.sessions,
+                                   "candidates": {n: r.to_dict() for n, r in self.candidates.items()}, "sessions": self.sessions,
                                    "outputs": self.outputs}, indent=1,
                                   default=str))
         os.replace(tmp, path)

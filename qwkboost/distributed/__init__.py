@@ -1,6 +1,6 @@
 """Beyond one process: a Dask cluster and a client on it (:mod:`~qwkboost.distributed.connection`), whole runs as
 tasks one per worker (:mod:`~qwkboost.distributed.tasks`: what the budget's candidates run through,
-:mod:`qwkboost.autoblend.cluster`), one run's rows trained through xgboost.dask / lightgbm.dask
+:mod:`qwkboost.autoblend.dask_executor`), one run's rows trained through xgboost.dask / lightgbm.dask
 (:mod:`~qwkboost.distributed.cluster`), the all-reduce helpers, and thread budgets for parallel jobs.
 """
 

@@ -1,5 +1,5 @@
 """Whole runs as Dask tasks, one per worker at a time: the cluster's side of a budget's executor
-(:mod:`qwkboost.autoblend.cluster`), which says what a task runs; this module only runs it.
+(:mod:`qwkboost.autoblend.dask_executor`), which says what a task runs; this module only runs it.
 
 - **Data once per worker.** A worker gets its own copy of the data with its first task
   (:meth:`distributed.Client.scatter` to that worker), and each task runs on a worker the pool chose, beside its

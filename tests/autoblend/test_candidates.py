@@ -3,8 +3,10 @@
 import pytest
 
 from qwkboost.autoblend.budget import Budget, TimeGuard
-from qwkboost.autoblend.candidates import ORDER, Candidate, CostModel, plan
-from qwkboost.autoblend.driver import diverse_pool
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.autoblend.costs import CostModel
+from qwkboost.autoblend.ranking import ORDER, diverse_pool, plan
+from qwkboost.autoblend.state import CandidateRecord
 from qwkboost.autoblend.settings import AutoSettings
 from qwkboost.exceptions import RunStopped
 
@@ -186,7 +188,7 @@ def test_the_folds_leave_the_time_the_candidate_needs_after_them():
 
 def test_the_blend_pool_takes_every_pair_s_best_before_any_pair_s_second():
     def rec(engine, objective, q):
-        return {"engine": engine, "objective": objective, "qwk_thresholds_oof_nested": q}
+        return CandidateRecord("finished", engine, objective, qwk_thresholds_oof_nested=q)
 
     # twenty tuning trials of one pair score above every other pair's run
     trials = [(f"lightgbm-squared_error-trial-{i}", rec("lightgbm", "squared_error", 0.50 - i / 1000))

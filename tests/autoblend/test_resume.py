@@ -329,8 +329,8 @@ def test_a_resume_too_short_to_start_a_candidate_says_it_blends_again(frames, co
 def test_a_stopped_candidate_s_status_says_what_stopped_it():
     """The leaderboard tells the time guard's stop from a pruner's, a Ctrl-C's and a lost worker's."""
     from qwkboost.autoblend.budget import OUT_OF_TIME
-    from qwkboost.autoblend.cluster import LOST_WORKER, STOPPED
-    from qwkboost.autoblend.driver import _stop_status
+    from qwkboost.autoblend.dask_executor import LOST_WORKER, STOPPED
+    from qwkboost.autoblend.jobs import stop_status as _stop_status
     from qwkboost.autoblend.executor import Outcome
 
     statuses = [_stop_status(Outcome("c", None, "why", dict(tags))) for tags in
@@ -342,17 +342,17 @@ def test_records_an_earlier_qwkboost_hashed_with_the_cluster_settings_are_reused
     """Before the cluster settings left the hash, a directory made without a cluster recorded them in it: such a
     record gets today's hash (and is reused, not run again); one of another configuration does not."""
     from qwkboost.autoblend.api import candidate_config
-    from qwkboost.autoblend.state import AutoState, config_hash, legacy_config_hash
+    from qwkboost.autoblend.state import AutoState, CandidateRecord, config_hash, legacy_config_hash
 
     cfg = {**candidate_config("lightgbm", "squared_error"),
            "cluster": {"name": "none", "address": None, "n_workers": 2, "parallel": None}}
     other = {**cfg, "seed": 1}
     state = AutoState(tmp_path, {}, candidates={
-        "a": {"status": "finished", "params": {}, "config_hash": legacy_config_hash(cfg)},
-        "b": {"status": "finished", "params": {}, "config_hash": legacy_config_hash(other)}})
+        "a": CandidateRecord("finished", params={}, config_hash=legacy_config_hash(cfg)),
+        "b": CandidateRecord("finished", params={}, config_hash=legacy_config_hash(other))})
     assert state.migrate(lambda rec: cfg) == 1
-    assert state.candidates["a"]["config_hash"] == config_hash(cfg) != legacy_config_hash(cfg)
-    assert state.candidates["b"]["config_hash"] == legacy_config_hash(other)
+    assert state.candidates["a"].config_hash == config_hash(cfg) != legacy_config_hash(cfg)
+    assert state.candidates["b"].config_hash == legacy_config_hash(other)
 
 
 def test_where_a_candidate_runs_is_not_part_of_its_hash_nor_of_its_study():

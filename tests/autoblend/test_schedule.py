@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 import qwkboost as qb
-from qwkboost.autoblend.candidates import ORDER, Candidate, CostModel
-from qwkboost.autoblend.ranking import ID_LEVELS, DataShape, objective_cost, rank, shape_of
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.autoblend.costs import CostModel, objective_cost
+from qwkboost.autoblend.ranking import ID_LEVELS, ORDER, PROMISING, DataShape, order, rank, shape_of
 from qwkboost.autoblend.budget import Budget
-from qwkboost.autoblend.schedule import FIT_SHARE, MAX_SPEEDUP, PROMISING, fitted, order
+from qwkboost.autoblend.fit import FIT_SHARE, MAX_SPEEDUP, fitted
 from qwkboost.autoblend.state import AutoState
 from qwkboost.autoblend.screening import screen
 from qwkboost.autoblend.api import candidate_config
@@ -194,20 +195,27 @@ def test_a_screen_s_model_sizes_its_pipeline_grown_as_its_training_time():
     assert cost.pipeline_mb(("catboost", "squared_error"), 5) == pytest.approx(200.0)     # never below the screen
 
 
-def test_a_failed_screen_is_logged_and_ranks_nothing(tmp_path, caplog):
+def _context(tmp_path, configs, cost, budget, ds=None):
+    """A budget's context as the deciding functions see it, on a directory of no candidates and no tracking."""
+    from qwkboost.autoblend.context import Context
     from qwkboost.autoblend.progress import Progress
-    from qwkboost.autoblend.schedule import _screen_one
+    from qwkboost.autoblend.settings import AutoSettings
+
+    return Context(AutoSettings(time_limit=budget.time_limit), configs, {}, ds, None, tmp_path, budget,
+                   AutoState(tmp_path / "out", {}), cost, None, Progress(budget, False), None, 5, 0.0, None,
+                   ("the training data", "the test data"))
+
+
+def test_a_failed_screen_is_logged_and_ranks_nothing(tmp_path, caplog):
+    from qwkboost.autoblend.schedule import screen_one
 
     ds = _dataset(tmp_path)
     cfg = candidate_config("lightgbm", "squared_error", n_jobs=1)
     cfg["engine"]["params"] = {**cfg["engine"]["params"], "num_leaves": -3}       # LightGBM refuses it
-    budget = Budget(60.0)
-    run = type("Run", (), {"configs": {("lightgbm", "squared_error"): cfg}, "ds": ds, "cost": CostModel(),
-                           "budget": budget, "progress": Progress(budget, False)})()
-    state = AutoState(tmp_path / "out", {})
+    ctx = _context(tmp_path, {("lightgbm", "squared_error"): cfg}, CostModel(), Budget(60.0), ds)
     caplog.set_level("WARNING", logger="qwkboost.autoblend")
-    assert _screen_one(run, state, ("lightgbm", "squared_error"), 10.0) is None
-    assert "screening lightgbm-squared_error failed" in caplog.text and state.candidates == {}
+    assert screen_one(ctx, ("lightgbm", "squared_error"), 10.0) is None
+    assert "screening lightgbm-squared_error failed" in caplog.text and ctx.state.candidates == {}
 
 
 def test_a_screen_sample_keeps_every_class_and_its_shares():
@@ -222,19 +230,24 @@ def test_a_screen_sample_keeps_every_class_and_its_shares():
 
 
 def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate(tmp_path):
+    from qwkboost.autoblend.costs import WRITE_SECONDS
+    from qwkboost.autoblend.fit import room
+    from qwkboost.autoblend.state import CandidateRecord
+
     clock = [0.0]
-    budget = Budget(100.0, started=0.0, clock=lambda: clock[0])
+    # 100 s left for work: the reserve of a first candidate without tracking is the outputs' writing
+    budget = Budget(100.0 + WRITE_SECONDS, started=0.0, clock=lambda: clock[0])
     cost = CostModel()
-    run = type("Run", (), {"configs": {("catboost", "squared_error"): candidate_config("catboost", "squared_error")},
-                           "cost": cost, "budget": budget, "set_reserve": lambda self, state, **kw: None})()
-    state = AutoState(tmp_path, {})
+    run = _context(tmp_path, {("catboost", "squared_error"): candidate_config("catboost", "squared_error")}, cost,
+                   budget)
+    assert room(run).left == pytest.approx(100.0)
     pair = ("catboost", "squared_error")
-    cand, cfg, why = fitted(run, state, pair)          # nothing known of its cost: as configured
+    cand, cfg, why = fitted(run, pair)          # nothing known of its cost: as configured
     assert cand == Candidate(*pair) and why == "" and cfg is run.configs[pair]
     cost.screened(pair, 95.0)
-    assert fitted(run, state, pair)[0] == Candidate(*pair)        # fits in the 100 s left
+    assert fitted(run, pair)[0] == Candidate(*pair)        # fits in the 100 s left
     cost.screened(pair, 200.0)
-    cand, cfg, why = fitted(run, state, pair)
+    cand, cfg, why = fitted(run, pair)
     rate = run.configs[pair]["engine"]["params"]["learning_rate"]
     assert cfg["engine"]["params"]["learning_rate"] == pytest.approx(rate * 200 / (FIT_SHARE * 100), rel=1e-2)
     assert cand.speedup == pytest.approx(cfg["engine"]["params"]["learning_rate"] / rate)
@@ -242,16 +255,16 @@ def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate
     assert cost.estimate(cand) == pytest.approx(FIT_SHARE * 100, rel=1e-2) and "to fit the 100 s left" in why
     assert run.configs[pair]["engine"]["params"]["learning_rate"] == rate        # the plan's config untouched
     cost.screened(pair, (MAX_SPEEDUP + 0.5) * FIT_SHARE * 100)
-    assert fitted(run, state, pair)[0] == Candidate(*pair)     # too slow even so: as configured, to be left out
+    assert fitted(run, pair)[0] == Candidate(*pair)     # too slow even so: as configured, to be left out
     cost.record(cand, 50.0)             # measured at its raised rate: the pair's cost is that times the speed-up
     assert cost.estimate(Candidate(*pair)) == pytest.approx(50.0 * cand.speedup)
     # with its screen's rounds known, early stopping's patience (100 rounds) does not shrink: a larger factor
     fresh = CostModel()
     run.cost = fresh
     fresh.screened(pair, 200.0)
-    state.candidates["catboost-squared_error"] = {"status": "screened", "engine": "catboost",
-                                                  "objective": "squared_error", "screen": {"qwk": 0.5, "rounds": 1000}}
-    cand, cfg, _ = fitted(run, state, pair)
+    run.state.record_screen("catboost-squared_error", pair, {"qwk": 0.5, "rounds": 1000})
+    assert isinstance(run.state.candidates["catboost-squared_error"], CandidateRecord)
+    cand, cfg, _ = fitted(run, pair)
     factor = cfg["engine"]["params"]["learning_rate"] / rate
     assert cand.speedup == pytest.approx(1100 / (1000 / factor + 100))
     assert cand.speedup == pytest.approx(200 / (FIT_SHARE * 100), rel=2e-2) and factor > 200 / (FIT_SHARE * 100)
@@ -357,6 +370,9 @@ def test_the_leaderboard_notes_an_estimate_missed_more_than_twofold():
         "e": {"status": "pruned", "engine": "lightgbm", "objective": "squared_error", "seconds": 1.0,
               "estimate": 30.0},            # a pruned trial stops early by design
     }
+    from qwkboost.autoblend.state import CandidateRecord
+
+    records = {n: CandidateRecord.from_dict(r) for n, r in records.items()}
     board = leaderboard(records, {"a": 1.0}, lambda r: True, test_labels=False).set_index("candidate")
     assert board.loc["a", "note"] == "took 3.0x its estimate (30 s for 10 s)"
     assert board.loc[["b", "c", "d", "e"], "note"].eq("").all()

@@ -174,8 +174,9 @@ def _budget_on(client, ds, out, seconds, engines, objectives, tune, shape=None, 
     test can shape the cluster it sees (``shape(executor)``)."""
     from qwkboost.autoblend.api import candidate_config
     from qwkboost.autoblend.budget import Budget
-    from qwkboost.autoblend.candidates import plan, runnable_configs
-    from qwkboost.autoblend.cluster import DaskExecutor
+    from qwkboost.autoblend.candidates import runnable_configs
+    from qwkboost.autoblend.ranking import plan
+    from qwkboost.autoblend.dask_executor import DaskExecutor
     from qwkboost.autoblend.driver import AutoRun
     from qwkboost.autoblend.settings import AutoSettings
 
@@ -187,7 +188,7 @@ def _budget_on(client, ds, out, seconds, engines, objectives, tune, shape=None, 
     executor = DaskExecutor(client, ds, budget, out, parallel=parallel)
     if shape is not None:
         shape(executor)
-    return AutoRun(settings, configs, ds, out, None, "auto", budget=budget, progress=False, executor=executor).run()
+    return AutoRun(settings, configs, ds, out, None, "auto", budget=budget, progress=False).run(executor)
 
 
 def test_data_too_large_for_a_worker_trains_across_the_rows_where_it_can_and_is_left_out_saying_why(tmp_path,

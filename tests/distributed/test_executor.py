@@ -16,7 +16,7 @@ from conftest import TINY
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import GuardSpec, Job, LocalExecutor
 from qwkboost.distributed.connection import ClusterSpec, connect
-from qwkboost.autoblend.cluster import LOST_WORKER, STOPPED, DaskExecutor
+from qwkboost.autoblend.dask_executor import LOST_WORKER, STOPPED, DaskExecutor
 from qwkboost.runs.experiment import load_dataset
 
 

@@ -28,8 +28,8 @@ import logging
 import time
 import uuid
 from dataclasses import replace
-from typing import Callable
 
+import qwkboost.runs.tuning as tuning_face
 from qwkboost.autoblend.budget import Budget
 from qwkboost.autoblend.executor import Job, Outcome, run_job
 from qwkboost.autoblend.placement import Placement, check_room, pause_fraction, place
@@ -104,8 +104,6 @@ class DaskExecutor:
         If the cluster has no worker, or the MLflow store is a file of this machine some worker does not see.
     """
 
-    remote = True
-
     def __init__(self, client, dataset, budget: Budget, output_dir, tracking_uri: str | None = None,
                  parallel: str | None = "runs"):
         self.client, self.dataset, self.budget, self.tracking_uri = client, dataset, budget, tracking_uri
@@ -146,20 +144,30 @@ class DaskExecutor:
         """Whether the workers see the budget's directory (:attr:`~qwkboost.distributed.tasks.WorkerPool.shared`)."""
         return self.pool.shared
 
+    def trial_storage(self, study, url: str):
+        """The study's own storage when the workers see the budget's directory; else a working copy in the Dask
+        scheduler's memory (:func:`~qwkboost.runs.tuning.storage.on_the_scheduler`, each trial written back to the
+        file as it ends), or ``None`` (trials unpruned) when optuna-integration is not installed."""
+        if self.shared:
+            return study, url
+        work = tuning_face.on_the_scheduler(study, self.client)       # optuna, loaded on first use
+        return None if work is None else (work, tuning_face.scheduler_url(work))
+
     @property
     def running(self) -> int:
         return self.pool.running
 
-    def submit(self, job: Job) -> None:
-        """Start ``job`` on a free worker with the budget's seconds left for work; a rows job
-        (:attr:`~qwkboost.autoblend.executor.Job.rows`) once no other runs."""
+    def submit(self, job: Job) -> str:
+        """Start ``job`` on a free worker with the seconds left for work (the budget's less the reserve the job
+        carries); a rows job (:attr:`~qwkboost.autoblend.executor.Job.rows`) once no other runs. Its handle."""
         self._jobs[job.name] = job
         if job.rows:
             self._rows.append(job)
-            return
-        seconds = self.budget.left_for_work
+            return job.name
+        seconds = self.budget.left - job.guard.reserve
         self._sent[job.name] = time.time()
         self.pool.submit(job.name, job.directory, _candidate, job, seconds, time.time() + seconds)
+        return job.name
 
     def next_outcome(self) -> Outcome:
         """The outcome of the next job to end (a lost worker's as a stopped outcome tagged :data:`LOST_WORKER`).
@@ -179,12 +187,13 @@ class DaskExecutor:
         from distributed import Event  # optional: distributed
 
         self._jobs.pop(job.name)
-        stop = RoundStop(f"qwkboost-rows-stop-{uuid.uuid4().hex}", time.time() + max(self.budget.left_for_work, 0.0))
+        budget = replace(self.budget, reserve=job.guard.reserve)
+        stop = RoundStop(f"qwkboost-rows-stop-{uuid.uuid4().hex}", time.time() + max(budget.left_for_work, 0.0))
         where = f"rows across {self.slots} workers"
         before: set[str] = set()
         try:
             before = self._workers()
-            outcome = run_job(job, self.dataset, self.budget, where=where, client=self.client, dask_stop=stop)
+            outcome = run_job(job, self.dataset, budget, where=where, client=self.client, dask_stop=stop)
         except KeyboardInterrupt:
             with contextlib.suppress(Exception):     # a scheduler already gone has nothing to stop
                 Event(stop.event, client=self.client).set()     # the workers' fold ends after its current round
@@ -308,17 +317,8 @@ class DaskExecutor:
         for r in runs:
             mark_killed(client, r.info.run_id, why)
 
-    def run(self, job: Job, reporter: Callable | None = None) -> Outcome:
-        """Run ``job`` on a worker and wait for it.
-
-        Raises
-        ------
-        ValueError
-            With a fold ``reporter`` (a pruner in this process): a trial's pruner runs where the trial runs
-            (:attr:`~qwkboost.autoblend.executor.Job.trial`).
-        """
-        if reporter is not None:
-            raise ValueError("a job with a fold reporter runs in the process of its pruner")
+    def run(self, job: Job) -> Outcome:
+        """Run ``job`` on a worker and wait for it."""
         self.submit(job)
         return self.next_outcome()
 

@@ -1,0 +1,241 @@
+r"""What things cost on this data, in seconds: a candidate's cross-validation (priors, then what is measured), and
+what the end of a budget needs (the blend, its files, its MLflow model), which is kept back from the candidates.
+
+Costs are relative to LightGBM's squared error: a prior per engine (the study's median seconds per cell:
+LightGBM 1.8, XGBoost 3.1, native 7.6, CatBoost 14.1) times a prior per objective, replaced by what is measured on
+the data as candidates are screened and finish (:class:`CostModel`; FLAML orders its learners the same way, from a
+cost prior that measured times replace).
+
+Nothing here changes as a side effect of asking: :func:`reserve` is a function of the finished candidates and the
+one coming, computed where it is needed (:mod:`qwkboost.autoblend.fit`). Only the driver's bookkeeping
+(:mod:`qwkboost.autoblend.jobs`) records measured times in the :class:`CostModel`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.blending.methods import GREEDY_STEPS, _binned_qwk
+from qwkboost.data.dataset import class_range
+
+if TYPE_CHECKING:
+    from qwkboost.autoblend.ranking import DataShape
+    from qwkboost.autoblend.state import CandidateRecord
+    from qwkboost.data.dataset import Dataset
+
+__all__ = ["ENGINE_COST", "OBJECTIVE_COST", "objective_cost", "prior_cost", "CostModel", "Reserve", "reserve",
+           "time_one_blend_score", "WRITE_SECONDS", "PYFUNC_SECONDS", "SECONDS_PER_MB", "SECONDS_PER_MB_TRACKED",
+           "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB"]
+
+#: Seconds per cell of each engine relative to LightGBM (the large study's medians: 1.8, 3.1, 7.6, 14.1 s).
+ENGINE_COST = {"lightgbm": 1.0, "xgboost": 1.7, "native": 4.2, "catboost": 7.8}
+#: Cost of each objective relative to squared error on the same engine (one score and its cut points costs about
+#: two; K class scores about K / 2 on LightGBM, more where each class is a tree per round).
+OBJECTIVE_COST = {"squared_error": 1.0, "extended_qwk": 1.0, "ordinal_logit": 2.0, "multiclass": 3.0,
+                  "soft_qwk": 8.0}
+
+#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
+#: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
+#: benchmarks/auto_budget.py, and 2.5 s for the MLflow model's requirements and sources; about 1.5x that is kept).
+WRITE_SECONDS = 2.0
+PYFUNC_SECONDS = 4.0
+#: Seconds per megabyte of the blend's members' pipelines (their models' text), about 1.5x what was measured on
+#: the 300 s budgets of InstEval, chem97, MovieLens, diamonds and happiness: each member's pipeline is copied into
+#: the output directory and checked (0.012 s/MB), read back for the result (:data:`READ_SECONDS_PER_MB`, by
+#: engine) and, with tracking, copied twice into MLflow (0.0055 s/MB).
+SECONDS_PER_MB = 0.018
+SECONDS_PER_MB_TRACKED = 0.027
+#: Seconds per megabyte to read a member's pipeline back, by engine (means measured as above: XGBoost's JSON
+#: 0.038, the native engine's 0.051, LightGBM's text 0.015, CatBoost's 0.011); an engine not named takes the
+#: largest.
+READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "catboost": 0.017}
+#: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
+#: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
+CANDIDATE_SECONDS_PER_MB = 0.03
+
+
+def objective_cost(objective: str, shape: DataShape | None, prior: float) -> float:
+    """An objective's cost relative to squared error on the same engine: ``prior``, except for ``multiclass``,
+    whose one tree per class and round costs :math:`\\max(1, K/2)` with :math:`K` classes when the shape is known."""
+    if objective == "multiclass" and shape is not None:
+        return max(1.0, shape.classes / 2)
+    return prior
+
+
+def prior_cost(pair: tuple[str, str], shape: DataShape | None = None) -> float:
+    """The prior cost of ``pair`` relative to LightGBM's squared error (on data of ``shape`` when given)."""
+    return ENGINE_COST.get(pair[0], 4.0) * objective_cost(pair[1], shape, OBJECTIVE_COST.get(pair[1], 4.0))
+
+
+class CostModel:
+    """Expected seconds of a candidate's cross-validation, from what was measured on this data and the priors.
+
+    In order of preference:
+
+    1. a pair that has run is expected to take what it took;
+    2. a screened pair (:mod:`~qwkboost.autoblend.screening`), its screen's projection of the folds' training,
+       :math:`\\hat T`, times the correction :math:`\\rho` of finished candidates (the geometric mean of their
+       measured training seconds over their screens' projections, those of the same engine when there are any; 1
+       before any), plus what a finished candidate spent besides training (scoring, cut points, files: the mean
+       over finished candidates, 0 before any);
+    3. otherwise measured and projected times scaled by the priors' ratio, preferring what is known of the same
+       engine (an objective's ratio), then of the same objective (an engine's ratio), then anything known; the
+       geometric mean of the scaled times when several apply.
+
+    Before anything is measured or screened it is ``None``: the first candidate runs whatever it costs. A
+    candidate run with a raised learning rate is expected to take its pair's estimate divided by its
+    ``speedup``.
+
+    Parameters
+    ----------
+    shape : DataShape, optional
+        The data's shape: the class objectives' priors grow with the classes
+        (:func:`objective_cost`).
+    """
+
+    def __init__(self, shape=None):
+        self.shape = shape
+        self.measured: dict[tuple[str, str], float] = {}
+        self.trained: dict[tuple[str, str], float] = {}       # the folds' training seconds of measured pairs
+        self.projected: dict[tuple[str, str], float] = {}
+        self.screen_mb: dict[tuple[str, str], float] = {}       # a screened pair's model size
+
+    def prior(self, pair: tuple[str, str]) -> float:
+        """The prior cost of ``pair`` relative to LightGBM's squared error on data of this shape."""
+        return prior_cost(pair, self.shape)
+
+    def record(self, candidate: Candidate, seconds: float, fit_seconds: float | None = None) -> None:
+        """A candidate's measured seconds (and its folds' training seconds): its pair's cost (for a raised learning
+        rate, times its speed-up). A tuning trial's never replaces its pair's default."""
+        if candidate.trial is not None and candidate.pair in self.measured:
+            return
+        if candidate.speedup != 1.0 and candidate.pair in self.measured:
+            return
+        self.measured[candidate.pair] = float(seconds) * candidate.speedup
+        if fit_seconds is not None:
+            self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
+
+    def screened(self, pair: tuple[str, str], projected: float, mb: float | None = None) -> None:
+        """Record a screen's projection of ``pair``'s folds' training seconds (and its model's megabytes)."""
+        self.projected[pair] = float(projected)
+        if mb:
+            self.screen_mb[pair] = float(mb)
+
+    def pipeline_mb(self, pair: tuple[str, str], n_models: int) -> float | None:
+        r"""Expected megabytes of ``pair``'s pipeline of ``n_models`` fold models from its screen, or ``None``:
+        the screen's model times :math:`\max(1, \rho)` each, the correction of :meth:`correction` (the rounds
+        that more rows keep grow the training time and the model alike)."""
+        if pair not in self.screen_mb:
+            return None
+        return n_models * self.screen_mb[pair] * max(1.0, self.correction(pair[0]))
+
+    def correction(self, engine: str | None = None) -> float:
+        """:math:`\\rho`: training over projected seconds of the pairs that have both (of ``engine`` when any)."""
+        both = [p for p in self.trained if p in self.projected and self.projected[p] > 0 and self.trained[p] > 0]
+        same = [p for p in both if p[0] == engine]
+        ratios = [self.trained[p] / self.projected[p] for p in (same or both)]
+        return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
+
+    def overhead(self, pair: tuple[str, str] | None = None) -> float:
+        """Mean seconds a finished candidate spent besides its folds' training (scoring, cut points, files): of
+        ``pair`` when it has finished, else of its objective's finished candidates, else of all. The objective
+        decides most of it: on Diamonds, LightGBM's multiclass spent 42 s so, its squared error 1 s."""
+        extra = {p: max(self.measured[p] - t, 0.0) for p, t in self.trained.items() if p in self.measured}
+        if pair is not None and pair in extra:
+            return extra[pair]
+        same = [v for p, v in extra.items() if pair is not None and p[1] == pair[1]]
+        pool = same or list(extra.values())
+        return sum(pool) / len(pool) if pool else 0.0
+
+    def estimate(self, candidate: Candidate) -> float | None:
+        """Expected seconds of ``candidate`` (its pair's, divided by its ``speedup``), or ``None``."""
+        pair_estimate = self._pair(candidate)
+        return None if pair_estimate is None else pair_estimate / candidate.speedup
+
+    def _pair(self, candidate: Candidate) -> float | None:
+        pair = candidate.pair
+        if pair in self.measured:
+            return self.measured[pair]
+        if pair in self.projected:
+            return self.projected[pair] * self.correction(pair[0]) + self.overhead(pair)
+        known = {**{p: t * self.correction(p[0]) + self.overhead(p) for p, t in self.projected.items()},
+                 **self.measured}
+        if not known:
+            return None
+        same_engine = [(p, t) for p, t in known.items() if p[0] == candidate.engine]
+        same_objective = [(p, t) for p, t in known.items() if p[1] == candidate.objective]
+        basis = same_engine or same_objective or list(known.items())
+        logs = [math.log(t * self.prior(pair) / self.prior(p)) for p, t in basis]
+        return math.exp(sum(logs) / len(logs))
+
+
+def time_one_blend_score(ds: Dataset) -> float:
+    """Seconds to score one blend on ``ds``'s training rows (what the greedy search repeats), measured once."""
+    y = ds.y_train
+    classes = class_range(ds.classes)
+    y_idx = (y - classes[0]).astype(np.int64)
+    s = y_idx + np.random.default_rng(0).normal(size=y.size)
+    t = time.perf_counter()
+    _binned_qwk(s, y_idx, classes.size, None, "exact", 1024)
+    return time.perf_counter() - t
+
+
+@dataclass(frozen=True)
+class Reserve:
+    """Seconds kept back from the candidates for the end, and the pipeline expected of the one coming.
+
+    Attributes
+    ----------
+    seconds : float
+    coming_mb : float
+        The megabytes of pipeline expected of each coming candidate (what it writes after its folds).
+    """
+
+    seconds: float
+    coming_mb: float = 0.0
+
+
+def reserve(done: Sequence[CandidateRecord], pool: Sequence[CandidateRecord], cost: CostModel, *, n_folds: int,
+            eval_seconds: float, max_members: int, tracked: bool, coming: int = 1,
+            coming_seconds: float | None = None, coming_pair: tuple[str, str] | None = None) -> Reserve:
+    r"""Seconds to keep for the end: the greedy blend of the ``done`` (finished) candidates and ``coming`` more (its
+    in-sample fit and one per fold for the nested estimate,
+    :math:`1.3\,t_{\text{score}}\,m\,S\,(n_{\text{folds}} + 1)` with :math:`m` members and :math:`S` greedy
+    steps), its files and its MLflow model, which grow with the members' pipelines (seconds per megabyte by engine,
+    :data:`SECONDS_PER_MB` and :data:`READ_SECONDS_PER_MB`): the blend's ``pool`` as it stands (all of which the
+    blend may weigh), and each coming candidate's, expected from its seconds (``coming_seconds``) times the
+    megabytes per second of cross-validation that its engine's finished candidates wrote (pipelines grow with the
+    rounds), or, for an engine not yet measured, the largest of those rates and at least the largest pipeline so
+    far, and at least what its screen's model says (``coming_pair``, :meth:`CostModel.pipeline_mb`): on MovieLens,
+    CatBoost's pipeline of 627 MB was 4.6 times what LightGBM's rate said.
+
+    A pure function: the same records and the same question give the same answer, whoever asks.
+    """
+    coming_engine = coming_pair[0] if coming_pair else None
+    m = min(len(done) + coming, max_members)
+    blend_s = 0.0 if m < 2 else 1.3 * eval_seconds * m * GREEDY_STEPS * (n_folds + 1)
+    per_mb = SECONDS_PER_MB_TRACKED if tracked else SECONDS_PER_MB
+
+    def seconds_per_mb(engine) -> float:
+        return per_mb + READ_SECONDS_PER_MB.get(engine, max(READ_SECONDS_PER_MB.values()))
+
+    pooled = sum((r.pipeline_mb or 0.0) * seconds_per_mb(r.engine) for r in pool)
+    rates: dict = {}
+    for r in done:
+        if r.seconds:
+            rates[r.engine] = max(rates.get(r.engine, 0.0), (r.pipeline_mb or 0.0) / r.seconds)
+    if coming_seconds is not None and coming_engine in rates:
+        coming_mb = rates[coming_engine] * coming_seconds
+    else:
+        coming_mb = max(max((r.pipeline_mb or 0.0 for r in done), default=0.0),
+                        max(rates.values(), default=0.0) * (coming_seconds or 0.0),
+                        (cost.pipeline_mb(coming_pair, n_folds) or 0.0) if coming_pair else 0.0)
+    seconds = blend_s + WRITE_SECONDS + pooled + coming * coming_mb * seconds_per_mb(coming_engine) + \
+        (PYFUNC_SECONDS if tracked else 0.0)
+    return Reserve(seconds, coming_mb)

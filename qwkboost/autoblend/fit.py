@@ -1,0 +1,116 @@
+r"""Does it fit: the one place a budget compares what something is expected to take with the time left.
+
+The time left for work is computed when asked, never stored: the budget's seconds until the limit less the
+:func:`~qwkboost.autoblend.costs.reserve` for the end, which depends on the finished candidates and on what is
+coming (:func:`room`). :func:`fits` is the comparison itself; :func:`fitted` picks the variant of a default
+candidate that fits (its learning rate raised); :func:`needs_screening` asks it of every candidate left. Nothing
+here writes to the record or the cost model.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.autoblend.costs import Reserve, reserve
+from qwkboost.autoblend.state import config_hash
+
+if TYPE_CHECKING:
+    from qwkboost.autoblend.context import Context
+
+__all__ = ["Room", "room", "fits", "fitted", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE"]
+
+#: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
+#: factor, when that makes it expected to take :data:`FIT_SHARE` of the time left.
+MAX_SPEEDUP = 4.0
+FIT_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Room:
+    """The time left for work now, for what is coming.
+
+    Attributes
+    ----------
+    left : float
+        Seconds until the limit, less :attr:`reserve`'s (negative when past it).
+    reserve : Reserve
+        What is kept back for the end (:func:`~qwkboost.autoblend.costs.reserve`).
+    """
+
+    left: float
+    reserve: Reserve
+
+
+def room(ctx: Context, coming: int = 1, coming_seconds: float | None = None,
+         coming_pair: tuple[str, str] | None = None) -> Room:
+    """The time left for work in ``ctx``'s budget now, with ``coming`` more candidates expected to join the blend
+    (``coming_seconds`` long, of ``coming_pair``: a longer run writes a larger pipeline); see
+    :func:`~qwkboost.autoblend.costs.reserve`. A function of the record and the clock, asked where it is needed."""
+    kept = reserve([r for r in ctx.state.candidates.values() if r.finished], ctx.pool(), ctx.cost,
+                   n_folds=ctx.n_folds, eval_seconds=ctx.eval_seconds, max_members=ctx.settings.max_members,
+                   tracked=ctx.experiment_id is not None, coming=coming, coming_seconds=coming_seconds,
+                   coming_pair=coming_pair)
+    return Room(ctx.budget.left - kept.seconds, kept)
+
+
+def fits(estimate: float | None, left: float, tail: float = 0.0) -> bool:
+    """Whether work expected to take ``estimate`` seconds (``None``: not known, so it is tried), ``tail`` of them
+    after its folds, fits in ``left`` seconds: :math:`\\hat T \\le L` and :math:`t_{\\text{tail}} < L` (a tail that
+    leaves the folds no time would have its guard stop it at once: on Diamonds at 240 s, 25 candidates and trials in a
+    row were started and stopped in 0.1 s each)."""
+    return estimate is None or (estimate <= left and tail < left)
+
+
+def fitted(ctx: Context, pair: tuple[str, str]) -> tuple[Candidate, dict, str]:
+    r"""The candidate to run for ``pair``, its config and the reason when it is not the configured one.
+
+    As configured when it is expected to fit in the time left, when nothing is known of its cost, or when it has
+    no ``learning_rate``. Else a faster variant of an earlier invocation that finished, if any. Else, when raising
+    the learning rate :math:`\eta` by a factor :math:`f \le` :data:`MAX_SPEEDUP` makes it fit in
+    :data:`FIT_SHARE` of the time left, that variant: boosting needs about :math:`f` times fewer rounds
+    (Friedman, *Annals of Statistics* 2001, sec. 5), but early stopping's patience :math:`P` does not shrink, so
+    with :math:`R` rounds kept at :math:`\eta` (its screen's, fewer than the full data keeps: the estimate errs
+    long) the time falls by :math:`s = (R + P) / (R / f + P)`. Else the candidate as configured, which the budget
+    then leaves out."""
+    cfg = ctx.configs[pair]
+    plain = Candidate(*pair)
+    estimate = ctx.cost.estimate(plain)
+    left = room(ctx, coming_seconds=estimate, coming_pair=pair).left     # a longer run, a larger pipeline
+    rate = (cfg["engine"].get("params") or {}).get("learning_rate")
+    if fits(estimate, left) or not rate or left <= 0 or ctx.state.finished(plain.name, config_hash(cfg)) is not None:
+        return plain, cfg, ""
+    for name, rec in ctx.state.candidates.items():       # a faster variant that finished earlier is kept
+        if rec.finished and (rec.speedup or 1.0) != 1.0 and rec.trial is None and rec.pair == pair:
+            done = copy.deepcopy(cfg)
+            done["engine"]["params"] = {**done["engine"].get("params", {}), **(rec.params or {})}
+            if ctx.state.finished(name, config_hash(done)) is not None:
+                return Candidate(*pair, tuple(sorted(rec.params.items())), None, rec.speedup), done, rec.why or ""
+    need = estimate / (FIT_SHARE * left)            # the time's speed-up that makes it fit
+    s = getattr(ctx.state.candidates.get(plain.name), "screened", None)
+    patience = int(cfg["engine"].get("early_stopping_rounds") or 0)
+    rounds = int(s["rounds"]) if s is not None and s.get("rounds") else None
+    if rounds is None or patience == 0:
+        factor = need
+    elif (rounds + patience) / need > patience:
+        factor = rounds / ((rounds + patience) / need - patience)
+    else:
+        return plain, cfg, ""
+    if factor > MAX_SPEEDUP:
+        return plain, cfg, ""
+    faster = float(f"{rate * factor:.3g}")
+    factor = faster / rate
+    speedup = factor if rounds is None or patience == 0 else (rounds + patience) / (rounds / factor + patience)
+    out = copy.deepcopy(cfg)
+    out["engine"]["params"] = {**out["engine"]["params"], "learning_rate": faster}
+    return (Candidate(*pair, (("learning_rate", faster),), None, speedup), out,
+            f"learning rate {rate:g} -> {faster:g} to fit the {left:.0f} s left (about {estimate:.0f} s at {rate:g})")
+
+
+def needs_screening(ctx: Context, pairs) -> bool:
+    """Whether the unfinished ``pairs`` are expected to take longer, together, than the time left."""
+    todo = [p for p in pairs if ctx.state.finished(Candidate(*p).name, config_hash(ctx.configs[p])) is None]
+    expected = sum(ctx.cost.estimate(Candidate(*p)) or 0.0 for p in todo)
+    return bool(todo) and not fits(expected, room(ctx).left)

@@ -1,0 +1,171 @@
+"""From a candidate to a job, and from its outcome to its record: the two ends of every candidate's path.
+
+:func:`start` reuses a candidate that finished before (its files as they were left), leaves out one that cannot run
+here or would not fit (:func:`~qwkboost.autoblend.fit.fits`), or prepares the :class:`Started` job the loop hands to
+the executor; :func:`end` records what became of it. These are the only functions that write a candidate's record
+after its screen (through :class:`~qwkboost.autoblend.state.AutoState`'s ``record_*`` methods) and that record
+measured times in the cost model.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from qwkboost.autoblend.candidates import Candidate
+from qwkboost.autoblend.costs import CANDIDATE_SECONDS_PER_MB
+from qwkboost.autoblend.executor import GuardSpec, Job, Outcome
+from qwkboost.autoblend.fit import fits, room
+from qwkboost.autoblend.state import CandidateRecord, Status, config_hash
+from qwkboost.tracking.writing import manifest
+
+if TYPE_CHECKING:
+    from qwkboost.autoblend.context import Context
+
+__all__ = ["Started", "start", "end", "stop_status"]
+
+log = logging.getLogger("qwkboost.autoblend")
+
+
+@dataclass(frozen=True)
+class Started:
+    """A candidate's job as handed to the executor, and what its record will say of its start.
+
+    Attributes
+    ----------
+    cand : Candidate
+    job : Job
+    why : str
+        The reason for its place (and where it runs, when that was decided for it).
+    started_at : float
+        Seconds into the budget.
+    estimate : float or None
+    cfg_hash : str
+        The hash of the config it runs with.
+    """
+
+    cand: Candidate
+    job: Job
+    why: str
+    started_at: float
+    estimate: float | None
+    cfg_hash: str
+
+    @property
+    def name(self) -> str:
+        return self.cand.name
+
+
+def _pair_name(cand: Candidate) -> str | None:
+    """The name of the record whose screen a candidate's record keeps besides its own: its pair's, for a default
+    candidate (a faster variant's); none for a tuning trial."""
+    return Candidate(*cand.pair).name if cand.trial is None else None
+
+
+def _megabytes(directory: Path) -> float:
+    return sum(f.stat().st_size for f in directory.rglob("*") if f.is_file()) / 2 ** 20
+
+
+def stop_status(outcome: Outcome) -> Status:
+    """A stopped candidate's status in ``leaderboard.csv``, from its stop's tags."""
+    if outcome.tags.get("qwkboost.trial_state") == "PRUNED":
+        return Status.PRUNED
+    return {"LOST_WORKER": Status.LOST, "STOPPED": Status.INTERRUPTED}.get(outcome.tags.get("qwkboost.auto"),
+                                                                          Status.STOPPED)
+
+
+def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: str = "",
+          running: int = 0) -> Started | CandidateRecord | None:
+    """The :class:`Started` job that cross-validates ``cand`` within the budget; or its record when it is reused, or
+    ``None`` when it is left out (it cannot run here, or would not fit in the time left). ``rescue``: its folds may
+    shorten to finish within the limit (a default candidate, not a tuning trial); ``running``: how many candidates
+    the executor is running now (their blend members and pipelines are kept in the reserve too)."""
+    state = ctx.state
+    cfg_hash = config_hash(cfg)
+    rec = state.finished(cand.name, cfg_hash)
+    damage = None if rec is None else ctx.damage(cand.name)
+    if damage is not None:
+        log.warning("auto: %s runs again: %s", cand.name, damage)
+        rec = None
+    if rec is not None:
+        ctx.cost.record(cand, rec.seconds, rec.fit_seconds)
+        ctx.progress.finished(rec.qwk_thresholds_oof_nested)
+        log.info("auto: %s reused (%.0f s, nested OOF QWK %.4f)", cand.name, rec.seconds,
+                 rec.qwk_thresholds_oof_nested if rec.qwk_thresholds_oof_nested is not None else float("nan"))
+        return rec
+    where = ctx.executor.place(cfg)        # whole on one worker, or its rows across a cluster's workers
+    if where.how == "none":
+        if not getattr(state.candidates.get(cand.name), "finished", False):
+            log.warning("auto: %s left out: %s", cand.name, where.why)
+        state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, reason=where.why)
+        return None
+    estimate = ctx.cost.estimate(cand)
+    now = room(ctx, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
+    # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
+    tail = ctx.cost.overhead(cand.pair) + CANDIDATE_SECONDS_PER_MB * now.reserve.coming_mb
+    if not fits(estimate, now.left, tail):
+        log.debug("auto: %s left out: it would take about %.0f s (%.0f s after its folds) and %.0f s are left",
+                  cand.name, estimate, tail, max(now.left, 0))
+        state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, estimate=round(estimate, 1))
+        return None
+    ctx.progress.step(cand.name)
+    guard = GuardSpec(
+        ctx.n_folds,
+        # until one candidate has finished, the folds share the time left rather than risk ending with nothing
+        share_folds=ctx.n_finished() == 0,
+        # a default candidate whose estimate was a little short finishes with shorter folds rather than being
+        # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
+        rescue=rescue, fold_seconds=None if estimate is None else estimate / ctx.n_folds, tail_seconds=tail,
+        reserve=now.reserve.seconds)
+    run_cfg = copy.deepcopy(cfg)
+    # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
+    # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)
+    run_cfg["tracking"] = {**run_cfg.get("tracking", {}), "log_models": False, "log_pyfunc": False,
+                           "explain": False}
+    directory = f"candidates/{cand.name}"
+    for d in (ctx.out / "candidates", ctx.out / directory):    # a link in their place is not followed
+        if d.is_symlink() or (d.exists() and not d.is_dir()):
+            d.unlink()
+    if where.why:
+        log.info("auto: %s: %s", cand.name, where.why)
+    job = Job(cand.name, run_cfg, ctx.out / directory, guard, ctx.experiment_id, ctx.parent_id, rows=where.rows)
+    return Started(cand, job, f"{why}; {where.why}" if where.why else why, round(ctx.budget.elapsed, 1),
+                   None if estimate is None else round(estimate, 1), cfg_hash)
+
+
+def end(ctx: Context, started: Started, outcome: Outcome) -> CandidateRecord | None:
+    """Record what became of a :class:`Started` job: its record, or ``None`` if it was stopped (out of time, pruned,
+    interrupted, its worker lost)."""
+    cand = started.cand
+    facts = {"why": started.why, "started_at": started.started_at,
+             **({"estimate": started.estimate} if started.estimate is not None else {}),
+             **({"worker": outcome.where} if outcome.where != "this process" else {})}
+    if outcome.row is None:
+        # a trial the pruner stopped is "pruned", one the time guard stopped "stopped", one Ctrl-C stopped
+        # "interrupted", one whose worker went "lost": the leaderboard tells each from the others
+        ctx.state.record_stopped(cand.name, cand.pair, _pair_name(cand), stop_status(outcome), outcome.stopped,
+                                 round(outcome.seconds, 2), **facts)
+        log.info("auto: %s %s", cand.name, outcome.stopped)
+        return None
+    row, seconds = outcome.row, outcome.seconds
+    ctx.cost.record(cand, seconds, row.get("fit_seconds"))
+    directory = started.job.directory
+    rec = CandidateRecord(
+        Status.FINISHED, cand.engine, cand.objective, params=dict(cand.params), trial=cand.trial,
+        dir=f"candidates/{cand.name}", config_hash=started.cfg_hash,
+        speedup=round(cand.speedup, 4) if cand.speedup != 1.0 else None, seconds=round(seconds, 2),
+        run_id=row.get("run_id"), capped_folds=outcome.capped, pipeline_mb=round(_megabytes(directory / "pipeline"), 2),
+        files=manifest(directory),      # just written: as damage() would find it
+        **facts, **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
+                                        "best_iteration_mean", "fit_seconds") if k in row})
+    ctx.state.record_finished(cand.name, _pair_name(cand) if cand.speedup != 1.0 else None, rec)
+    ctx.checked(cand.name)
+    if outcome.capped:
+        log.info("auto: %s: %d of %d folds ended at their share of the time, before early stopping%s", cand.name,
+                 outcome.capped, ctx.n_folds,
+                 " (it would have ended past the limit: its folds shared the time left)" if outcome.rescued else "")
+    ctx.progress.finished(rec.qwk_thresholds_oof_nested)
+    return rec
