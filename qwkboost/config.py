@@ -14,7 +14,7 @@ from qwkboost.callback import check_min_delta
 from qwkboost.cv.inner import EARLY_STOPPING_ON
 from qwkboost.data.labels import ClassLabels
 from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES, dataset_path
-from qwkboost.distributed.cluster import ClusterSpec, check_dask_objective, dask_engines, dask_support
+from qwkboost.distributed.training import ClusterSpec, check_dask_objective, dask_engines, dask_support
 from qwkboost.engines import ENGINES, check_engine_params
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, EngineUnavailable, config_errors

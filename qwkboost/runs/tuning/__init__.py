@@ -6,7 +6,7 @@
 - :mod:`~qwkboost.runs.tuning.pruners`: a score after each CV fold, and the pruners that read it
 - :mod:`~qwkboost.runs.tuning.plots`: the study's plots and table of trials, for the parent MLflow run
 - :mod:`~qwkboost.runs.tuning.storage`: the storage (SQLite, PostgreSQL), and trials a killed process left
-- :mod:`~qwkboost.runs.tuning.cluster`: trials side by side on a Dask cluster's workers
+- :mod:`~qwkboost.runs.tuning.on_dask`: trials side by side on a Dask cluster's workers
 """
 
 from qwkboost._lazy import attach
@@ -43,4 +43,5 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "pruners": "",
     "plots": "",
     "storage": "",
+    "on_dask": "",
 })

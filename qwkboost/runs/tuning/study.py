@@ -44,7 +44,7 @@ from qwkboost.data.fingerprint import DataFingerprint, check_same, data_names
 from qwkboost.data.fingerprint import fingerprint as data_fingerprint
 from qwkboost.exceptions import ClusterLost, ConfigError, RunStopped, config_errors
 from qwkboost.runs.experiment import check_against_data, load_dataset, run_experiment
-from qwkboost.runs.tuning.cluster import optimize_on_cluster
+from qwkboost.runs.tuning.on_dask import optimize_on_cluster
 from qwkboost.runs.tuning.plots import log_study
 from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, FoldReporter, make_pruner
 from qwkboost.runs.tuning.samplers import make_sampler
@@ -209,7 +209,7 @@ class TrialObjective:
     """One trial of a study: its engine parameters drawn, its run cross-validated as a child MLflow run of the
     study's parent, its folds reported to the pruner; the study's metric.
 
-    Picklable, so that a Dask worker runs trials of the same study (:mod:`qwkboost.runs.tuning.cluster`).
+    Picklable, so that a Dask worker runs trials of the same study (:mod:`qwkboost.runs.tuning.on_dask`).
 
     Parameters
     ----------
@@ -341,7 +341,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         if spec is None:
             with quiet_stopped_trials():
                 study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
-        else:       # each worker runs trials of the same study, each trial whole (qwkboost.runs.tuning.cluster)
+        else:       # each worker runs trials of the same study, each trial whole (qwkboost.runs.tuning.on_dask)
             try:
                 optimize_on_cluster(spec, objective, url, name, t, n_trials, int(cfg.get("seed", 0)), FINISHED)
             except ClusterLost as exc:      # the study keeps what finished; the same command goes on from there
