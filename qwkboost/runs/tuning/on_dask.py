@@ -23,6 +23,8 @@ import time
 import uuid
 from typing import Any, Mapping
 
+import optuna        # as in the rest of runs/tuning: this module serves study.py, which loads Optuna anyway
+
 from qwkboost.distributed.connection import TRACKING_FIX, blind_workers, check_reachable_by_workers, connect
 from qwkboost.distributed.tasks import (
     STOP_WAIT_SECONDS,
@@ -34,6 +36,17 @@ from qwkboost.distributed.tasks import (
     prepare_worker,
 )
 from qwkboost.exceptions import ConfigError, RunStopped
+from qwkboost.runs.tuning.pruners import make_pruner
+from qwkboost.runs.tuning.samplers import make_sampler
+from qwkboost.runs.tuning.storage import (
+    SCHEDULER_SCHEME,
+    load_storage,
+    on_the_scheduler,
+    open_storage,
+    scheduler_url,
+    shown_url,
+    write_back,
+)
 
 __all__ = ["optimize_on_cluster"]
 
@@ -52,10 +65,6 @@ class _StudyCopy:
 
     @classmethod
     def make(cls, client, url: str, name: str, t: Mapping[str, Any]) -> "_StudyCopy":
-        import optuna  # slow to import: optuna
-
-        from qwkboost.runs.tuning.storage import on_the_scheduler, open_storage, shown_url  # slow to import: optuna
-
         record = optuna.load_study(study_name=name, storage=open_storage(url, t))
         work = on_the_scheduler(record, client)
         if work is None:
@@ -71,17 +80,11 @@ class _StudyCopy:
 
     @property
     def url(self) -> str:
-        from qwkboost.runs.tuning.storage import scheduler_url  # slow to import: optuna
-
         return scheduler_url(self.work)
 
     def write_back(self, last: bool = False) -> None:
         """Copy the trials finished since the last call; with ``last``, those still running as failed (their
         worker was lost, or a stop left them)."""
-        import optuna  # slow to import: optuna
-
-        from qwkboost.runs.tuning.storage import write_back  # slow to import: optuna
-
         for tr in self.work.get_trials(deepcopy=False):
             if tr.number in self.copied or not (tr.state.is_finished() or last):
                 continue
@@ -94,12 +97,6 @@ def _trials_on_worker(objective, url: str, name: str, t: Mapping[str, Any], n_tr
                       tracking_uri: str | None, stop_name: str, finished: tuple) -> int:
     """Trials of study ``name`` on this worker until the study holds ``n_trials`` finished ones; how many it
     finished."""
-    import optuna  # slow to import: optuna
-
-    from qwkboost.runs.tuning.pruners import make_pruner  # slow to import: optuna
-    from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
-    from qwkboost.runs.tuning.storage import SCHEDULER_SCHEME, load_storage, open_storage  # slow to import: optuna
-
     _, nthreads = prepare_worker(tracking_uri)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     stop = RoundStop(stop_name)         # the client's stop, read between rounds at most once a second

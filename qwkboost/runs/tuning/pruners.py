@@ -33,6 +33,7 @@ import optuna
 
 from qwkboost.data.dataset import class_range
 from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.exceptions import RunStopped
 from qwkboost.runs.tuning.storage import load_storage
 
@@ -64,9 +65,6 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
 def fold_score(metric: str, y: np.ndarray, scores: np.ndarray, classes: np.ndarray | None, method: str,
                weight: np.ndarray | None = None) -> float:
     """The study's ``metric`` on one fold's validation rows (labels ``y``, scores ``scores``)."""
-    # slow to import: scipy.optimize
-    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
-
     if metric == "rmse_oof" or classes is None:
         return rmse(y, scores, weight)
     lo, hi, k = float(classes[0]), float(classes[-1]), classes.size
