@@ -3,7 +3,7 @@
     python benchmarks/dask_naive_gap.py                  # 3 data seeds x 3 partitionings, 200 rounds
     python benchmarks/dask_naive_gap.py --seeds 1 --rounds 50
 
-Both Dask interfaces call a custom objective on each worker's rows only. ``qwkboost.distributed.cluster.train_dask``
+Both Dask interfaces call a custom objective on each worker's rows only. ``qwkboost.distributed.training.train_dask``
 all-reduces extended QWK's sums f, g and n over XGBoost's workers; a naive port forms them from the
 worker's own rows, so each worker follows its own ratio. LightGBM's Dask interface offers no all-reduce
 to the objective, which is why ``train_dask`` refuses extended QWK there; this script runs that naive
@@ -78,7 +78,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import qwkboost
-    from qwkboost.distributed.cluster import ClusterSpec, as_dask, connect, train_dask
+    from qwkboost.distributed.training import ClusterSpec, as_dask, connect, train_dask
     from qwkboost.data.sources import quartiles
     from qwkboost.evaluation.metrics import qwk
 

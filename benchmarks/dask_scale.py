@@ -8,7 +8,7 @@ a fixed seed per block: one process builds every block in memory, the Dask worke
 (the data never passes through the client), so both train on the same rows. Trees of depth 6, learning
 rate 0.1, 256 bins. Each configuration runs in a fresh process, the configurations interleaved:
 
-* ``qwkboost`` rows: ``qwkboost.train`` (one process, 2 threads) and ``qwkboost.distributed.cluster.train_dask``
+* ``qwkboost`` rows: ``qwkboost.train`` (one process, 2 threads) and ``qwkboost.distributed.training.train_dask``
   (2 workers x 1 thread), extended QWK on XGBoost (its sums all-reduced every round) and squared error
   on LightGBM;
 * ``raw`` rows: XGBoost's own ``reg:squarederror`` with ``xgboost.train`` and ``xgboost.dask.train``,
@@ -86,7 +86,7 @@ else:
     import dask
     import dask.array as da
     import distributed
-    from qwkboost.distributed.cluster import ClusterSpec, connect, train_dask
+    from qwkboost.distributed.training import ClusterSpec, connect, train_dask
 
     if __name__ == "__main__":
         with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as client:

@@ -1,11 +1,14 @@
 """Checks on a composed experiment config, run before any data is loaded or model trained.
 
 Every message names the config key, e.g. ``engine.params.learning_rate``, so
-the user can fix the command line at once.
+the user can fix the command line at once. :func:`config_hash` is the one hash of what in a config changes a
+result, which names a budget's candidates and the tuning studies.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from pathlib import Path as _P
 from typing import Any, Mapping
@@ -14,7 +17,7 @@ from qwkboost.callback import check_min_delta
 from qwkboost.cv.inner import EARLY_STOPPING_ON
 from qwkboost.data.labels import ClassLabels
 from qwkboost.data.sources import SOURCE_CHECKS, SOURCE_KEYS, SOURCES, dataset_path
-from qwkboost.distributed.cluster import ClusterSpec, check_dask_objective, dask_engines, dask_support
+from qwkboost.distributed.training import ClusterSpec, check_dask_objective, dask_engines, dask_support
 from qwkboost.engines import ENGINES, check_engine_params
 from qwkboost.evaluation.thresholds import METHODS
 from qwkboost.exceptions import ConfigError, EngineUnavailable, config_errors
@@ -30,7 +33,7 @@ from qwkboost.validation import (
 )
 
 __all__ = ["check_config", "check_tune", "apply_protocol", "ConfigError", "config_errors", "THRESHOLD_METHODS",
-           "TUNE_METRICS"]
+           "TUNE_METRICS", "config_hash", "hashed_part", "UNHASHED", "UNHASHED_INSIDE"]
 
 
 def register_resolvers() -> None:
@@ -347,3 +350,44 @@ def check_tune(cfg: Mapping) -> None:
     if t.get("direction") != TUNE_METRICS[metric]:
         raise ValueError(f"tune.direction={t.get('direction')!r} contradicts tune.metric={metric!r}; "
                          f"use tune.direction={TUNE_METRICS[metric]}")
+
+
+#: Config keys that never change a run's result: where it is logged, its threads, the budget's settings, and where it
+#: runs (``cluster``: one machine or a Dask cluster's workers), so a run moves between them and keeps its hash.
+UNHASHED = ("tracking", "run_name", "n_jobs", "hydra", "auto", "cluster")
+#: Keys inside a config group left out too: the search space, which a run draws its parameters from but does not run.
+UNHASHED_INSIDE: Mapping[str, tuple[str, ...]] = {"engine": ("search_space",)}
+
+
+def hashed_part(cfg: Mapping[str, Any], unhashed: tuple[str, ...] = UNHASHED,
+                inside: Mapping[str, tuple[str, ...]] = UNHASHED_INSIDE) -> dict:
+    """What of ``cfg`` :func:`config_hash` hashes: ``cfg`` without the top-level keys ``unhashed`` and, in each group
+    ``inside`` names, without the keys it lists."""
+    kept = {k: v for k, v in cfg.items() if k not in unhashed}
+    for group, keys in inside.items():
+        if isinstance(kept.get(group), Mapping):
+            kept[group] = {k: v for k, v in kept[group].items() if k not in keys}
+    return kept
+
+
+def config_hash(cfg: Mapping[str, Any], unhashed: tuple[str, ...] = UNHASHED,
+                inside: Mapping[str, tuple[str, ...]] = UNHASHED_INSIDE) -> str:
+    """A 12-hex-digit hash of what changes a result: the SHA-256 of :func:`hashed_part` as sorted JSON (a value
+    JSON cannot hold as its ``str``).
+
+    Parameters
+    ----------
+    cfg : mapping
+        A resolved config.
+    unhashed : tuple of str
+        Top-level keys left out (:data:`UNHASHED`: a budget's candidates).
+    inside : mapping
+        Keys left out inside config groups (:data:`UNHASHED_INSIDE`).
+
+    Examples
+    --------
+    >>> config_hash({"seed": 0, "tracking": {"uri": "a"}}) == config_hash({"seed": 0, "tracking": {"uri": "b"}})
+    True
+    """
+    text = json.dumps(hashed_part(cfg, unhashed, inside), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -276,7 +276,7 @@ def quartile_frames(seed: int, n_train: int = 1200, n_test: int = 600):
 @pytest.fixture(scope="module")
 def client():
     """A real Dask LocalCluster of 2 worker processes of one thread each, for a test module (tests/distributed)."""
-    from qwkboost.distributed.cluster import ClusterSpec, connect
+    from qwkboost.distributed.training import ClusterSpec, connect
 
     with connect(ClusterSpec(n_workers=2, threads_per_worker=1)) as c:
         yield c

@@ -224,3 +224,17 @@ def test_optimized_metric_is_out_of_fold():
     with pytest.raises(ValueError, match="optimized_metric='qwk_thresholds' is not an out-of-fold result "
                                          "\\(a test-set figure would leak"):
         check_config(cfg_for("optimized_metric=qwk_thresholds"))
+
+
+def test_the_one_config_hash_is_autos():
+    """:func:`qwkboost.config.config_hash` is the hash a budget's candidates have carried (the value
+    tests/autoblend pins on the same config), and with the cluster settings in it, their legacy hash."""
+    from qwkboost.config import UNHASHED, config_hash
+
+    cfg = {"data": {"name": "csv", "path": "train.csv", "target": "score"},
+           "engine": {"name": "lightgbm", "params": {"learning_rate": 0.05}, "search_space": {"x": 1}},
+           "objective": {"name": "extended_qwk", "params": {}}, "cv": {"n_splits": 5}, "seed": 0,
+           "thresholds": {"method": "exact"}, "tracking": {"uri": None}, "n_jobs": None, "auto": {"time_limit": 60},
+           "cluster": {"address": None}}
+    assert config_hash(cfg) == "c484573dcea0"
+    assert config_hash(cfg, tuple(k for k in UNHASHED if k != "cluster")) == "e92c6426240e"

@@ -513,6 +513,10 @@ def test_every_face_resolves_every_name_it_offers():
     ("qwkboost.blending:vote", "qwkboost.tracking.blend:vote"),
     ("qwkboost.distributed.allreduce:xgboost_allreduce", "qwkboost.engines.xgboost:xgboost_allreduce"),
     ("qwkboost:cross_validate", "qwkboost.cv.crossval:cross_validate"),
+    ("qwkboost.distributed.cluster:train_dask", "qwkboost.distributed.training:train_dask"),
+    ("qwkboost.distributed.cluster:as_dask", "qwkboost.distributed.training:as_dask"),
+    ("qwkboost.distributed.cluster:ClusterSpec", "qwkboost.distributed.connection:ClusterSpec"),
+    ("qwkboost.runs.tuning.cluster:optimize_on_cluster", "qwkboost.runs.tuning.on_dask:optimize_on_cluster"),
 ])
 def test_names_that_moved_down_still_import_from_where_they_were(old, new):
     import importlib

@@ -117,7 +117,7 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     cluster : str, ClusterSpec or distributed.Client, optional
         Run the candidates and tuning trials on a Dask cluster, one per worker at a time
         (:mod:`qwkboost.autoblend.dask_executor`): ``"local"`` (a ``LocalCluster`` of 2 workers on this machine), a
-        scheduler's address (``"tcp://10.0.0.5:8786"``), a :class:`~qwkboost.distributed.cluster.ClusterSpec`, or a
+        scheduler's address (``"tcp://10.0.0.5:8786"``), a :class:`~qwkboost.distributed.connection.ClusterSpec`, or a
         connected client. Default: this process, one at a time. A candidate whose data does not fit one worker, or
         every one with ``ClusterSpec(parallel="rows")``, trains each fold's rows across the workers where its engine
         can (:mod:`qwkboost.autoblend.placement`). A lost worker loses only its candidate; a lost scheduler ends the

@@ -3,7 +3,7 @@ r"""Where a candidate trains on a Dask cluster: whole on one worker, or each fol
 A budget on a cluster runs each candidate whole on one worker, side by side (:mod:`qwkboost.autoblend.dask_executor`).
 That needs the worker to hold the data and the engine's copies of it while it trains. A candidate whose data does
 not fit one worker, or every candidate with ``cluster.parallel=rows``, trains each fold's rows across the workers
-instead, through its engine's Dask interface (:func:`~qwkboost.distributed.cluster.train_dask`), alone on the
+instead, through its engine's Dask interface (:func:`~qwkboost.distributed.training.train_dask`), alone on the
 cluster while it runs. Only an engine whose workers add up the objective's sums and the early-stopping metric over
 every row trains a candidate that way exactly (XGBoost's); any other is left out when it does not fit, with the
 reason, rather than trained on a different objective.
@@ -31,7 +31,7 @@ from typing import Mapping
 
 from qwkboost.config import objective_ref
 from qwkboost.data.dataset import Dataset
-from qwkboost.distributed.cluster import check_dask_categorical, check_dask_objective, dask_support
+from qwkboost.distributed.training import check_dask_categorical, check_dask_objective, dask_support
 from qwkboost.exceptions import ConfigError
 from qwkboost.objectives import get as get_objective
 

@@ -17,6 +17,7 @@ import numpy as np
 from qwkboost import tracking
 from qwkboost.blending.members import BlendInputError, Member, align, distinct_names, read_members
 from qwkboost.blending.methods import BLEND_METHODS, BlendFit, fit_nested
+from qwkboost.cv.folds import make_folds
 from qwkboost.data.dataset import class_range
 from qwkboost.data.fingerprint import DataFingerprint
 from qwkboost.data.labels import ClassLabels
@@ -163,8 +164,6 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     T = np.column_stack([m.test for m in members]) - lo
     folds = next((m.folds[0] for m in members if m.folds is not None), None)
     if folds is None:       # check_folds=false and no member knows its folds: stratified folds for the estimate
-        from qwkboost.cv.folds import make_folds  # slow to import: sklearn
-
         folds = np.empty(len(y_idx), dtype=np.int64)
         counts = np.bincount(y_idx)
         stratified = bool(counts[counts > 0].min() >= 5)        # a class of fewer than 5 rows: plain 5-fold

@@ -26,7 +26,7 @@ from qwkboost import defaults
 from qwkboost.cv.folds import check_fold_labels, fold_assignment, make_repeated_folds, warn_duplicates
 from qwkboost.cv.inner import EARLY_STOPPING_ON, INNER_SHARE, default_early_stopping_on, inner_split, other_rounds
 from qwkboost.data.features import EncodedFeatures, FeatureSchema
-from qwkboost.distributed.cluster import check_dask_categorical, dask_support, train_dask
+from qwkboost.distributed.training import check_dask_categorical, dask_support, train_dask
 from qwkboost.engines import Model, train
 from qwkboost.objectives import resolve
 from qwkboost.validation import (
@@ -183,13 +183,13 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     sample_weight : array-like, optional
         Row weights: each fold trains and early-stops with its rows' weights.
     client : distributed.Client, optional
-        Train each fold on this Dask cluster (:func:`qwkboost.distributed.cluster.train_dask`;
+        Train each fold on this Dask cluster (:func:`qwkboost.distributed.training.train_dask`;
         ``engine`` xgboost or lightgbm; categorical columns on xgboost, with the codes of this process);
         ``n_jobs`` is then the workers'.
     dask_stop : RoundStop, optional
         With ``client``: asked on the workers after each round (a stop from the client, a deadline), since
         ``on_round`` runs in this process and the workers' rounds do not
-        (:func:`~qwkboost.distributed.cluster.train_dask`).
+        (:func:`~qwkboost.distributed.training.train_dask`).
     groups : array-like or str, optional
         The entity of every training row (a user, a patient): rows of one entity
         stay in one fold (:func:`~qwkboost.cv.folds.make_folds`). A column name of a DataFrame ``X``

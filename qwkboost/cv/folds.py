@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Mapping
 
 import numpy as np
-from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
 
 from qwkboost.data.features import FeatureSchema
 from qwkboost.exceptions import ConfigError
@@ -55,6 +54,9 @@ def check_groups(groups, n: int, name: str = "groups") -> np.ndarray:
 def _split(y: np.ndarray, n_splits: int, stratified: bool, shuffle: bool, seed: int, g) -> list | None:
     """The folds of one K-fold split, or ``None`` where it cannot be made: more folds than rows, than groups, or
     (stratified) than the rows of the rarest class."""
+    # slow to import: sklearn (only a split needs it)
+    from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold, StratifiedKFold
+
     if n_splits > (len(y) if g is None else int(g.max()) + 1):
         return None
     state = seed if shuffle else None

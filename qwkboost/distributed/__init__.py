@@ -1,7 +1,7 @@
 """Beyond one process: a Dask cluster and a client on it (:mod:`~qwkboost.distributed.connection`), whole runs as
 tasks one per worker (:mod:`~qwkboost.distributed.tasks`: what the budget's candidates run through,
 :mod:`qwkboost.autoblend.dask_executor`), one run's rows trained through xgboost.dask / lightgbm.dask
-(:mod:`~qwkboost.distributed.cluster`), the all-reduce helpers, and thread budgets for parallel jobs.
+(:mod:`~qwkboost.distributed.training`), the all-reduce helpers, and thread budgets for parallel jobs.
 """
 
 from qwkboost._lazy import attach
@@ -11,11 +11,11 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "ClusterSpec": "connection",
     "connect": "connection",
     "WorkerPool": "tasks",
-    "DaskData": "cluster",
-    "read_parquet": "cluster",
-    "train_dask": "cluster",
-    "predict_dask": "cluster",
-    "DASK_ENGINES": "cluster",
+    "DaskData": "training",
+    "read_parquet": "training",
+    "train_dask": "training",
+    "predict_dask": "training",
+    "DASK_ENGINES": "training",
     # allreduce
     "xgboost_allreduce": "allreduce",
     "for_workers": "allreduce",
@@ -23,6 +23,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "available_cores": "qwkboost.engines.threads",
     "threads_per_job": "qwkboost.engines.threads",
     "blas_single_thread": "qwkboost.engines.threads",
+    "training": "",
     "cluster": "",
     "connection": "",
     "tasks": "",

@@ -36,7 +36,8 @@ from qwkboost.distributed.connection import TRACKING_FIX, check_reachable_by_wor
 from qwkboost.exceptions import ClusterLost, ConfigError
 
 __all__ = ["WorkerPool", "TaskResult", "RoundStop", "STOP_POLL_SECONDS", "STOP_WAIT_SECONDS", "LOST_ERRORS",
-           "is_lost_error", "check_scheduler", "quiet_lost_client"]
+           "SEND_ATTEMPTS", "is_lost_error", "lost_worker", "may_send_again", "prepare_worker", "check_scheduler",
+           "quiet_lost_client"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,39 @@ def is_lost_error(exc: BaseException) -> bool:
     """Whether ``exc`` is how Dask reports work whose worker or scheduler went away (:data:`LOST_ERRORS`, or a
     connection that failed: ``OSError``, ``TimeoutError``), rather than the work's own error."""
     return type(exc).__name__ in LOST_ERRORS or isinstance(exc, (OSError, TimeoutError, ClusterLost))
+
+
+def lost_worker(exc: BaseException) -> bool:
+    """Whether ``exc`` is how Dask reports a task whose worker went away (:data:`LOST_ERRORS`), rather than the
+    task's own error."""
+    return type(exc).__name__ in LOST_ERRORS
+
+
+def may_send_again(client, exc: BaseException, attempt: int) -> bool:
+    """After sending work to ``client``'s workers failed with ``exc`` on try ``attempt`` (from 0): whether a worker
+    lost as it was sent failed it and a try is left (:data:`SEND_ATTEMPTS` in all).
+
+    Raises
+    ------
+    qwkboost.exceptions.ClusterLost
+        If the client lost its scheduler (:func:`check_scheduler`).
+    """
+    check_scheduler(client)
+    return is_lost_error(exc) and attempt < SEND_ATTEMPTS - 1
+
+
+def prepare_worker(tracking_uri: str | None) -> tuple[str, int]:
+    """What a task does first on its worker: MLflow pointed at ``tracking_uri`` (when given) and qwkboost's own
+    log lines kept to warnings (the client logs each task's end); the worker's address and threads."""
+    from distributed import get_worker  # optional: distributed
+
+    if tracking_uri is not None:
+        import mlflow  # slow to import: mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+    logging.getLogger("qwkboost").setLevel(logging.WARNING)
+    worker = get_worker()
+    return worker.address, int(worker.state.nthreads)
 
 
 def check_scheduler(client) -> None:
@@ -152,7 +186,7 @@ class TaskResult:
 
 class RoundStop:
     """When the workers training one fold's rows together stop boosting
-    (:func:`~qwkboost.distributed.cluster.train_dask`'s ``stop``): a Dask :class:`~distributed.Event` that the
+    (:func:`~qwkboost.distributed.training.train_dask`'s ``stop``): a Dask :class:`~distributed.Event` that the
     client sets (Ctrl-C), or a deadline on the wall clock.
 
     Called on each worker after each round (the Event read at most once every :data:`STOP_POLL_SECONDS`); the
@@ -182,13 +216,18 @@ class RoundStop:
         """On a worker: whether to stop after this round."""
         if self.deadline is not None and time.time() >= self.deadline:
             return True
-        now = time.monotonic()
-        if not self._seen and now - self._last >= STOP_POLL_SECONDS:
+        if not self._seen and time.monotonic() - self._last >= STOP_POLL_SECONDS:
+            self.is_set()
+        return self._seen
+
+    def is_set(self) -> bool:
+        """Whether the client has set the Event, read now (not at most once a second)."""
+        if not self._seen:
             if self._event is None:
                 from distributed import Event  # optional: distributed
 
                 self._event = Event(self.event)
-            self._last, self._seen = now, self._event.is_set()
+            self._last, self._seen = time.monotonic(), self._event.is_set()
         return self._seen
 
     def why(self) -> str | None:
@@ -222,20 +261,14 @@ def _unpack(files: dict[str, bytes], directory: Path) -> None:
 def _task(fn: Callable, name: str, directory: str, data, token: str, stop_name: str, shared: bool,
           tracking_uri: str | None, args: tuple) -> TaskResult:
     """On the worker: ``fn(data, directory, stopped, where, nthreads, *args)`` (module docstring)."""
-    from distributed import Event, get_worker  # optional: distributed
+    from distributed import Event  # optional: distributed
 
-    worker = get_worker()
     began = Event(f"qwkboost-began-{token}")
     if began.is_set():          # run again after its worker died: lost, not run twice
         return TaskResult(name, lost=True)
     began.set()
-    if tracking_uri is not None:
-        import mlflow  # slow to import: mlflow
-
-        mlflow.set_tracking_uri(tracking_uri)
-    logging.getLogger("qwkboost").setLevel(logging.WARNING)       # the client logs each task's end
+    where, nthreads = prepare_worker(tracking_uri)
     stopped = RoundStop(stop_name)          # the pool's stop, read as a fold's rows read theirs
-    where, nthreads = worker.address, int(worker.state.nthreads)
     if shared:
         return TaskResult(name, fn(data, Path(directory), stopped, where, nthreads, *args), where)
     with tempfile.TemporaryDirectory(prefix="qwkboost-task-") as tmp:
@@ -318,8 +351,7 @@ class WorkerPool:
             except ClusterLost:
                 raise
             except Exception as exc:  # noqa: BLE001 - a worker that died as its copy or task was sent
-                check_scheduler(self.client)
-                if not is_lost_error(exc) or attempt == SEND_ATTEMPTS - 1:
+                if not may_send_again(self.client, exc, attempt):
                     raise
                 log.info("a Dask worker was lost while a task was sent to it (%s); sending it to another",
                          type(exc).__name__)
@@ -363,7 +395,7 @@ class WorkerPool:
             done = next(iter(wait(list(self._running), return_when="FIRST_COMPLETED").done))
         except Exception as exc:  # noqa: BLE001 - a task whose data went with its worker is cancelled, and says so here
             check_scheduler(self.client)        # or the scheduler went away: every task is lost
-            if type(exc).__name__ not in LOST_ERRORS:
+            if not lost_worker(exc):
                 raise
             done = next(f for f in self._running if f.done())
         return self._result(done)
@@ -380,7 +412,7 @@ class WorkerPool:
         try:
             result = future.result()
         except Exception as exc:  # noqa: BLE001 - KilledWorker, CancelledError, a task's own error
-            if type(exc).__name__ not in LOST_ERRORS:
+            if not lost_worker(exc):
                 raise
             check_scheduler(self.client)
             return TaskResult(name, lost=True)

@@ -36,7 +36,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize
 
 from qwkboost.evaluation.metrics import extended_qwk_ratio, weighted_mean_var
 from qwkboost.validation import check_1d, check_labels, check_same_length, check_weight, shown
@@ -254,6 +253,8 @@ def fit_nelder_mead(scores, y, n_classes: int | None = None, init=None, sample_w
     def loss(t):
         c = np.searchsorted(np.sort(t), s, side="right").astype(np.float64)
         return -(1.0 - extended_qwk_ratio(yf, c, a, b, w))     # -kappa, eq. (qwk-ratio)
+
+    from scipy import optimize  # slow to import: scipy.optimize (only the Nelder-Mead fit needs it)
 
     res = optimize.minimize(loss, x0, method="nelder-mead")
     return np.sort(np.asarray(res.x, dtype=np.float64))

@@ -31,7 +31,7 @@ from qwkboost.data.features import EncodedFeatures
 from qwkboost.data.fingerprint import fingerprint
 from qwkboost.data.files import from_file
 from qwkboost.data.sources import SOURCES
-from qwkboost.distributed.cluster import ClusterSpec, connect, dask_engines, dask_support
+from qwkboost.distributed.training import ClusterSpec, connect, dask_engines, dask_support
 from qwkboost.engines import check_engine_params, get_engine
 from qwkboost.evaluation import plots
 from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse

@@ -79,7 +79,7 @@ def explain_run(run: str, out, data_path: str | None = None, id_column: str | No
         no ``data_path`` is given (naming ``data.path``).
     """
     from qwkboost.explanations.explanation import explain, sample_rows  # slow to import: scipy
-    from qwkboost.tracking.loading import load_run  # slow to import: scipy, scipy.optimize
+    from qwkboost.tracking.loading import load_run  # slow to import: scipy
 
     pipe = load_run(run, tracking_uri, trusted_modules)
     if data_path:

@@ -104,7 +104,7 @@ def check_jobs(config: DictConfig) -> None:
         The first job's problem, naming the setting (and the job, when the sweep varies it).
     """
 
-    from qwkboost.config import check_config  # slow to import: scipy, scipy.optimize
+    from qwkboost.config import check_config  # slow to import: scipy
     from qwkboost.runs.experiment import check_against_data, load_dataset  # slow to import: matplotlib, scipy
 
     jobs = job_overrides(config)

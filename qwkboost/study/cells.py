@@ -14,10 +14,12 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from qwkboost.cv.folds import make_folds, make_repeated_folds
 from qwkboost.data.dataset import class_range
 from qwkboost.data.packaged import train_rows
 from qwkboost.data.shift import class_proportions, shift_proba, shift_weights, target_moments
 from qwkboost.evaluation.metrics import qwk
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.runs.peers import cross_validate_peer
 from qwkboost.study.spec import TEST_SEED_OFFSET, MethodSpec, StudySpec
 from qwkboost.study.tuning import tune_cell, tuned_once
@@ -50,7 +52,7 @@ class Cell:
 
 def check_cells(cells: Iterable[Cell]) -> None:
     """Refuse, before any training, a decoder a method cannot use (``argmax`` needs class probabilities)."""
-    from qwkboost.config import objective_ref  # slow to import: scipy, scipy.optimize
+    from qwkboost.config import objective_ref  # slow to import: scipy
     from qwkboost.objectives import Objective, get  # slow to import: scipy
 
     seen = set()
@@ -164,14 +166,9 @@ def run_cell(config: Mapping[str, Any], method: MethodSpec, threads: int = 1, ke
         method, ``tuning`` (:func:`qwkboost.study.tuning.tune_cell`), kept in ``tuning_dir`` when the
         method tunes once for all seeds.
     """
-    from qwkboost.config import objective_ref  # slow to import: scipy, scipy.optimize
-    from qwkboost.cv.crossval import cross_validate  # slow to import: scipy, sklearn
-    from qwkboost.cv.folds import make_repeated_folds  # slow to import: sklearn
+    from qwkboost.config import objective_ref  # slow to import: scipy
+    from qwkboost.cv.crossval import cross_validate  # slow to import: scipy
     from qwkboost.engines.threads import blas_single_thread  # slow to import: scipy
-
-    # slow to import: scipy.optimize
-    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
-
 
     t0 = time.perf_counter()
     seed = int(config["seed"])
@@ -264,7 +261,6 @@ def run_blend_cell(config: Mapping[str, Any], method: MethodSpec, scores: list[d
     the blend with each decoder, as :func:`run_cell` scores a method; ``qwk_oof_nested`` adds the nested
     out-of-fold QWK (:func:`qwkboost.blending.methods.fit_nested`)."""
     from qwkboost.blending.methods import fit_nested  # slow to import: scipy, scipy.optimize
-    from qwkboost.cv.folds import make_folds  # slow to import: sklearn
 
     t0 = time.perf_counter()
     seed = int(config["seed"])

@@ -73,7 +73,7 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
     from joblib import Parallel, delayed  # slow to import: joblib
     from tqdm.auto import tqdm  # slow to import: tqdm
 
-    from qwkboost.cv.crossval import progress_enabled  # slow to import: scipy, sklearn
+    from qwkboost.cv.crossval import progress_enabled  # slow to import: scipy
     from qwkboost.engines.threads import threads_per_job  # slow to import: scipy
 
     t_start = time.perf_counter()

@@ -24,6 +24,7 @@ import numpy as np
 from filelock import FileLock
 
 from qwkboost.evaluation.metrics import qwk
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.exceptions import RunStopped
 from qwkboost.runs.tuning.space import suggest
 from qwkboost.study.cache import replaced
@@ -62,8 +63,6 @@ def tune_cell(cross_validate: Callable[..., Any], y: np.ndarray, classes: np.nda
     """
     import optuna  # slow to import: optuna
 
-    # slow to import: scipy.optimize
-    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
     from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
     from qwkboost.runs.tuning.samplers import make_sampler  # slow to import: optuna
 

@@ -51,7 +51,7 @@ class PipelineModel(PythonModel):
     """
 
     def load_context(self, context):
-        from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy, scipy.optimize
+        from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy
 
         config = getattr(context, "model_config", None) or {}
         self.pipeline = load_pipeline(context.artifacts["pipeline"], config.get("trusted_modules"))
@@ -97,7 +97,7 @@ def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pi
     ``pipe``: the pipeline already read (its signature is inferred from it), so it is not read again.
     """
 
-    from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy, scipy.optimize
+    from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy
 
     pipe = load_pipeline(pipeline_dir, trusted_modules) if pipe is None else pipe
     example = input_example.copy()

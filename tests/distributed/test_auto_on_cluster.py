@@ -377,7 +377,7 @@ def test_tune_on_a_cluster_goes_on_when_a_worker_dies_as_the_trials_are_sent(mlf
     sent again to the workers left, and the study reaches its total."""
     from dask_processes import DiesOnArrival
     from qwkboost.distributed.connection import ClusterSpec
-    from qwkboost.runs.tuning.cluster import optimize_on_cluster
+    from qwkboost.runs.tuning.on_dask import optimize_on_cluster
 
     mlflow.set_tracking_uri(mlflow_store)
     marker = tmp_path / "the first to take this dies"

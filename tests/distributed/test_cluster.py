@@ -15,7 +15,7 @@ import pytest
 
 import qwkboost
 from conftest import TINY_OVERRIDES, run_in_process
-from qwkboost.distributed.cluster import ClusterSpec, DaskData, as_dask, connect, predict_dask, read_parquet, train_dask
+from qwkboost.distributed.training import ClusterSpec, DaskData, as_dask, connect, predict_dask, read_parquet, train_dask
 from qwkboost.config import ConfigError
 from qwkboost.data.sources import quartiles
 from qwkboost.evaluation.metrics import qwk

@@ -17,7 +17,7 @@ from conftest import TINY_OVERRIDES, run_in_process
 from qwkboost.config import ConfigError
 from qwkboost.cv import cross_validate
 from qwkboost.data.sources import quartiles
-from qwkboost.distributed.cluster import train_dask
+from qwkboost.distributed.training import train_dask
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.objectives.ordinal_logit import OrdinalLogit
 from qwkboost.objectives.soft_qwk import SoftQWK

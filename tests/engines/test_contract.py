@@ -8,7 +8,7 @@ import pytest
 
 import qwkboost as qb
 from qwkboost.callback import EarlyStopException, EarlyStopping
-from qwkboost.distributed.cluster import dask_engines
+from qwkboost.distributed.training import dask_engines
 from qwkboost.engines import ENGINES, Engine, get_engine
 from qwkboost.engines.base import DaskSupport
 from qwkboost.engines.catboost_losses import declares_rows

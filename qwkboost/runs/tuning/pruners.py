@@ -31,10 +31,14 @@ import warnings
 import numpy as np
 import optuna
 
+from qwkboost.data.dataset import class_range
 from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
+from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.exceptions import RunStopped
+from qwkboost.runs.tuning.storage import load_storage
 
-__all__ = ["PRUNERS", "DEFAULT_PRUNER", "make_pruner", "FoldReporter", "fold_score"]
+__all__ = ["PRUNERS", "DEFAULT_PRUNER", "make_pruner", "FoldReporter", "fold_score", "fold_reporter",
+           "stored_fold_reporter"]
 
 PRUNERS = ("none", "median", "successive_halving", "wilcoxon")
 #: ``tune.pruner``'s default: in ``benchmarks/tuning.py`` (54 studies of 30 trials) the fastest, 0.56x the wall time
@@ -61,9 +65,6 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
 def fold_score(metric: str, y: np.ndarray, scores: np.ndarray, classes: np.ndarray | None, method: str,
                weight: np.ndarray | None = None) -> float:
     """The study's ``metric`` on one fold's validation rows (labels ``y``, scores ``scores``)."""
-    # slow to import: scipy.optimize
-    from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
-
     if metric == "rmse_oof" or classes is None:
         return rmse(y, scores, weight)
     lo, hi, k = float(classes[0]), float(classes[-1]), classes.size
@@ -106,3 +107,42 @@ class FoldReporter:
             raise RunStopped(f"pruned by the {self.pruner} pruner after fold {i + 1} ({self.metric} of the folds "
                              f"so far: {np.mean(self.scores):.4f})",
                              tags={"qwkboost.trial_state": "PRUNED", "qwkboost.pruned_after_fold": str(i + 1)})
+
+
+def fold_reporter(trial, pruner: str, method: str, dataset, metric: str = "qwk_thresholds_oof") -> FoldReporter:
+    """The :class:`FoldReporter` of ``trial`` on ``dataset``'s training rows (their labels, classes and weights;
+    no classes for data that is not ordinal).
+
+    Parameters
+    ----------
+    trial : optuna.Trial
+    pruner : str
+        ``tune.pruner`` or ``auto.pruner`` (:data:`PRUNERS`).
+    method : str
+        The run's cut-point method (``thresholds.method``).
+    dataset : Dataset
+    metric : str
+        The study's metric.
+    """
+    classes = class_range(dataset.classes) if dataset.is_ordinal else None
+    return FoldReporter(trial, pruner, metric, method, dataset.y_train, classes, dataset.w_train)
+
+
+def stored_fold_reporter(storage: str, study_name: str, trial_id: int, pruner: str, method: str, dataset,
+                         metric: str = "qwk_thresholds_oof") -> FoldReporter:
+    """:func:`fold_reporter` of trial ``trial_id`` (Optuna's id, not its number) of study ``study_name`` in
+    ``storage``, loaded where the trial runs (a Dask worker) so that its pruner runs there.
+
+    Parameters
+    ----------
+    storage : str
+        An RDB URL the process reaches, or a study on the Dask scheduler
+        (:func:`~qwkboost.runs.tuning.storage.load_storage`).
+    study_name : str
+    trial_id : int
+    pruner, method, dataset, metric
+        As :func:`fold_reporter`'s.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=study_name, storage=load_storage(storage), pruner=make_pruner(pruner))
+    return fold_reporter(optuna.trial.Trial(study, trial_id), pruner, method, dataset, metric)

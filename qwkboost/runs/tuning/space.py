@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import numbers
 import shlex
@@ -9,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["SPACE_TYPES", "check_space", "suggest", "best_overrides", "check_space_against_engine"]
+__all__ = ["SPACE_TYPES", "check_space", "suggest", "draw", "best_overrides", "check_space_against_engine"]
 
 SPACE_TYPES = ("float", "int", "categorical")
 
@@ -77,6 +78,25 @@ def suggest(trial, space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             out[name] = trial.suggest_float(name, float(spec["low"]), float(spec["high"]),
                                             log=bool(spec.get("log", False)))
     return out
+
+
+def draw(trial, cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict]:
+    """A trial's engine parameters drawn from ``cfg["engine"]["search_space"]`` (:func:`suggest`), and its config:
+    a deep copy of ``cfg`` with them over ``engine.params``.
+
+    Examples
+    --------
+    >>> import optuna
+    >>> cfg = {"engine": {"params": {"max_depth": 3}, "search_space": {"eta": {"type": "float", "low": 0.1,
+    ...                                                                       "high": 0.3}}}}
+    >>> drawn, trial_cfg = draw(optuna.create_study().ask(), cfg)
+    >>> sorted(trial_cfg["engine"]["params"]) == ["eta", "max_depth"] and "eta" not in cfg["engine"]["params"]
+    True
+    """
+    drawn = suggest(trial, cfg["engine"]["search_space"])
+    trial_cfg = copy.deepcopy(dict(cfg))
+    trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"].get("params", {}), **drawn}}
+    return drawn, trial_cfg
 
 
 def best_overrides(params: Mapping[str, Any]) -> str:

@@ -23,8 +23,8 @@ from qwkboost import tracking
 from qwkboost.tracking.interrupt import is_alive
 
 __all__ = ["default_storage", "shown_url", "check_study_file", "open_storage", "quiet_experimental",
-           "quiet_stopped_trials", "fail_dead_trials", "kill_orphan_runs", "on_the_scheduler", "scheduler_url",
-           "write_back", "load_storage", "SCHEDULER_SCHEME"]
+           "quiet_stopped_trials", "fail_dead_trials", "kill_orphan_runs", "clean_dead_trials", "on_the_scheduler",
+           "scheduler_url", "write_back", "load_storage", "SCHEDULER_SCHEME"]
 
 #: PostgreSQL advisory-lock key under which the first worker creates Optuna's tables.
 _PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"qwkboost.tuning.schema").digest()[:8], "big", signed=True)
@@ -251,6 +251,17 @@ def kill_orphan_runs(study, client) -> None:
         run_id = tr.user_attrs.get("mlflow_run_id")
         if run_id and client.get_run(run_id).info.status == "RUNNING":
             tracking.mark_killed(client, run_id)
+
+
+def clean_dead_trials(study, client=None) -> None:
+    """The trials a killed process or a lost worker left RUNNING failed and retried (:func:`fail_dead_trials`, then
+    Optuna's check of stale heartbeats) and, given an MLflow ``client``, their runs marked KILLED
+    (:func:`kill_orphan_runs`)."""
+    fail_dead_trials(study)
+    with quiet_experimental():
+        optuna.storages.fail_stale_trials(study)
+    if client is not None:
+        kill_orphan_runs(study, client)
 
 
 #: The URL scheme of a study kept in a Dask scheduler's memory (:func:`on_the_scheduler`).

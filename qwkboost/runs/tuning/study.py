@@ -6,9 +6,10 @@ parallel workers).
 
 * **A study belongs to one configuration.** Its default name carries a short
   hash of everything that changes the result (engine, objective, data, CV,
-  thresholds, seed, metric, search space), and the configuration is stored
+  thresholds, seed, metric, search space: :func:`qwkboost.config.config_hash`), and the configuration is stored
   with the study: resuming a named study with another configuration is refused,
-  naming the keys that differ.
+  naming the keys that differ. A study an earlier qwkboost named (with 8 hex digits of the same hash, or with the
+  ``cluster`` settings in it) goes on under that name.
 * **Trials never repeat themselves.** Each trial's sampler is seeded from
   ``(seed, trial number)``: a resumed study goes on where it stopped instead
   of replaying trial 0, parallel workers (which get different trial numbers)
@@ -29,48 +30,45 @@ parallel workers).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import optuna
 
 from qwkboost import tracking
-from qwkboost.config import check_tune, side_by_side
-from qwkboost.data.dataset import class_range
+from qwkboost.config import check_tune, config_hash, hashed_part, side_by_side
 from qwkboost.data.fingerprint import DataFingerprint, check_same, data_names
 from qwkboost.data.fingerprint import fingerprint as data_fingerprint
 from qwkboost.exceptions import ClusterLost, ConfigError, RunStopped, config_errors
 from qwkboost.runs.experiment import check_against_data, load_dataset, run_experiment
-from qwkboost.runs.tuning.cluster import optimize_on_cluster
+from qwkboost.runs.tuning.on_dask import optimize_on_cluster
 from qwkboost.runs.tuning.plots import log_study
-from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, FoldReporter, make_pruner
+from qwkboost.runs.tuning.pruners import DEFAULT_PRUNER, fold_reporter, make_pruner
 from qwkboost.runs.tuning.samplers import make_sampler
-from qwkboost.runs.tuning.space import best_overrides, check_space, check_space_against_engine, suggest
+from qwkboost.runs.tuning.space import best_overrides, check_space, check_space_against_engine, draw
 from qwkboost.runs.tuning.storage import (
+    clean_dead_trials,
     default_storage,
-    fail_dead_trials,
-    kill_orphan_runs,
     open_storage,
-    quiet_experimental,
     quiet_stopped_trials,
     shown_url,
 )
 from qwkboost.tracking.interrupt import process_tag
 
-__all__ = ["config_fingerprint", "study_name", "tune", "TrialObjective", "CONFIG_ATTR", "DATA_ATTR",
-           "check_study_data", "winner_figures", "NESTED"]
+__all__ = ["config_fingerprint", "study_name", "earlier_study_names", "open_study", "tune", "TrialObjective",
+           "CONFIG_ATTR", "DATA_ATTR", "check_study_data", "winner_figures", "NESTED"]
 
 log = logging.getLogger(__name__)
 
 #: Keys that do not change a trial's result, left out of the study's fingerprint. Where trials run (``cluster``:
 #: one machine, or side by side on a Dask cluster's workers) is one of them, so a study begun on a laptop goes on
 #: on a cluster and back.
-_NOT_FINGERPRINTED = {"tune": ("n_trials", "storage", "study_name", "heartbeat_interval", "grace_period",
-                               "max_retry", "rerun_repeats"),
-                      None: ("tracking", "run_name", "n_jobs", "hydra", "cluster")}
+_NOT_FINGERPRINTED = ("tracking", "run_name", "n_jobs", "hydra", "cluster")
+#: ``tune`` settings that do not change a trial's result either.
+_NOT_FINGERPRINTED_INSIDE = {"tune": ("n_trials", "storage", "study_name", "heartbeat_interval", "grace_period",
+                                      "max_retry", "rerun_repeats")}
 CONFIG_ATTR = "qwkboost.config"
 #: The study's record of the rows its trials were scored on (:mod:`qwkboost.data.fingerprint`).
 DATA_ATTR = "qwkboost.data"
@@ -79,12 +77,15 @@ FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 
 
 def config_fingerprint(cfg: Mapping[str, Any]) -> tuple[dict, str]:
-    """The part of ``cfg`` that changes a trial's result, and its 8-hex-digit hash."""
-    kept = {k: v for k, v in cfg.items() if k not in _NOT_FINGERPRINTED[None]}
-    if isinstance(kept.get("tune"), Mapping):
-        kept["tune"] = {k: v for k, v in kept["tune"].items() if k not in _NOT_FINGERPRINTED["tune"]}
-    text = json.dumps(kept, sort_keys=True, default=str)
-    return json.loads(text), hashlib.sha256(text.encode()).hexdigest()[:8]
+    """The part of ``cfg`` that changes a trial's result (as JSON reads it back), and its 12-hex-digit hash
+    (:func:`qwkboost.config.config_hash`)."""
+    kept = hashed_part(cfg, _NOT_FINGERPRINTED, _NOT_FINGERPRINTED_INSIDE)
+    return (json.loads(json.dumps(kept, sort_keys=True, default=str)),
+            config_hash(cfg, _NOT_FINGERPRINTED, _NOT_FINGERPRINTED_INSIDE))
+
+
+def _named(cfg: Mapping[str, Any], digest: str) -> str:
+    return f"{cfg['engine']['name']}-{cfg['objective']['name']}-{cfg['data']['name']}-{digest}"
 
 
 def study_name(cfg: Mapping[str, Any]) -> str:
@@ -92,8 +93,17 @@ def study_name(cfg: Mapping[str, Any]) -> str:
     given = cfg["tune"].get("study_name")
     if given:
         return str(given)
-    _, digest = config_fingerprint(cfg)
-    return f"{cfg['engine']['name']}-{cfg['objective']['name']}-{cfg['data']['name']}-{digest}"
+    return _named(cfg, config_fingerprint(cfg)[1])
+
+
+def earlier_study_names(cfg: Mapping[str, Any]) -> list[str]:
+    """The names earlier qwkboosts gave the study :func:`study_name` names, newest first: with 8 hex digits of the
+    same hash, then with the ``cluster`` settings in it; none for a study named by ``tune.study_name``."""
+    if cfg["tune"].get("study_name"):
+        return []
+    with_cluster = tuple(k for k in _NOT_FINGERPRINTED if k != "cluster")
+    return [_named(cfg, config_fingerprint(cfg)[1][:8]),
+            _named(cfg, config_hash(cfg, with_cluster, _NOT_FINGERPRINTED_INSIDE)[:8])]
 
 
 def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -103,23 +113,6 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
             out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
         return out
     return [] if a == b else [f"{prefix[:-1]}: {a!r} -> {b!r}"]
-
-
-def _earlier_name(cfg: Mapping[str, Any], name: str, storage) -> str:
-    """``name``, or the name an earlier qwkboost derived for the same study (its ``cluster`` settings in the hash)
-    when only that one is in the storage: a study begun before they left the name goes on."""
-    if cfg["tune"].get("study_name"):
-        return name
-    kept = {k: v for k, v in cfg.items() if k not in _NOT_FINGERPRINTED[None] or k == "cluster"}
-    if isinstance(kept.get("tune"), Mapping):
-        kept["tune"] = {k: v for k, v in kept["tune"].items() if k not in _NOT_FINGERPRINTED["tune"]}
-    digest = hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    earlier = f"{cfg['engine']['name']}-{cfg['objective']['name']}-{cfg['data']['name']}-{digest}"
-    names = set(optuna.get_all_study_names(storage))
-    if earlier != name and earlier in names and name not in names:
-        log.info("study %r: goes on under the name an earlier qwkboost gave it", earlier)
-        return earlier
-    return name
 
 
 def _say_where_the_study_was(url: str) -> None:
@@ -160,6 +153,107 @@ def check_study_data(study, rows: DataFingerprint, where: str, files: tuple[str,
         check_same(study.user_attrs.get(DATA_ATTR), rows, where, *files)
     except ValueError as exc:
         raise ConfigError(f"{exc}: its trials were scored on that data; {fix}") from None
+
+
+def open_study(storage, name: str, sampler, pruner, rows: DataFingerprint, files: tuple[str, str], fix: str, *,
+               direction: str = "maximize", what: str = "study", where: str | None = None,
+               earlier: Sequence[str] = (), stamp_earlier: bool = False, say_earlier: bool = True,
+               aside: tuple[str, str] | None = None, logger: logging.Logger | None = None,
+               check: Callable[[Any, str], None] | None = None, client=None):
+    """Open study ``name`` in ``storage`` (created on first use), its data checked, its dead trials cleaned up:
+    how ``tune.py`` and a time budget open theirs.
+
+    Parameters
+    ----------
+    storage : str or optuna.storages.BaseStorage
+        An RDB URL (``sqlite:///path/tuning.db``, opened as it is) or an opened storage
+        (:func:`~qwkboost.runs.tuning.storage.open_storage`).
+    name : str
+    sampler, pruner
+        Optuna's, for this invocation.
+    rows : DataFingerprint
+        The data this invocation read (:func:`check_study_data`).
+    files : (str, str)
+        How to name the training and test data in a refusal.
+    fix : str
+        What the user can do, ending a refusal.
+    direction : str
+    what, where : str
+        The study is named ``{what} '{name}' in {where}`` in messages (``where``: the storage's URL by default).
+    earlier : sequence of str
+        Names an earlier qwkboost gave the same study: when ``name`` is not in the storage, the first of them that
+        is goes on instead (pass none where the caller cannot vouch for them).
+    stamp_earlier : bool
+        A study continued under an earlier name that records no data is taken to be of ``rows``, which are
+        recorded (the caller vouches for the data, as a budget's ``auto.json`` does).
+    say_earlier : bool
+        A line says that the study goes on under an earlier name.
+    aside : (str, str), optional
+        ``(prefix, label)``: the other studies whose names start with ``prefix`` and that hold trials stay in the
+        storage, set aside, and one line says so (``{label} holds N trial(s) of {prefix} in K study(ies) of other
+        data``, ``label`` such as ``auto: tuning.db``).
+    logger : logging.Logger, optional
+        Where the lines go (this module's logger by default).
+    check : callable, optional
+        ``check(study, text)`` before the data's check, ``text`` naming the study as messages do (``tune.py``
+        compares the configuration stored with the study).
+    client : mlflow.MlflowClient, optional
+        With one, the MLflow runs of trials a killed process left are marked KILLED
+        (:func:`~qwkboost.runs.tuning.storage.clean_dead_trials`).
+
+    Returns
+    -------
+    optuna.Study
+        Its ``study_name`` is the name it goes on under.
+
+    Raises
+    ------
+    ConfigError
+        If the study's trials were scored on other rows (:func:`check_study_data`), or ``check`` refuses it.
+    """
+    logger = logger or log
+    if isinstance(storage, str):
+        storage = optuna.storages.RDBStorage(storage)
+    where = where or shown_url(str(getattr(storage, "url", storage)).split("?")[0])
+    summaries = [] if aside is None else optuna.get_all_study_summaries(storage, include_best_trial=False)
+    names = set(optuna.get_all_study_names(storage)) if aside is None else {s.study_name for s in summaries}
+    was = name
+    if name not in names:
+        name = next((n for n in earlier if n in names), name)
+    if name != was and say_earlier:
+        logger.info("study %r: goes on under the name an earlier qwkboost gave it", name)
+    if aside is not None:
+        prefix, label = aside
+        others = [s for s in summaries if s.study_name.startswith(prefix) and s.study_name != name and s.n_trials]
+        if others:
+            other = [s for s in others if s.user_attrs.get(DATA_ATTR) not in (None, rows.to_dict())]
+            logger.info("%s holds %d trial(s) of %s in %d study(ies) of other %s; they stay there, set aside, and "
+                        "are not continued", label, sum(s.n_trials for s in others), prefix.removesuffix("-"),
+                        len(others), "data" if len(other) == len(others) else "settings or data")
+    study = optuna.create_study(study_name=name, storage=storage, direction=direction, sampler=sampler,
+                                pruner=pruner, load_if_exists=True)
+    if stamp_earlier and name in earlier and DATA_ATTR not in study.user_attrs:
+        study.set_user_attr(DATA_ATTR, rows.to_dict())
+    text = f"{what} {name!r} in {where}"
+    if check is not None:
+        check(study, text)
+    check_study_data(study, rows, text, files, fix)
+    clean_dead_trials(study, client)
+    return study
+
+
+def _same_config(fingerprint: dict) -> Callable[[Any, str], None]:
+    """:func:`open_study`'s ``check`` for ``tune.py``: the configuration ``fingerprint`` stored with a new study, or
+    the study refused when it was created with another (naming the keys that differ)."""
+    def check(study, where: str) -> None:
+        stored = study.user_attrs.get(CONFIG_ATTR)
+        if stored is None:
+            study.set_user_attr(CONFIG_ATTR, fingerprint)
+        elif config_fingerprint(stored)[0] != fingerprint:      # what an older qwkboost stored beyond it is ignored
+            diff = _diff(config_fingerprint(stored)[0], fingerprint)
+            raise ConfigError(f"{where} was created with another configuration ({'; '.join(diff[:8])}); choose "
+                              "another tune.study_name, or leave it unset for a name derived from the configuration")
+    return check
 
 
 def _report_best(study, metric: str, name: str, honest: Mapping[str, float] | None = None) -> None:
@@ -209,7 +303,7 @@ class TrialObjective:
     """One trial of a study: its engine parameters drawn, its run cross-validated as a child MLflow run of the
     study's parent, its folds reported to the pruner; the study's metric.
 
-    Picklable, so that a Dask worker runs trials of the same study (:mod:`qwkboost.runs.tuning.cluster`).
+    Picklable, so that a Dask worker runs trials of the same study (:mod:`qwkboost.runs.tuning.on_dask`).
 
     Parameters
     ----------
@@ -234,17 +328,14 @@ class TrialObjective:
     def __call__(self, trial) -> float:
         cfg, ds = self.cfg, self.ds
         metric = cfg["tune"]["metric"]
-        params = suggest(trial, cfg["engine"]["search_space"])
+        _, trial_cfg = draw(trial, cfg)
         trial.set_user_attr(tracking.PROCESS_TAG, process_tag())
-        trial_cfg = copy.deepcopy(dict(cfg))
-        trial_cfg["engine"] = {**trial_cfg["engine"], "params": {**trial_cfg["engine"]["params"], **params}}
         trial_cfg.pop("tune", None)
         if trial_cfg.get("n_jobs") is None and self.n_jobs is not None:
             trial_cfg["n_jobs"] = self.n_jobs
         # trials keep their pipeline artifact; a servable pyfunc model or explanations per trial would cost seconds
         trial_cfg["tracking"] = {**trial_cfg.get("tracking", {}), "log_pyfunc": False, "explain": False}
-        reporter = FoldReporter(trial, self.pruner, metric, cfg["thresholds"]["method"], ds.y_train,
-                                class_range(ds.classes) if ds.is_ordinal else None, ds.w_train)
+        reporter = fold_reporter(trial, self.pruner, cfg["thresholds"]["method"], ds, metric)
         try:
             row = run_experiment(trial_cfg, self.experiment_id, parent_run_id=self.parent_id,
                                  run_name=f"trial {trial.number}", dataset=ds,
@@ -300,26 +391,14 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         check_space_against_engine(cfg, ds.X_train.shape[1])
         storage = open_storage(url, t)
     experiment_id = tracking.setup(cfg["tracking"]["uri"], cfg["tracking"]["experiment_name"])
-    name = _earlier_name(cfg, name, storage)
     if not t.get("storage"):
         _say_where_the_study_was(url)
-    study = optuna.create_study(study_name=name, storage=storage, direction=t["direction"], sampler=sampler,
-                                pruner=pruner, load_if_exists=True)
-    stored = study.user_attrs.get(CONFIG_ATTR)
-    where = f"study {name!r} in {shown_url(url.split('?')[0])}"
-    if stored is None:
-        study.set_user_attr(CONFIG_ATTR, fingerprint)
-    elif config_fingerprint(stored)[0] != fingerprint:      # what an older qwkboost stored beyond it is not compared
-        diff = _diff(config_fingerprint(stored)[0], fingerprint)
-        raise ConfigError(f"{where} was created with another configuration ({'; '.join(diff[:8])}); choose another "
-                          "tune.study_name, or leave it unset for a name derived from the configuration")
-    check_study_data(study, data_fingerprint(ds), where, data_names(cfg["data"]),
-                     "choose another tune.study_name (or another tune.storage)")
     client = mlflow.MlflowClient()
-    fail_dead_trials(study)
-    with quiet_experimental():
-        optuna.storages.fail_stale_trials(study)
-    kill_orphan_runs(study, client)
+    study = open_study(storage, name, sampler, pruner, data_fingerprint(ds), data_names(cfg["data"]),
+                       "choose another tune.study_name (or another tune.storage)", direction=t["direction"],
+                       where=shown_url(url.split("?")[0]), earlier=earlier_study_names(cfg),
+                       check=_same_config(fingerprint), client=client)
+    name = study.study_name
     metric = t["metric"]
     done = len(study.get_trials(deepcopy=False, states=FINISHED))
     if done >= n_trials:
@@ -341,17 +420,14 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         if spec is None:
             with quiet_stopped_trials():
                 study.optimize(objective, n_trials=n_trials - done, gc_after_trial=True, callbacks=[until_total])
-        else:       # each worker runs trials of the same study, each trial whole (qwkboost.runs.tuning.cluster)
+        else:       # each worker runs trials of the same study, each trial whole (qwkboost.runs.tuning.on_dask)
             try:
                 optimize_on_cluster(spec, objective, url, name, t, n_trials, int(cfg.get("seed", 0)), FINISHED)
             except ClusterLost as exc:      # the study keeps what finished; the same command goes on from there
                 log.warning("study %r: %s; it ends with the trials that finished (the same command again goes on)",
                             name, exc)
                 tracking.set_tags({"qwkboost.cluster_lost": str(exc)})
-            fail_dead_trials(study)         # a lost worker's trial, and its MLflow run, are not left RUNNING
-            with quiet_experimental():
-                optuna.storages.fail_stale_trials(study)
-            kill_orphan_runs(study, client)
+            clean_dead_trials(study, client)        # a lost worker's trial, and its MLflow run, are not left RUNNING
         states = [tr.state for tr in study.get_trials(deepcopy=False)]
         tracking.log_metrics({"n_complete": float(states.count(optuna.trial.TrialState.COMPLETE)),
                               "n_pruned": float(states.count(optuna.trial.TrialState.PRUNED))})
