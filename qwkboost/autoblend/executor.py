@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+import qwkboost.runs.tuning as tuning_face
 from qwkboost.autoblend.budget import Budget, TimeGuard
 from qwkboost.autoblend.placement import WHOLE, Placement
-from qwkboost.data.dataset import Dataset, class_range
+from qwkboost.data.dataset import Dataset
 from qwkboost.exceptions import RunStopped
 from qwkboost.runs.experiment import run_experiment
 
@@ -211,18 +212,8 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
 def trial_reporter(spec: TrialSpec, dataset: Dataset):
     """The fold reporter of the trial ``spec`` names, on its study in ``spec.storage``
     (:class:`~qwkboost.runs.tuning.pruners.FoldReporter`)."""
-    import optuna  # slow to import: optuna
-
-    from qwkboost.runs.tuning.pruners import FoldReporter, make_pruner  # slow to import: optuna
-
-    from qwkboost.runs.tuning.storage import load_storage  # slow to import: optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=spec.study_name, storage=load_storage(spec.storage),
-                              pruner=make_pruner(spec.pruner))
-    trial = optuna.trial.Trial(study, spec.trial_id)
-    return FoldReporter(trial, spec.pruner, spec.metric, spec.method, dataset.y_train, class_range(dataset.classes),
-                        dataset.w_train)
+    return tuning_face.stored_fold_reporter(spec.storage, spec.study_name, spec.trial_id, spec.pruner, spec.method,
+                                            dataset, spec.metric)
 
 
 class LocalExecutor:

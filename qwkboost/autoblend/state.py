@@ -14,7 +14,6 @@ machine or a Dask cluster) is not part of their hash: a directory moves between 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -23,6 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
 
+from qwkboost.config import UNHASHED, config_hash
 from qwkboost.data.fingerprint import DataFingerprint, check_same
 from qwkboost.exceptions import ConfigError
 from qwkboost.tracking.files import run_path
@@ -169,23 +169,11 @@ class CandidateRecord:
 
 #: The config keys every candidate of one directory shares (its data, folds and decoding).
 SHARED_KEYS = ("data", "cv", "seed", "thresholds")
-#: Config keys that never change a candidate's result: where it runs (``cluster``: one machine or a Dask
-#: cluster's workers) is not what it is, so a directory moves between them and keeps its candidates.
-_UNHASHED = ("tracking", "run_name", "n_jobs", "hydra", "auto", "cluster")
-
-
-def config_hash(cfg: Mapping[str, Any], unhashed: tuple[str, ...] = _UNHASHED) -> str:
-    """A 12-hex-digit hash of what changes a candidate's result (``cfg`` without the keys ``unhashed``)."""
-    kept = {k: v for k, v in cfg.items() if k not in unhashed}
-    if isinstance(kept.get("engine"), Mapping):
-        kept["engine"] = {k: v for k, v in kept["engine"].items() if k != "search_space"}
-    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
 def legacy_config_hash(cfg: Mapping[str, Any]) -> str:
-    """The hash an earlier qwkboost gave ``cfg``, with its ``cluster`` settings in it (:func:`config_hash`): what
-    a directory made before they left the hash recorded, so that its candidates and studies are still found."""
-    return config_hash(cfg, tuple(k for k in _UNHASHED if k != "cluster"))
+    """The hash an earlier qwkboost gave ``cfg``, with its ``cluster`` settings in it
+    (:func:`~qwkboost.config.config_hash`, the one hash of a config, which names a candidate here): what a directory
+    made before they left the hash recorded, so that its candidates and studies are still found."""
+    return config_hash(cfg, tuple(k for k in UNHASHED if k != "cluster"))
 
 
 def shared_part(cfg: Mapping[str, Any]) -> dict:

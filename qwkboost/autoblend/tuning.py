@@ -18,7 +18,6 @@ continued (a line says it is set aside).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import logging
 import statistics
@@ -33,7 +32,7 @@ from qwkboost.autoblend.jobs import Started
 from qwkboost.autoblend.state import CandidateRecord, config_hash, legacy_config_hash
 from qwkboost.data.fingerprint import DataFingerprint
 import qwkboost.runs.tuning as tuning_face
-from qwkboost.runs.tuning.space import suggest
+from qwkboost.runs.tuning.space import draw
 
 if TYPE_CHECKING:
     from qwkboost.autoblend.context import Context
@@ -45,10 +44,9 @@ log = logging.getLogger("qwkboost.autoblend")
 
 
 def _draw(trial, pair: tuple[str, str], cfg: dict) -> tuple[Candidate, dict]:
-    """The candidate of ``trial`` (its parameters drawn from ``cfg``'s search space) and its config."""
-    drawn = suggest(trial, cfg["engine"]["search_space"])
-    trial_cfg = copy.deepcopy(cfg)
-    trial_cfg["engine"]["params"] = {**trial_cfg["engine"].get("params", {}), **drawn}
+    """The candidate of ``trial`` (its parameters drawn from ``cfg``'s search space,
+    :func:`~qwkboost.runs.tuning.space.draw`) and its config."""
+    drawn, trial_cfg = draw(trial, cfg)
     return Candidate(pair[0], pair[1], tuple(sorted(drawn.items())), trial.number), trial_cfg
 
 
@@ -60,35 +58,19 @@ def study_name(pair: tuple[str, str], cfg: dict, data: DataFingerprint) -> str:
 
 
 def _open_study(ctx: Context, pair: tuple[str, str], cfg: dict, sampler, pruner):
-    """``pair``'s study in ``<output dir>/tuning.db`` (:func:`study_name`), created on first use, its data checked
-    as ``tune.py`` checks a study's (:func:`~qwkboost.runs.tuning.study.check_study_data`); studies of the pair on
-    other data or settings stay in the file, set aside, with a line. A study an earlier qwkboost named (without the
-    data's digest, with the ``cluster`` settings in its hash) goes on when ``auto.json`` vouches for the data."""
-    import optuna  # slow to import: optuna
-
-    DATA_ATTR, check_study_data = tuning_face.DATA_ATTR, tuning_face.check_study_data     # optuna, mlflow
-    fingerprint = ctx.fingerprint
-    storage = optuna.storages.RDBStorage(f"sqlite:///{(ctx.out / 'tuning.db').resolve()}")
-    name = study_name(pair, cfg, fingerprint)
-    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    names = {s.study_name for s in summaries}
-    earlier = [f"{pair[0]}-{pair[1]}-{h}" for h in (legacy_config_hash(cfg), config_hash(cfg))]
-    if name not in names and ctx.state.resumed:
-        name = next((n for n in earlier if n in names), name)
-    prefix = f"{pair[0]}-{pair[1]}-"
-    aside = [s for s in summaries if s.study_name.startswith(prefix) and s.study_name != name and s.n_trials]
-    if aside:
-        other = [s for s in aside if s.user_attrs.get(DATA_ATTR) not in (None, fingerprint.to_dict())]
-        log.info("auto: tuning.db holds %d trial(s) of %s-%s in %d study(ies) of other %s; they stay there, set aside, "
-                 "and are not continued", sum(s.n_trials for s in aside), *pair, len(aside),
-                 "data" if len(other) == len(aside) else "settings or data")
-    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler,
-                                pruner=pruner, load_if_exists=True)
-    if name in earlier and DATA_ATTR not in study.user_attrs:      # an earlier qwkboost's, of auto.json's data
-        study.set_user_attr(DATA_ATTR, fingerprint.to_dict())
-    check_study_data(study, fingerprint, f"auto's tuning study {name!r} in {ctx.out / 'tuning.db'}",
-                     ctx.data_names, f"move {ctx.out / 'tuning.db'} away to start its studies afresh")
-    return study
+    """``pair``'s study in ``<output dir>/tuning.db`` (:func:`study_name`), opened as ``tune.py`` opens its own
+    (:func:`~qwkboost.runs.tuning.study.open_study`: created on first use, its data checked, its dead trials cleaned
+    up); studies of the pair on other data or settings stay in the file, set aside, with a line. A study an earlier
+    qwkboost named (without the data's digest, with the ``cluster`` settings in its hash) goes on when ``auto.json``
+    vouches for the data."""
+    db = ctx.out / "tuning.db"
+    earlier = [f"{pair[0]}-{pair[1]}-{h}" for h in (legacy_config_hash(cfg), config_hash(cfg))] \
+        if ctx.state.resumed else []
+    return tuning_face.open_study(
+        f"sqlite:///{db.resolve()}", study_name(pair, cfg, ctx.fingerprint), sampler, pruner, ctx.fingerprint,
+        ctx.data_names, f"move {db} away to start its studies afresh", what="auto's tuning study", where=str(db),
+        earlier=earlier, stamp_earlier=True, say_earlier=False, aside=(f"{pair[0]}-{pair[1]}-", "auto: tuning.db"),
+        logger=log)
 
 
 class _Study:
