@@ -13,7 +13,7 @@ import copy
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.costs import CANDIDATE_SECONDS_PER_MB
@@ -45,6 +45,9 @@ class Started:
     estimate : float or None
     cfg_hash : str
         The hash of the config it runs with.
+    payload : object
+        What the source that started it keeps with it (a default candidate's place, a trial), handed back with its
+        outcome: the loop's one map of jobs in flight carries it.
     """
 
     cand: Candidate
@@ -53,6 +56,7 @@ class Started:
     started_at: float
     estimate: float | None
     cfg_hash: str
+    payload: Any = None
 
     @property
     def name(self) -> str:

@@ -25,6 +25,7 @@ Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv`
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from qwkboost.autoblend import jobs
@@ -123,7 +124,6 @@ class Defaults:
         #: with one slot, the rest waits for the first candidate's outcome and is screened when it does not fit
         self.waiting = False
         self.retried: set[tuple[str, str]] = set()
-        self.pairs: dict[str, tuple[tuple[str, str], str]] = {}     # a started job's pair and reason
 
     @property
     def exhausted(self) -> bool:
@@ -139,16 +139,15 @@ class Defaults:
             if not isinstance(started, Started):        # reused, or left out: the next one
                 self._after_first(ctx, pair)
                 continue
-            self.pairs[started.name] = (pair, reason)
             if pair == self.first and ctx.executor.slots == 1 and self.queue:
                 self.waiting = True                     # the rest is ordered once the first one is measured
-            return started
+            return replace(started, payload=(pair, reason))
         self.queue.clear()      # out of time: what is left is not started
         return None
 
     def ended(self, ctx: Context, started: Started, outcome: Outcome | None, rec: CandidateRecord | None,
               how: str) -> None:
-        pair, reason = self.pairs.pop(started.name)
+        pair, reason = started.payload
         if self.waiting and how == "ended":
             self.waiting = False
             self._after_first(ctx, pair)

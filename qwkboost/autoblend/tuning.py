@@ -115,7 +115,6 @@ class Tuning:
     def __init__(self):
         self.targets: list[tuple[tuple[str, str], float, str]] | None = None     # decided when tuning starts
         self.current: _Study | None = None
-        self.trials: dict[str, object] = {}     # a started job's trial
         self.done = False
 
     @property
@@ -167,7 +166,7 @@ class Tuning:
             return None
         while True:
             if self.current is None or self.current.left_out or self.current.out_of_time(ctx):
-                if self.trials or (self.current is not None and running):
+                if self.current is not None and running:
                     return None         # the pair's running trials (and candidates beside them) end first
                 self.current = self._target(ctx)
                 if self.current is None:
@@ -188,14 +187,13 @@ class Tuning:
                 started = replace(started, job=replace(started.job, trial=TrialSpec(
                     cur.storage, cur.study.study_name, trial._trial_id, ctx.settings.pruner, "qwk_thresholds_oof",
                     cur.cfg["thresholds"]["method"])))
-            self.trials[started.name] = (cur, trial)
-            return started
+            return replace(started, payload=(cur, trial))
 
     def ended(self, ctx: Context, started: Started, outcome: Outcome | None, rec: CandidateRecord | None,
               how: str) -> None:
         import optuna  # slow to import: optuna
 
-        study, trial = self.trials.pop(started.name)
+        study, trial = started.payload
         if how != "ended":
             if not (how == "lost" and study.study is not study.record):      # a copy on a lost scheduler is gone
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
