@@ -4,12 +4,12 @@ back and logged to MLflow again, each step timed, on a copy (the directory itsel
     python benchmarks/auto_finish.py outputs/auto_plan/insteval-0/auto-300/out          # one directory
     python benchmarks/auto_finish.py outputs/auto_plan/*-0/auto-300/out --json benchmarks/results/auto_finish.json
 
-The steps are the ones ``AutoRun.finish`` takes, through the same functions: the pool
+The steps are the ones ``qwkboost.autoblend.finish.finish`` takes, through the same functions: the pool
 (``qwkboost.autoblend.ranking.diverse_pool`` of the finished candidates, at most 15), ``read_members``, the greedy
 ``blend`` with exact cut points, ``write_blend`` (members' pipelines copied and checked), ``load_pipeline`` (the
 blend read back, as the result), and ``log_blend_contents`` into a fresh SQLite MLflow store (files, pipeline
 artifacts, the pyfunc model). Beside each directory's figures: the megabytes of the pipeline written, and the
-reserve the budget's rule (``AutoRun.set_reserve``'s per-megabyte part, :data:`SECONDS_PER_MB_TRACKED` and
+reserve the budget's rule (``qwkboost.autoblend.costs.reserve``'s per-megabyte part, :data:`SECONDS_PER_MB_TRACKED` and
 :data:`READ_SECONDS_PER_MB` by engine, plus its fixed seconds; the blend's own seconds not included) would keep for
 that pool.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from qwkboost.autoblend import driver  # noqa: E402
+from qwkboost.autoblend import costs  # noqa: E402
 from qwkboost.autoblend.ranking import diverse_pool  # noqa: E402
 from qwkboost.autoblend.state import CandidateRecord  # noqa: E402
 
@@ -52,7 +52,7 @@ def finish(src: Path) -> dict:
         t = {}
         t0 = time.perf_counter()
         members = [replace(m, name=n) for m, (n, _) in
-                   zip(read_members([work / "out" / r["dir"] for _, r in pool]), pool)]
+                   zip(read_members([work / "out" / r.dir for _, r in pool]), pool)]
         t["read_members"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         result = blend(members, method="greedy", thresholds="exact")
@@ -73,14 +73,12 @@ def finish(src: Path) -> dict:
             t["mlflow"] = time.perf_counter() - t0
         mlflow.set_tracking_uri(None)
         written = sum(f.stat().st_size for f in (new / "pipeline").rglob("*") if f.is_file()) / 1e6
-    read = getattr(driver, "READ_SECONDS_PER_MB", None)        # a checkout before it (an A/B) reserves otherwise
-    pooled = None if read is None else sum(r.get("pipeline_mb", 0.0) * (driver.SECONDS_PER_MB_TRACKED
-                                                                        + read[r["engine"]]) for _, r in pool)
+    read = costs.READ_SECONDS_PER_MB
+    pooled = sum((r.pipeline_mb or 0.0) * (costs.SECONDS_PER_MB_TRACKED + read[r.engine]) for _, r in pool)
     return {"dir": str(src), "pool": len(pool), "blended": int(sum(w > 0 for w in result.weights)),
-            "pool_mb": round(sum(r.get("pipeline_mb", 0.0) for _, r in pool), 1), "written_mb": round(written, 1),
+            "pool_mb": round(sum(r.pipeline_mb or 0.0 for _, r in pool), 1), "written_mb": round(written, 1),
             **{k: round(v, 2) for k, v in t.items()}, "after_blend": round(sum(t.values()) - t["blend"], 2),
-            "reserve_without_blend": None if pooled is None else
-            round(driver.WRITE_SECONDS + driver.PYFUNC_SECONDS + pooled, 2)}
+            "reserve_without_blend": round(costs.WRITE_SECONDS + costs.PYFUNC_SECONDS + pooled, 2)}
 
 
 def main() -> None:

@@ -113,7 +113,7 @@ def finish(ctx: Context, stopped: bool = False) -> AutoResult:
     ctx.progress.step("blend")
     # when the work ended, how much of it was left unused, and the reserve kept for what follows
     done = {r.pair for r in state.candidates.values() if r.finished}
-    now = room(ctx)
+    now = room(ctx, coming=0)       # nothing more is coming: what is kept for the end now
     closing.facts.update({"work_ended_at": round(ctx.budget.elapsed, 2), "reserve": round(now.reserve.seconds, 2),
                           "unused_for_work": round(max(now.left, 0.0), 2),
                           "pairs_not_run": sorted(f"{e}-{o}" for e, o in ctx.configs if (e, o) not in done)})

@@ -67,7 +67,12 @@ def run_loop(ctx: Context, sources: Sequence[Source]) -> None:
 
     def back(outcome: Outcome, how: str) -> None:
         source, started = running.pop(outcome.name)
-        source.ended(ctx, started, outcome, jobs.end(ctx, started, outcome), how)
+        try:
+            rec = jobs.end(ctx, started, outcome)
+        except BaseException:       # its record could not be written: its source still learns it ended
+            source.ended(ctx, started, None, None, STOPPED)
+            raise
+        source.ended(ctx, started, outcome, rec, how)
 
     try:
         while True:

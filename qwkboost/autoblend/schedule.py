@@ -132,7 +132,9 @@ class Defaults:
     def next(self, ctx: Context, running: Sequence[str]) -> Started | None:
         if self.waiting:
             return None
-        while self.queue and room(ctx).left > 0:
+        # the first candidate is always tried (its guard shares the time left between its folds); the others while
+        # time is left with the running ones' members and pipelines kept in the reserve
+        while self.queue and (self.queue[0][0] == self.first or room(ctx, coming=1 + len(running)).left > 0):
             pair, reason = self.queue.pop(0)
             cand, cfg, faster = fitted(ctx, pair)
             started = jobs.start(ctx, cand, cfg, why=f"{reason}; {faster}" if faster else reason, running=len(running))

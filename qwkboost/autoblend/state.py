@@ -10,6 +10,11 @@ rows under the same names (the data's fingerprint, :mod:`qwkboost.data.fingerpri
 ``test.csv``, another frame in Python). Every invocation is recorded in ``sessions``, from its start; one whose
 process was killed before it could close its record is marked ``killed`` by the next. Where candidates run (one
 machine or a Dask cluster) is not part of their hash: a directory moves between the two and keeps them.
+
+Who writes what: a candidate's record (:class:`CandidateRecord`) is written only by :class:`AutoState`'s
+``record_*`` methods, which :mod:`~qwkboost.autoblend.jobs` (a candidate's start and end) and
+:mod:`~qwkboost.autoblend.schedule` (its screen) call; the sessions by the driver; ``outputs`` by
+:mod:`~qwkboost.autoblend.finish`. Everything else reads them.
 """
 
 from __future__ import annotations
@@ -153,7 +158,7 @@ class CandidateRecord:
     def from_dict(cls, raw: Mapping[str, Any]) -> "CandidateRecord":
         """A record read from ``auto.json`` (a status this version does not know stays a string)."""
         known = {f.name for f in fields(cls)} - {"extra"}
-        rec = cls(**{k: v for k, v in raw.items() if k in known},
+        rec = cls(**{"status": "", **{k: v for k, v in raw.items() if k in known}},
                   extra={k: v for k, v in raw.items() if k not in known})
         if rec.status in Status._value2member_map_:
             rec.status = Status(rec.status)

@@ -174,13 +174,18 @@ class Tuning:
                     return None
             cur = self.current
             trial = cur.study.ask()
-            cand, trial_cfg = _draw(trial, cur.pair, cur.cfg)
-            started = jobs.start(ctx, cand, trial_cfg, rescue=False, why=cur.why, running=len(running))
+            try:
+                cand, trial_cfg = _draw(trial, cur.pair, cur.cfg)
+                started = jobs.start(ctx, cand, trial_cfg, rescue=False, why=cur.why, running=len(running))
+            except BaseException:       # a stop or an error before the trial ran: it failed, not left running
+                cur.tell(trial, state=optuna.trial.TrialState.FAIL)
+                raise
             if started is None:         # left out: no trial of this pair fits any more
                 cur.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 cur.left_out = True
                 continue
             if not isinstance(started, Started):        # the same trial finished before
+                cur.seconds.append(started.seconds)
                 cur.tell(trial, started.qwk_thresholds_oof)
                 continue
             if cur.prunable:

@@ -378,3 +378,55 @@ def test_the_leaderboard_notes_an_estimate_missed_more_than_twofold():
     assert board.loc[["b", "c", "d", "e"], "note"].eq("").all()
     assert board.loc["d", "status"] == "screened" and board.loc["d", "screen_qwk"] == 0.4
     assert "test_qwk" not in board.columns and board.index[0] == "a"      # the member first
+
+
+def test_the_first_candidate_is_tried_even_past_the_time_left_the_others_are_not(tmp_path):
+    """The first candidate's folds share whatever time is left (its guard), so it is always tried; the others wait
+    for time left for work."""
+    from qwkboost.autoblend.executor import LocalExecutor
+    from qwkboost.autoblend.jobs import Started
+    from qwkboost.autoblend.schedule import Defaults
+
+    clock = [0.0]
+    budget = Budget(10.0, started=0.0, clock=lambda: clock[0])
+    pairs = [("lightgbm", "squared_error"), ("xgboost", "squared_error")]
+    ctx = _context(tmp_path, {p: candidate_config(*p) for p in pairs}, CostModel(), budget)
+    ctx.executor = LocalExecutor(None, budget)
+    clock[0] = 9.5          # less than the reserve is left: nothing fits
+    source = Defaults(ctx)
+    started = source.next(ctx, [])
+    assert isinstance(started, Started) and started.name == "lightgbm-squared_error"
+    assert started.why.startswith("first: ") and started.job.guard.share_folds
+    assert started.job.guard.reserve > 0.5          # the job carries the reserve it started with
+    assert source.next(ctx, ["lightgbm-squared_error"]) is None and not source.exhausted   # it waits for the first
+    source.waiting = False
+    assert source.next(ctx, []) is None and source.exhausted        # no time: the rest is not started
+
+
+def test_a_trial_stopped_before_it_ran_is_failed_in_its_study(tmp_path, monkeypatch):
+    """A stop (or an error) between a trial's draw and its start leaves it FAIL in the study, never RUNNING."""
+    import optuna
+
+    from qwkboost.autoblend import jobs
+    from qwkboost.autoblend.executor import LocalExecutor
+    from qwkboost.autoblend.state import CandidateRecord
+    from qwkboost.autoblend.tuning import Tuning
+    from qwkboost.data.fingerprint import fingerprint
+
+    ds = _dataset(tmp_path)
+    pair = ("lightgbm", "squared_error")
+    budget = Budget(600.0)
+    ctx = _context(tmp_path, {pair: candidate_config(*pair)}, CostModel(), budget, ds)
+    ctx.executor, ctx.fingerprint = LocalExecutor(ds, budget), fingerprint(ds)
+    ctx.state.candidates["lightgbm-squared_error"] = CandidateRecord("finished", *pair, seconds=1.0,
+                                                                    qwk_thresholds_oof_nested=0.5)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs, "start", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        Tuning().next(ctx, [])
+    study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{tmp_path / 'tuning.db'}")[0],
+                              storage=f"sqlite:///{tmp_path / 'tuning.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL]
