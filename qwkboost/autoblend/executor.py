@@ -202,7 +202,8 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
     try:
         row = run_experiment(job.config, job.experiment_id, parent_run_id=job.parent_run_id, run_name=job.name,
                              output_dir=job.directory, dataset=dataset, on_fold=on_fold, on_round=guard.on_round,
-                             progress=False, client=client, dask_stop=dask_stop)
+                             progress=False, client=client, dask_stop=dask_stop,
+                             fold_scores=reporter is not None)       # the guard reads the clock, not the scores
     except RunStopped as stop:
         return Outcome(job.name, None, str(stop), dict(stop.tags), time.monotonic() - t0, len(guard.capped),
                        guard.rescued, where)

@@ -135,7 +135,8 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                    description: str = "", n_jobs: int | None = None, categorical=None,
                    schema: FeatureSchema | None = None, sample_weight=None, client=None, groups=None,
                    repeats: int = 1, early_stopping_min_delta: float | None = None, on_fold=None,
-                   on_round=None, early_stopping_on: str | None = "valid", dask_stop=None) -> CVResult:
+                   on_round=None, early_stopping_on: str | None = "valid", dask_stop=None,
+                   fold_scores: bool = True) -> CVResult:
     r"""Cross-validate one configuration, optionally grouped and repeated.
 
     With ``repeats`` :math:`R > 1`, :math:`R` K-fold splits are drawn (seeds
@@ -204,6 +205,10 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     on_fold : callable, optional
         Called after each fold as ``on_fold(i, valid_rows, scores)`` with the fold's number (0-based, over all
         repeats), its validation rows and their scores; an exception it raises (a pruned trial's) stops the CV.
+    fold_scores : bool, default True
+        Whether ``on_fold`` reads ``scores``. With ``"other_folds"`` they cost a prediction of the fold's rows at its
+        own rounds (its out-of-fold scores are read again at the other folds' rounds): without it ``on_fold`` gets
+        ``None`` for them (a time guard's).
     on_round : callable, optional
         Called after every boosting round as ``on_round(i, round, evals)`` with the fold's number, the round
         (0-based) and the round's metrics (:func:`qwkboost.train`'s callbacks); an exception it raises (a time
@@ -304,15 +309,19 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                               seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr],
                               early_stopping_min_delta=early_stopping_min_delta)
             times.append(time.perf_counter() - t0)
-            raw = model.predict_raw(EncodedFeatures(X[va], schema))
-            oof_repeats[r, va] = model.objective.decode(raw)
+            # with other_folds the fold's rows are read again below: now only when on_fold wants their scores
+            own = not others or (on_fold is not None and fold_scores)
+            if own:
+                raw = model.predict_raw(EncodedFeatures(X[va], schema))
+                oof_repeats[r, va] = model.objective.decode(raw)
             raw_test = None if test is None else model.predict_raw(EncodedFeatures(X_test, schema))
             if test is not None:
                 test += model.objective.decode(raw_test) / n_models
             try:
-                proba = model.objective.predict_proba(raw)
-                oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
-                oof_proba[va] += 0.0 if others else proba / repeats       # other_folds: read again below
+                if not others:          # other_folds: read again below
+                    proba = model.objective.predict_proba(raw)
+                    oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
+                    oof_proba[va] += proba / repeats
                 if test is not None:
                     pt = model.objective.predict_proba(raw_test) / n_models
                     test_proba = pt if test_proba is None else test_proba + pt
@@ -321,7 +330,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
             models.append(model)
             bar.update(1)
             if on_fold is not None:
-                on_fold(i, va, oof_repeats[r, va])
+                on_fold(i, va, oof_repeats[r, va] if own else None)
             if not progress:
                 valid = {m: v[model.best_iteration - 1] for m, v in model.evals_result.get("valid", {}).items()
                          if model.best_iteration and len(v) >= model.best_iteration}
@@ -337,8 +346,12 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                                    k, model.num_rounds)
             raw = model.predict_raw(EncodedFeatures(X[va], schema), num_iteration=read[i])
             oof_repeats[r, va] = model.objective.decode(raw)
-            if oof_proba is not None:
-                oof_proba[va] += model.objective.predict_proba(raw) / repeats
+            try:
+                proba = model.objective.predict_proba(raw)
+            except NotImplementedError:
+                continue
+            oof_proba = np.zeros((len(y), proba.shape[1])) if oof_proba is None else oof_proba
+            oof_proba[va] += proba / repeats
     oof = oof_repeats[0] if repeats == 1 else oof_repeats.mean(axis=0)
     return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba, test_proba,
                     repeats=repeats, oof_repeats=oof_repeats if repeats > 1 else None,

@@ -164,7 +164,8 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
 def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, parent_run_id: str | None = None,
                    run_name: str | None = None, output_dir: str | Path | None = None,
                    dataset: Dataset | None = None, on_start=None, on_fold=None, on_round=None,
-                   progress: bool | None = None, client=None, dask_stop=None) -> dict[str, Any]:
+                   progress: bool | None = None, client=None, dask_stop=None,
+                   fold_scores: bool = True) -> dict[str, Any]:
     """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
 
     Parameters
@@ -190,6 +191,8 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     on_round : callable, optional
         Called after every boosting round (:func:`qwkboost.cv.crossval.cross_validate`); raising
         :class:`~qwkboost.exceptions.RunStopped` there stops the run in the middle of a fold, as ``on_fold`` does.
+    fold_scores : bool, default True
+        Whether ``on_fold`` reads the fold's scores (:func:`~qwkboost.cv.crossval.cross_validate`).
     progress : bool, optional
         The folds' progress bar (default: on a terminal); a driver with a bar of its own turns it off.
     client : distributed.Client, optional
@@ -234,7 +237,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             shuffle=bool(cfg["cv"].get("shuffle", True)), seed=seed, description=run_name, n_jobs=cfg.get("n_jobs"),
             schema=ds.schema, sample_weight=ds.w_train, client=client, groups=ds.groups_train,
             repeats=int(cfg["cv"].get("repeats", 1)), on_fold=on_fold, on_round=on_round, progress=progress,
-            early_stopping_on=cfg["cv"].get("early_stopping_on"), dask_stop=dask_stop)
+            early_stopping_on=cfg["cv"].get("early_stopping_on"), dask_stop=dask_stop, fold_scores=fold_scores)
         ev = evaluate(ds, cv, cfg["thresholds"]["method"])
         row = {"engine": engine["name"], "objective": objective["name"], "thresholds": ev.thresholds, **ev.metrics}
         pipe = FittedPipeline(cv.models, ds.schema, ev.cuts, ev.classes, ds.id_name, ds.target,
@@ -248,15 +251,16 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             row["run_id"] = active.info.run_id
         log.info("%s: %s", run_name, ", ".join(f"{k}={v:.4f}" for k, v in ev.metrics.items()
                                                if k.startswith(("qwk", "rmse"))))
+        written = None
         if out is not None:     # on disk first: a tracking server that goes away while logging loses nothing
             out.mkdir(parents=True, exist_ok=True)
-            write_outputs(out, ds, cv, ev, pipe)
+            written = write_outputs(out, ds, cv, ev, pipe)
             tmp = out / f"result.json.tmp{os.getpid()}"
             tmp.write_text(json.dumps(row, indent=2))
             os.replace(tmp, out / "result.json")
             log.info("predictions: %s", out / "submission.csv")
         if active is not None:
-            _log_run(cfg, ds, cv, ev, pipe)
+            _log_run(cfg, ds, cv, ev, pipe, written)
         return row
 
     # the cluster first: a scheduler that does not answer stops the command before its MLflow run starts
@@ -432,8 +436,11 @@ def _write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: F
     return files
 
 
-def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline) -> None:
-    """Curves, metrics and artifacts of one run (the active MLflow run)."""
+def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline,
+             written: list[Path] | None = None) -> None:
+    """Curves, metrics and artifacts of one run (the active MLflow run); ``written``: the output files
+    :func:`write_outputs` already wrote (logged from there, not written again), else they are written to a
+    temporary folder to be logged."""
 
     # the explanations are computed while the rest is logged (the engines' TreeSHAP runs outside the GIL)
     explaining = _start_explaining(cfg, ds, pipe) if cfg.get("tracking", {}).get("explain", True) else None
@@ -466,8 +473,13 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
         tracking.log_dict({f"fold_{k}": m.objective.get_state() for k, m in enumerate(cv.models)},
                           "objective_state.json")
         tracking.log_dict(ds.schema.to_dict(), "features.json")
-        with tracking.tmpdir() as d:
-            for f in write_outputs(Path(d), ds, cv, ev, pipe):
+        with contextlib.ExitStack() as stack:
+            if written is None:
+                d = stack.enter_context(tracking.tmpdir())
+                written = write_outputs(Path(d), ds, cv, ev, pipe)
+            else:           # the pipeline beside them: written once, on the scale of the fold models
+                d = written[0].parent
+            for f in written:
                 tracking.log_file(f, "predictions")
             if cfg.get("tracking", {}).get("log_models", True):
                 # the fold models, averaged, with the cut points: load_run's artifact and a servable model

@@ -191,6 +191,37 @@ def test_other_folds_reads_each_folds_oof_at_the_other_folds_rounds(data):
                                   other.oof)                          # same seed, same numbers
 
 
+
+def test_with_other_folds_a_fold_s_own_scores_are_predicted_only_for_who_reads_them(data, monkeypatch):
+    """With ``other_folds`` a fold's out-of-fold scores are read again at the other folds' rounds: its scores at its
+    own rounds cost a prediction of its rows, made only when ``on_fold`` reads them (``fold_scores``). Either way
+    the same result, and an ``on_fold`` that does not read them gets ``None``."""
+    from qwkboost.engines.model import Model
+
+    X, y = data
+    X_test = X[:50]
+    kw = {**KW, "objective": "ordinal_logit", "stratified": True}
+    rows = []
+    real = Model.predict_raw
+
+    def counted(self, X_, *args, **kwargs):
+        rows.append(len(X_))
+        return real(self, X_, *args, **kwargs)
+
+    monkeypatch.setattr(Model, "predict_raw", counted)
+    seen = {True: [], False: []}
+    results = {}
+    for reads in (True, False):
+        rows.clear()
+        results[reads] = cross_validate(X, y, X_test, early_stopping_on="other_folds", fold_scores=reads,
+                                        on_fold=lambda i, va, scores, reads=reads: seen[reads].append(scores), **kw)
+        results[reads, "rows"] = sum(rows)
+    assert all(s is not None and len(s) for s in seen[True]) and seen[False] == [None, None, None]
+    np.testing.assert_array_equal(results[False].oof, results[True].oof)
+    np.testing.assert_array_equal(results[False].test, results[True].test)
+    np.testing.assert_array_equal(results[False].oof_proba, results[True].oof_proba)
+    assert results[True, "rows"] - results[False, "rows"] == len(y)     # each row's own-round prediction saved
+
 def test_without_early_stopping_every_setting_trains_and_scores_alike(data):
     X, y = data
     kw = {**KW, "early_stopping_rounds": None, "num_boost_round": 20}

@@ -314,3 +314,37 @@ def test_an_mlflow_run_on_words_logs_them_and_serves_them(tmp_path, mlflow_store
     assert set(got["class"]) <= set(WORDS) and len(got) == 30
     members = read_members([row["run_id"]], tracking_uri=mlflow_store)
     assert members[0].labels == WORDS and members[0].id_name == "score"
+
+
+def test_a_tracked_run_with_a_folder_writes_its_outputs_once_and_logs_those_files(tmp_path, mlflow_store,
+                                                                                  monkeypatch):
+    """A run that writes its outputs into its folder logs those very files to MLflow (predictions and pipeline),
+    rather than writing them a second time for the upload (a candidate's pipeline can be hundreds of MB)."""
+    import hashlib
+
+    import mlflow
+
+    from qwkboost import tracking
+    from qwkboost.runs import experiment
+
+    make_file(tmp_path / "train.csv", {"target": "grade", "id": "Id"})
+    cfg = config({"path": str(tmp_path / "train.csv"), "target": "grade", "id": "Id", "test_size": 0.25},
+                 extra=["tracking.explain=false", "tracking.log_pyfunc=false"])
+    calls = []
+    real = experiment.write_outputs
+    monkeypatch.setattr(experiment, "write_outputs", lambda out, *a: calls.append(out) or real(out, *a))
+    out = tmp_path / "run"
+    row = run_experiment(cfg, tracking.setup(mlflow_store, "written_once"), output_dir=out)
+    assert calls == [out]
+    client = mlflow.MlflowClient(mlflow_store)
+    got = Path(client.download_artifacts(row["run_id"], "", str(tmp_path / "logged")))
+
+    def digest(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
+        assert digest(got / "predictions" / f) == digest(out / f)
+    files = sorted(p.relative_to(out / "pipeline") for p in (out / "pipeline").rglob("*") if p.is_file())
+    assert files and files == sorted(p.relative_to(got / "pipeline") for p in (got / "pipeline").rglob("*")
+                                     if p.is_file())
+    assert all(digest(got / "pipeline" / f) == digest(out / "pipeline" / f) for f in files)
