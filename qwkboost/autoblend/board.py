@@ -18,10 +18,12 @@ SHOWN = 15
 MISS = 2.0
 MISS_SECONDS = 5.0
 #: The columns of ``leaderboard.csv`` (``test_qwk`` only when the test rows have labels, ``worker``, the address of
-#: the Dask worker a candidate ran on, only when one ran on a cluster).
-COLUMNS = ("candidate", "engine", "objective", "status", "seconds", "estimate_seconds", "capped_folds", "oof_qwk",
-           "nested_oof_qwk", "test_qwk", "weight", "screen_qwk", "screen_seconds", "screen_rows", "started_at",
-           "worker", "why", "note")
+#: the Dask worker a candidate ran on, only when one ran on a cluster). ``estimate_kind`` says what the estimate
+#: rested on (:meth:`~qwkboost.autoblend.costs.CostModel.kind`), ``estimate_error`` the seconds a finished candidate
+#: took over its estimate.
+COLUMNS = ("candidate", "engine", "objective", "status", "seconds", "estimate_seconds", "estimate_kind",
+           "estimate_error", "capped_folds", "oof_qwk", "nested_oof_qwk", "test_qwk", "weight", "screen_qwk",
+           "screen_seconds", "screen_rows", "started_at", "worker", "why", "note")
 
 
 def _note(r: CandidateRecord) -> str:
@@ -50,6 +52,10 @@ def leaderboard(candidates: Mapping[str, CandidateRecord], weights: Mapping[str,
         s = r.screen if isinstance(r.screen, Mapping) else {}
         rows.append({"candidate": name, "engine": r.engine, "objective": r.objective,
                      "status": status, "seconds": r.seconds, "estimate_seconds": r.estimate,
+                     "estimate_kind": r.estimate_kind,
+                     # measured over estimated, once it has run its folds
+                     "estimate_error": round(r.seconds / r.estimate, 3) if r.finished and r.seconds and r.estimate
+                     else None,
                      "capped_folds": r.capped_folds, "oof_qwk": r.qwk_thresholds_oof,
                      "nested_oof_qwk": r.qwk_thresholds_oof_nested,
                      "test_qwk": r.qwk_thresholds, "weight": weights.get(name, 0.0),

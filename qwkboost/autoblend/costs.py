@@ -104,6 +104,7 @@ class CostModel:
         self.measured: dict[tuple[str, str], float] = {}
         self.trained: dict[tuple[str, str], float] = {}       # the folds' training seconds of measured pairs
         self.projected: dict[tuple[str, str], float] = {}
+        self.bounds: set[tuple[str, str]] = set()       # screened pairs whose screen stopped at its time cap
         self.screen_mb: dict[tuple[str, str], float] = {}       # a screened pair's model size
 
     def prior(self, pair: tuple[str, str]) -> float:
@@ -121,9 +122,16 @@ class CostModel:
         if fit_seconds is not None:
             self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
 
-    def screened(self, pair: tuple[str, str], projected: float, mb: float | None = None) -> None:
-        """Record a screen's projection of ``pair``'s folds' training seconds (and its model's megabytes)."""
+    def screened(self, pair: tuple[str, str], projected: float, mb: float | None = None,
+                 capped: bool = False) -> None:
+        """Record a screen's projection of ``pair``'s folds' training seconds (and its model's megabytes);
+        ``capped``: the screen stopped at its time cap before early stopping, so the projection is a lower
+        bound."""
         self.projected[pair] = float(projected)
+        if capped:
+            self.bounds.add(pair)
+        else:
+            self.bounds.discard(pair)
         if mb:
             self.screen_mb[pair] = float(mb)
 
@@ -152,6 +160,17 @@ class CostModel:
         same = [v for p, v in extra.items() if pair is not None and p[1] == pair[1]]
         pool = same or list(extra.values())
         return sum(pool) / len(pool) if pool else 0.0
+
+    def kind(self, candidate: Candidate) -> str | None:
+        """What :meth:`estimate` rests on for ``candidate``: ``measured`` (its pair ran), ``projected`` (its pair's
+        screen), ``bound`` (a screen stopped at its time cap: the estimate is a lower bound), ``scaled`` (other
+        pairs' times scaled by the priors), or ``None`` (nothing yet)."""
+        pair = candidate.pair
+        if pair in self.measured:
+            return "measured"
+        if pair in self.projected:
+            return "bound" if pair in self.bounds else "projected"
+        return "scaled" if self.measured or self.projected else None
 
     def estimate(self, candidate: Candidate) -> float | None:
         """Expected seconds of ``candidate`` (its pair's, divided by its ``speedup``), or ``None``."""

@@ -43,6 +43,8 @@ class Started:
     started_at : float
         Seconds into the budget.
     estimate : float or None
+    estimate_kind : str or None
+        What the estimate rests on (:meth:`~qwkboost.autoblend.costs.CostModel.kind`).
     cfg_hash : str
         The hash of the config it runs with.
     payload : object
@@ -55,6 +57,7 @@ class Started:
     why: str
     started_at: float
     estimate: float | None
+    estimate_kind: str | None
     cfg_hash: str
     payload: Any = None
 
@@ -113,7 +116,8 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
     if not fits(estimate, now.left, tail):
         log.debug("auto: %s left out: it would take about %.0f s (%.0f s after its folds) and %.0f s are left",
                   cand.name, estimate, tail, max(now.left, 0))
-        state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, estimate=round(estimate, 1))
+        state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, estimate=round(estimate, 1),
+                              estimate_kind=ctx.cost.kind(cand))
         return None
     ctx.progress.step(cand.name)
     guard = GuardSpec(
@@ -137,7 +141,7 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
         log.info("auto: %s: %s", cand.name, where.why)
     job = Job(cand.name, run_cfg, ctx.out / directory, guard, ctx.experiment_id, ctx.parent_id, rows=where.rows)
     return Started(cand, job, f"{why}; {where.why}" if where.why else why, round(ctx.budget.elapsed, 1),
-                   None if estimate is None else round(estimate, 1), cfg_hash)
+                   None if estimate is None else round(estimate, 1), ctx.cost.kind(cand), cfg_hash)
 
 
 def end(ctx: Context, started: Started, outcome: Outcome) -> CandidateRecord | None:
@@ -145,7 +149,8 @@ def end(ctx: Context, started: Started, outcome: Outcome) -> CandidateRecord | N
     interrupted, its worker lost)."""
     cand = started.cand
     facts = {"why": started.why, "started_at": started.started_at,
-             **({"estimate": started.estimate} if started.estimate is not None else {}),
+             **({"estimate": started.estimate, "estimate_kind": started.estimate_kind}
+                if started.estimate is not None else {}),
              **({"worker": outcome.where} if outcome.where != "this process" else {})}
     if outcome.row is None:
         # a trial the pruner stopped is "pruned", one the time guard stopped "stopped", one Ctrl-C stopped

@@ -59,7 +59,7 @@ def screen_one(ctx: Context, pair: tuple[str, str], cap: float) -> dict | None:
     h = config_hash(cfg)
     old = getattr(ctx.state.candidates.get(name), "screened", None)
     if old is not None and old.get("config_hash") == h and not old.get("capped"):
-        ctx.cost.screened(pair, old["projected"], old.get("mb"))
+        ctx.cost.screened(pair, old["projected"], old.get("mb"), bool(old.get("capped")))
         return old
     ctx.progress.step(f"screen {name}")
     try:
@@ -69,7 +69,7 @@ def screen_one(ctx: Context, pair: tuple[str, str], cap: float) -> dict | None:
                     type(exc).__name__, exc)
         return None
     ctx.state.record_screen(name, pair, {**result.to_dict(), "config_hash": h})
-    ctx.cost.screened(pair, result.projected, result.mb)
+    ctx.cost.screened(pair, result.projected, result.mb, result.capped)
     log.info("auto: screened %s: QWK %.4f on %d rows in %.1f s%s; its cross-validation: about %.0f s", name,
              result.qwk, result.rows, result.seconds,
              " (stopped at its time cap: both understate it)" if result.capped else "",

@@ -81,6 +81,9 @@ class CandidateRecord:
         Why it stopped, or why it could not run here (left out for room on a cluster's workers).
     estimate : float
         The seconds it was expected to take when it started (or when it was left out for time).
+    estimate_kind : str
+        What that estimate rested on (:meth:`~qwkboost.autoblend.costs.CostModel.kind`: measured, projected,
+        bound, scaled).
     started_at, seconds : float
         When it started (seconds into the budget) and how long it ran.
     worker : str
@@ -115,6 +118,7 @@ class CandidateRecord:
     why: str | None = None
     reason: str | None = None
     estimate: float | None = None
+    estimate_kind: str | None = None
     started_at: float | None = None
     worker: str | None = None
     seconds: float | None = None
@@ -310,13 +314,14 @@ class AutoState:
         return None
 
     def record_left_out(self, name: str, pair: tuple[str, str], pair_name: str | None, why: str,
-                        reason: str | None = None, estimate: float | None = None) -> None:
+                        reason: str | None = None, estimate: float | None = None,
+                        estimate_kind: str | None = None) -> None:
         """Candidate ``name`` was not started: ``reason`` (it cannot run here) or ``estimate`` (it would not fit).
         A finished record of the same name is kept (an earlier finish stays). Not saved: the next record saves."""
         if name in self.candidates and self.candidates[name].finished:
             return
         self.candidates[name] = CandidateRecord(Status.LEFT_OUT, *pair, why=why, reason=reason, estimate=estimate,
-                                                screen=self._screen_of(name, pair_name))
+                                                estimate_kind=estimate_kind, screen=self._screen_of(name, pair_name))
 
     def record_stopped(self, name: str, pair: tuple[str, str], pair_name: str | None, status: Status, reason: str,
                        seconds: float, **started: Any) -> None:

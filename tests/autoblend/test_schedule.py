@@ -430,3 +430,26 @@ def test_a_trial_stopped_before_it_ran_is_failed_in_its_study(tmp_path, monkeypa
     study = optuna.load_study(study_name=optuna.get_all_study_names(f"sqlite:///{tmp_path / 'tuning.db'}")[0],
                               storage=f"sqlite:///{tmp_path / 'tuning.db'}")
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL]
+
+
+def test_every_estimate_says_what_it_rests_on_and_its_error_once_finished():
+    """The leaderboard names each estimate's kind (a capped screen's is a lower bound) and, once the candidate
+    finished, its error: seconds taken over seconds estimated."""
+    from qwkboost.autoblend.board import leaderboard
+    from qwkboost.autoblend.state import CandidateRecord
+
+    cost = CostModel()
+    lgb, cat, xgb = (Candidate(e, "squared_error") for e in ("lightgbm", "catboost", "xgboost"))
+    assert cost.kind(lgb) is None and cost.estimate(lgb) is None
+    cost.screened(cat.pair, 40.0, capped=True)
+    assert cost.kind(cat) == "bound" and cost.kind(xgb) == "scaled"
+    cost.screened(cat.pair, 50.0)           # screened again, to its end
+    assert cost.kind(cat) == "projected"
+    cost.record(lgb, 10.0, 8.0)
+    assert cost.kind(lgb) == "measured"
+    records = {"a": CandidateRecord("finished", "lightgbm", "squared_error", seconds=30.0, estimate=20.0,
+                                    estimate_kind="scaled"),
+               "b": CandidateRecord("left out", "catboost", "squared_error", estimate=90.0, estimate_kind="bound")}
+    board = leaderboard(records, {"a": 1.0}, lambda r: True, test_labels=False).set_index("candidate")
+    assert board.loc["a", "estimate_kind"] == "scaled" and board.loc["a", "estimate_error"] == 1.5
+    assert board.loc["b", "estimate_kind"] == "bound" and pd.isna(board.loc["b", "estimate_error"])
