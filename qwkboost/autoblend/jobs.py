@@ -119,7 +119,7 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
         state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, estimate=round(estimate, 1),
                               estimate_kind=ctx.cost.kind(cand))
         return None
-    ctx.progress.step(cand.name)
+    ctx.progress.step(cand.name, kept=now.reserve.seconds)
     guard = GuardSpec(
         ctx.n_folds,
         # until one candidate has finished, the folds share the time left rather than risk ending with nothing

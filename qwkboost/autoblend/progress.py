@@ -22,7 +22,7 @@ class Progress:
         from tqdm.auto import tqdm  # slow to import: tqdm
 
         self.budget, self.enabled = budget, enabled
-        self.doing, self.best, self.done = "starting", None, 0
+        self.doing, self.best, self.done, self.kept = "starting", None, 0, None
         self._shown = 0.0
         self.bar = tqdm(total=max(int(round(budget.time_limit)), 1), unit="s", desc="auto", disable=not enabled,
                         dynamic_ncols=True, leave=True,
@@ -30,20 +30,23 @@ class Progress:
 
     def _line(self) -> str:
         best = "" if self.best is None else f", best {self.best:.4f}"
-        return f"{self.doing} · {self.done} done{best} · {max(self.budget.left, 0):.0f} s left"
+        kept = "" if not self.kept else f" ({self.kept:.0f} kept for the blend)"
+        return f"{self.doing} · {self.done} done{best} · {max(self.budget.left, 0):.0f} s left{kept}"
 
     def _show(self) -> None:
         self._shown = time.monotonic()
         self.bar.n = min(int(self.budget.elapsed), self.bar.total)
         self.bar.set_postfix_str(self._line(), refresh=True)
 
-    def step(self, doing: str) -> None:
-        """A new step starts (a candidate, a trial, the blend)."""
-        self.doing = doing
+    def step(self, doing: str, kept: float | None = None) -> None:
+        """A new step starts (a candidate, a trial, the blend); ``kept``: of the seconds left, those a candidate
+        leaves for the end (:func:`~qwkboost.autoblend.costs.reserve`), so that its own share is seen."""
+        self.doing, self.kept = doing, kept
         if self.enabled:
             self._show()
         else:
-            log.info("auto: %s (%.0f s left)", doing, max(self.budget.left, 0))
+            log.info("auto: %s (%.0f s left%s)", doing, max(self.budget.left, 0),
+                     f", {kept:.0f} s of them kept for the blend" if kept else "")
 
     def finished(self, score: float | None) -> None:
         """A candidate finished; ``score`` is the best estimate so far (nested out-of-fold QWK)."""

@@ -380,7 +380,7 @@ def test_the_leaderboard_notes_an_estimate_missed_more_than_twofold():
     assert "test_qwk" not in board.columns and board.index[0] == "a"      # the member first
 
 
-def test_the_first_candidate_is_tried_even_past_the_time_left_the_others_are_not(tmp_path):
+def test_the_first_candidate_is_tried_even_past_the_time_left_the_others_are_not(tmp_path, caplog):
     """The first candidate's folds share whatever time is left (its guard), so it is always tried; the others wait
     for time left for work."""
     from qwkboost.autoblend.executor import LocalExecutor
@@ -394,7 +394,11 @@ def test_the_first_candidate_is_tried_even_past_the_time_left_the_others_are_not
     ctx.executor = LocalExecutor(None, budget)
     clock[0] = 9.5          # less than the reserve is left: nothing fits
     source = Defaults(ctx)
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
     started = source.next(ctx, [])
+    # the line says how much of the time left the candidate leaves for the end
+    assert f"auto: lightgbm-squared_error (0 s left, {started.job.guard.reserve:.0f} s of them kept for the blend)" \
+        in caplog.messages
     assert isinstance(started, Started) and started.name == "lightgbm-squared_error"
     assert started.why.startswith("first: ") and started.job.guard.share_folds
     assert started.job.guard.reserve > 0.5          # the job carries the reserve it started with
