@@ -21,6 +21,35 @@ Issue 46 (auto against the path by hand with CatBoost and against the code befor
     python benchmarks/auto_budget.py --json outputs/auto_plan/by_hand.json --workdir outputs/auto_plan \
         --paired                        # auto − before on the same test rows, with a paired bootstrap
 
+Issue 57 (auto on the whole machine and on half of it, ``taskset -c 0`` on a two-CPU machine: what a slower or
+busier machine looks like to the plan; against the code before the change, ``git worktree add /tmp/qwkboost-before
+<commit>`` first, and the path by hand with CatBoost; then MovieLens on more train/test splits):
+
+    python benchmarks/auto_budget.py --sets diamonds chem97 insteval gss_vocab happiness movielens \
+        --budgets 60 300 --long 0 --no-autogluon --baseline-root /tmp/qwkboost-before \
+        --json outputs/auto57/auto57.json --workdir outputs/auto57                     # the whole machine
+    python benchmarks/auto_budget.py --sets diamonds chem97 insteval gss_vocab happiness movielens \
+        --budgets 60 300 --long 0 --no-autogluon --no-by-hand --baseline-root /tmp/qwkboost-before --cpus 0 \
+        --json outputs/auto57/auto57.json --workdir outputs/auto57                     # half of it
+    python benchmarks/auto_budget.py --sets movielens --budgets 60 300 --long 0 --no-autogluon --no-by-hand \
+        --baseline-root /tmp/qwkboost-before --split-seeds 1 2 3 4 \
+        --json outputs/auto57/auto57.json --workdir outputs/auto57                     # MovieLens, four more splits
+    python benchmarks/auto_budget.py --json outputs/auto57/auto57.json --workdir outputs/auto57 --paired
+    python benchmarks/auto_budget.py --json outputs/auto57/auto57.json --report-only
+
+``--cpus CPUS`` starts every command (auto's, the baseline's, the path by hand's multirun and blend, AutoGluon's)
+under ``taskset -c CPUS`` (refused without ``taskset``); its rows record ``cpus`` (``None``: the whole machine) and
+``affinity`` (the CPUs a process so started had), resume by it and keep their runs in ``<workdir>/cpus-CPUS``, so
+both machines' rows live in one ``--json``. The path by hand has no time limit: without ``--no-by-hand`` it runs
+again on the pinned CPUs (for its wall time); where it did not, the whole machine's stands in the pinned tables,
+named as such. ``--split-seeds`` runs auto (and the baseline) on each set split with those seeds instead of its own:
+the library's packaged configs take no split seed, so the benchmark writes the split (the same preparation,
+``TEST_SIZE`` and stratification, :func:`split_files`) and gives it as ``data=csv``; rows record ``split_seed``
+(``None``, or ``SPLIT_SEED`` given, is the set's own split) and keep their runs in ``<workdir>/split-<seed>``. No
+path by hand or AutoGluon runs on another split (``large_sets.py`` reads the set's own). ``--report-only`` prints
+the tables per CPUs and split, then auto on each set of CPUs side by side, with its gap to the path by hand and to
+``auto_before``.
+
 Per set (``qwkboost.data.packaged``, its fixed train/test split) and budget (``--budgets``, 60 and 300 s, and
 ``--long`` on ``--long-set``): ``python experiments/run.py experiment=auto auto.time_limit=<budget> data=<set>``
 in a fresh process, as a user runs it, its wall time measured from outside; then AutoGluon's
@@ -45,8 +74,11 @@ nested out-of-fold and test QWK), the offline evidence for ranking candidates by
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +88,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import large_sets  # noqa: E402
 from large_sets import one, run  # noqa: E402
 from machine import machine  # noqa: E402
 
@@ -105,16 +138,88 @@ def baseline_env(root: str, work: str) -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([site, os.path.abspath(root)])}
 
 
-def data_args(root: str, name: str) -> list[str]:
+def taskset(cpus: str | None) -> list[str]:
+    """The words that start a command on the CPUs ``cpus`` (``taskset -c <cpus>``); none for the whole machine."""
+    return [] if cpus is None else ["taskset", "-c", cpus]
+
+
+def check_cpus(cpus: str | None) -> list[int]:
+    """The CPUs a process started by :func:`taskset` ``(cpus)`` may run on, read by starting one (this process's
+    for the whole machine). Raises ``SystemExit`` when ``taskset`` is missing or refuses ``cpus``."""
+    if cpus is None:
+        return sorted(os.sched_getaffinity(0))
+    if not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus):
+        raise SystemExit(f"--cpus {cpus!r}: a list of CPUs as taskset -c takes it (0, 0,1, 0-3)")
+    if shutil.which("taskset") is None:
+        raise SystemExit("--cpus needs taskset (util-linux), which is not on PATH; "
+                         "without --cpus the runs use the whole machine")
+    proc = subprocess.run([*taskset(cpus), sys.executable, "-c",
+                           "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0)))))"],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise SystemExit(f"taskset -c {cpus} refused: {(proc.stderr or proc.stdout).strip()}")
+    return [int(c) for c in proc.stdout.strip().split(",")]
+
+
+@contextlib.contextmanager
+def pinned_large_sets(cpus: str | None):
+    """While open, every command ``large_sets`` starts (the path by hand's multirun and blend, AutoGluon) is
+    started under :func:`taskset` ``(cpus)``: its ``run`` is wrapped (``large_sets.py`` itself is not changed)."""
+    if cpus is None:
+        yield
+        return
+    plain = large_sets.run
+    large_sets.run = (lambda cmd, log, cwd=None, env=None: plain([*taskset(cpus), *cmd], log, cwd=cwd, env=env))
+    try:
+        yield
+    finally:
+        large_sets.run = plain
+
+
+def subwork(work: str, cpus: str | None = None, split_seed: int | None = None) -> str:
+    """Where the runs on ``cpus`` and ``split_seed`` go: ``work`` itself for the whole machine on the set's own
+    split (as before these options), else ``<work>/cpus-<cpus>`` and/or ``.../split-<seed>``: the layout of
+    ``<name>-<seed>/...`` inside is the same, so the rows of each (cpus, split seed) keep their own runs."""
+    parts = ([f"cpus-{cpus.replace(',', '_')}"] if cpus is not None else []) \
+        + ([f"split-{split_seed}"] if split_seed is not None else [])
+    return os.path.join(work, *parts)
+
+
+def split_files(name: str, split_seed: int, where: str) -> tuple[str, str]:
+    """Packaged set ``name``'s training and test files (Parquet, written once under ``where``) with another split
+    seed: the table :func:`qwkboost.data.packaged.prepared_frame` prepares, split as
+    :func:`qwkboost.data.packaged.split_indices` does (``TEST_SIZE``, stratified by the label) but drawn with
+    ``split_seed`` instead of ``SPLIT_SEED``. The library's packaged configs take no split seed, so these runs read
+    them as ``data=csv`` (:func:`data_args`)."""
+    from sklearn.model_selection import train_test_split
+
+    from qwkboost.data.packaged import PACKAGED, TEST_SIZE, prepared_frame
+
+    d = os.path.abspath(os.path.join(where, f"data-{name}"))
+    paths = (os.path.join(d, "train.parquet"), os.path.join(d, "test.parquet"))
+    if all(os.path.isfile(p) for p in paths):
+        return paths
+    df = prepared_frame(name)
+    labels = df[PACKAGED[name].target].to_numpy()
+    tr, te = train_test_split(range(len(labels)), test_size=TEST_SIZE, stratify=labels, random_state=split_seed)
+    os.makedirs(d, exist_ok=True)
+    for rows, path in ((sorted(tr), paths[0]), (sorted(te), paths[1])):
+        df.iloc[rows].to_parquet(path + ".part", index=False)
+        os.replace(path + ".part", path)
+    return paths
+
+
+def data_args(root: str, name: str, split_seed: int | None = None, work: str | None = None) -> list[str]:
     """The data overrides of packaged set ``name`` for the checkout at ``root``: ``data=<name>`` when the
-    checkout has its config; else ``data=csv`` on the same prepared train and test files (those
-    :func:`qwkboost.data.packaged.load` reads, with the same categorical columns and classes)."""
-    if os.path.exists(os.path.join(root, "conf", "data", f"{name}.yaml")):
+    checkout has its config (and ``split_seed`` is ``None``, the set's own split); else ``data=csv`` on the same
+    prepared train and test files (those :func:`qwkboost.data.packaged.load` reads, with the same categorical
+    columns and classes), or with a ``split_seed`` those of :func:`split_files` (written under ``work``)."""
+    if split_seed is None and os.path.exists(os.path.join(root, "conf", "data", f"{name}.yaml")):
         return [f"data={name}"]
     from qwkboost.data.packaged import PACKAGED, materialise
 
     spec = PACKAGED[name]
-    train, test = materialise(name)
+    train, test = materialise(name) if split_seed is None else split_files(name, split_seed, work)
     quote = (lambda v: "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'")
     out = ["data=csv", f"data.path={quote(train)}", f"data.test_path={quote(test)}",
            f"data.target={quote(spec.target)}"]
@@ -126,7 +231,7 @@ def data_args(root: str, name: str) -> list[str]:
 
 
 def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folder: str = "auto",
-         extra: list[str] | tuple = ()) -> dict:
+         extra: list[str] | tuple = (), cpus: str | None = None, split_seed: int | None = None) -> dict:
     """``experiment=auto`` on a packaged set in a fresh process; its figures from ``leaderboard.csv``, ``auto.json``
     and the blend's files.
 
@@ -146,6 +251,12 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
         ``auto`` or ``auto-before``.
     extra : list of str
         More overrides (``cluster=local``: ``benchmarks/auto_cluster.py``).
+    cpus : str or None
+        Start the run under ``taskset -c <cpus>`` (:func:`taskset`); ``None``: the whole machine. Recorded in
+        the row; give it a ``work`` of its own (:func:`subwork`).
+    split_seed : int or None
+        The set split with this seed (:func:`split_files`, read as ``data=csv``); ``None``: its own fixed split.
+        Recorded in the row.
     """
     import pandas as pd
 
@@ -157,8 +268,9 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
         print(f"{d}/out (a run that wrote no row) moved to {aside}: auto would resume it", flush=True)
     baseline = os.path.abspath(root) != ROOT
     commit, dirty = git_commit(root), git_dirty(root)
-    wall = run([sys.executable, os.path.join(root, "experiments", "run.py"), "experiment=auto",
-                f"auto.time_limit={budget:g}", *(data_args(root, name) if baseline else [f"data={name}"]),
+    data = data_args(root, name, split_seed, work) if baseline or split_seed is not None else [f"data={name}"]
+    wall = run([*taskset(cpus), sys.executable, os.path.join(root, "experiments", "run.py"), "experiment=auto",
+                f"auto.time_limit={budget:g}", *data,
                 f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db", f"hydra.run.dir={d}/out", *extra],
                f"{d}/auto.log",
                cwd=root if baseline else None, env=baseline_env(root, work) if baseline else None)
@@ -170,7 +282,8 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
     best = finished.sort_values("nested_oof_qwk", ascending=False).iloc[0]
     started = [(r["started_at"], n) for n, r in record.get("candidates", {}).items()
                if isinstance(r, dict) and r.get("started_at") is not None]
-    return {"set": name, "seed": seed, "budget": budget, "wall_seconds": wall, "auto_seconds": session["seconds"],
+    return {"set": name, "seed": seed, "budget": budget, "cpus": cpus, "split_seed": split_seed,
+            "wall_seconds": wall, "auto_seconds": session["seconds"],
             "test_qwk": blend["test_qwk"] if blend else float(best["test_qwk"]),
             "nested_oof_qwk": blend["nested_oof_qwk"] if blend else float(best["nested_oof_qwk"]),
             "finished": int(len(finished)), "stopped": int((board.status == "stopped").sum()),
@@ -330,7 +443,17 @@ def main() -> None:
                     help="auto minus before on the same test rows, with a paired bootstrap (runs in --workdir)")
     ap.add_argument("--members-only", action="store_true",
                     help="fill the by-hand rows without members from the multiruns in --workdir (no training)")
+    ap.add_argument("--cpus", help="start every run (auto, the baseline's, the path by hand's and AutoGluon's "
+                                   "commands) under taskset -c CPUS, e.g. 0 or 0,1 (default: the whole machine); "
+                                   "rows record it and resume by it, in --workdir/cpus-CPUS")
+    ap.add_argument("--split-seeds", type=int, nargs="*", default=None,
+                    help="auto and the baseline on each set split with these seeds instead of its own "
+                         "(qwkboost.data.packaged.SPLIT_SEED, which stands for it), read as data=csv; "
+                         "rows record split_seed and resume by it; no path by hand or AutoGluon on them")
     args = ap.parse_args()
+    from qwkboost.data.packaged import SPLIT_SEED
+
+    splits = list(dict.fromkeys(None if s in (None, SPLIT_SEED) else s for s in (args.split_seeds or [None])))
     if args.baseline_root and not os.path.exists(os.path.join(args.baseline_root, "experiments", "run.py")):
         ap.error(f"--baseline-root {args.baseline_root}: no experiments/run.py there")
     if (args.members_only or args.reblend or args.paired) and not args.workdir:
@@ -338,7 +461,7 @@ def main() -> None:
     rows = json.load(open(args.json)) if os.path.exists(args.json) else []
     if args.members_only:
         for r in [r for r in rows if r["kind"] == "by_hand" and not r.get("members")]:
-            r["members"] = members(r["set"], r["seed"], args.workdir)
+            r["members"] = members(r["set"], r["seed"], subwork(args.workdir, r.get("cpus")))
             print(f"{r['set']}: {len(r['members']) if r['members'] is not None else 'no multirun in --workdir, no'} "
                   "members", flush=True)
         with open(args.json, "w") as f:
@@ -346,25 +469,32 @@ def main() -> None:
     if args.reblend:
         rows = [r for r in rows if r["kind"] != "reblend"]
         for r in [r for r in rows if r["kind"] == "auto"]:
-            rows.append({"kind": "reblend", **reblend(r["set"], r["budget"], r["seed"], args.workdir)})
+            rows.append({"kind": "reblend", "cpus": r.get("cpus"), "split_seed": r.get("split_seed"),
+                         **reblend(r["set"], r["budget"], r["seed"],
+                                   subwork(args.workdir, r.get("cpus"), r.get("split_seed")))})
             print(json.dumps(rows[-1]), flush=True)
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.paired:
         rows = [r for r in rows if r["kind"] != "paired"]
         for r in [r for r in rows if r["kind"] == "auto"]:
-            if any(o["kind"] == "auto_before" and o["set"] == r["set"] and o["budget"] == r["budget"] for o in rows):
-                rows.append({"kind": "paired", **paired(r["set"], r["budget"], r["seed"], args.workdir)})
+            if any(o["kind"] == "auto_before" and o["set"] == r["set"] and o["budget"] == r["budget"]
+                   and o["seed"] == r["seed"] and _group(o) == _group(r) for o in rows):
+                rows.append({"kind": "paired", "cpus": r.get("cpus"), "split_seed": r.get("split_seed"),
+                             **paired(r["set"], r["budget"], r["seed"],
+                                      subwork(args.workdir, r.get("cpus"), r.get("split_seed")))})
                 print(json.dumps(rows[-1]), flush=True)
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
     if args.report_only or args.reblend or args.members_only or args.paired:
         report(rows)
         return
-    print(json.dumps(machine()), flush=True)
+    affinity = check_cpus(args.cpus)
+    print(json.dumps({**machine(), "cpus": args.cpus, "affinity": affinity}), flush=True)
 
-    def have(**key) -> bool:        # of this seed: another seed's row is not this one's
-        return any(all(r.get(k) == v for k, v in {**key, "seed": args.seed}.items()) for r in rows)
+    def have(**key) -> bool:        # of this seed, CPUs and split: another's row is not this one's (None: rows
+        return any(all(r.get(k) == v for k, v in {**key, "seed": args.seed, "cpus": args.cpus}.items())
+                   for r in rows)   # written before --cpus and --split-seeds are the whole machine's, own split
 
     def keep(row: dict) -> None:
         rows.append(row)
@@ -372,37 +502,115 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        work = args.workdir or tmp
-        for name in args.sets:
-            budgets = list(args.budgets) + ([args.long] if args.long and name == args.long_set else [])
-            for budget in budgets:
-                if "auto" in args.kinds and not have(kind="auto", set=name, budget=budget):
-                    keep({"kind": "auto", **auto(name, budget, args.seed, work)})
-                if args.baseline_root and "auto_before" in args.kinds and \
-                        not have(kind="auto_before", set=name, budget=budget):
-                    keep({"kind": "auto_before", **auto(name, budget, args.seed, work, root=args.baseline_root,
-                                                        folder="auto-before")})
-                for preset in args.presets if args.autogluon else []:
-                    if not have(kind="autogluon", set=name, budget=budget, preset=preset):
-                        keep({"kind": "autogluon", **autogluon(name, budget, preset, args.seed, work)})
-            if args.by_hand and not have(kind="by_hand", set=name):
-                t = time.perf_counter()
-                r = one(name, args.seed, argparse.Namespace(n_train=None, engines=args.by_hand_engines), work)
-                keep({"kind": "by_hand", "set": name, "seed": args.seed, "engines": args.by_hand_engines,
-                      "seconds": r["qwkboost_seconds"], "test_qwk": r["qwkboost_test_qwk"],
-                      "nested_oof_qwk": r["qwkboost_nested_oof_qwk"], "wall_seconds": time.perf_counter() - t,
-                      "members": members(name, args.seed, work)})
+    with tempfile.TemporaryDirectory() as tmp, pinned_large_sets(args.cpus):
+        for split in splits:
+            work = subwork(args.workdir or tmp, args.cpus, split)
+            for name in args.sets:
+                budgets = list(args.budgets) + ([args.long] if args.long and name == args.long_set else [])
+                where = {"cpus": args.cpus, "split_seed": split}
+                pin = {"affinity": affinity}
+                for budget in budgets:
+                    if "auto" in args.kinds and not have(kind="auto", set=name, budget=budget, split_seed=split):
+                        keep({"kind": "auto", **auto(name, budget, args.seed, work, cpus=args.cpus,
+                                                     split_seed=split), **pin})
+                    if args.baseline_root and "auto_before" in args.kinds and \
+                            not have(kind="auto_before", set=name, budget=budget, split_seed=split):
+                        keep({"kind": "auto_before", **auto(name, budget, args.seed, work, root=args.baseline_root,
+                                                            folder="auto-before", cpus=args.cpus,
+                                                            split_seed=split), **pin})
+                    for preset in args.presets if args.autogluon and split is None else []:
+                        if not have(kind="autogluon", set=name, budget=budget, preset=preset, split_seed=split):
+                            keep({"kind": "autogluon", **where,
+                                  **autogluon(name, budget, preset, args.seed, work), **pin})
+                if split is not None and (args.by_hand or args.autogluon):
+                    print(f"{name}, split seed {split}: no path by hand or AutoGluon (large_sets.py reads the "
+                          "set's own split only)", flush=True)
+                if args.by_hand and split is None and not have(kind="by_hand", set=name, split_seed=split):
+                    t = time.perf_counter()
+                    r = one(name, args.seed, argparse.Namespace(n_train=None, engines=args.by_hand_engines), work)
+                    keep({"kind": "by_hand", "set": name, "seed": args.seed, **where, "engines": args.by_hand_engines,
+                          "seconds": r["qwkboost_seconds"], "test_qwk": r["qwkboost_test_qwk"],
+                          "nested_oof_qwk": r["qwkboost_nested_oof_qwk"], "wall_seconds": time.perf_counter() - t,
+                          "members": members(name, args.seed, work), **pin})
     report(rows)
 
 
+def _group(r: dict) -> tuple:
+    """The CPUs and split a row ran on: ``(cpus, split_seed)``, ``None`` for the whole machine / the set's own
+    split (rows written before these options have neither)."""
+    return r.get("cpus"), r.get("split_seed")
+
+
+def _where(cpus: str | None, split_seed: int | None = None) -> str:
+    return ("the whole machine" if cpus is None else f"taskset -c {cpus}") \
+        + ("" if split_seed is None else f", split seed {split_seed}")
+
+
+def _hand(rows: list[dict], name: str, cpus: str | None, split_seed: int | None) -> dict | None:
+    """The path by hand of ``name`` on the same CPUs and split, else the whole machine's on that split (it has no
+    time limit: its QWK stands for either; its row's ``cpus`` says where it ran)."""
+    hands = [r for r in rows if r["kind"] == "by_hand" and r["set"] == name and r.get("split_seed") == split_seed]
+    return next((r for r in hands if r.get("cpus") == cpus), None) \
+        or next((r for r in hands if r.get("cpus") is None), None)
+
+
 def report(rows: list[dict]) -> None:
-    """The table of RESULTS.md (:func:`report_autogluon`), then, when the rows hold them, issue 46's
-    (:func:`report_before`) and the by-hand members' (:func:`report_members`)."""
-    if any(r["kind"] in ("auto", "autogluon") for r in rows):
-        report_autogluon(rows)
-    report_before(rows)
+    """Per CPUs and split (:func:`_group`; one heading each when the rows hold more than one): the table of
+    RESULTS.md (:func:`report_autogluon`) and, when the rows hold them, issue 46's (:func:`report_before`); then
+    each set of CPUs side by side (:func:`report_cpus`) and the by-hand members' (:func:`report_members`)."""
+    groups = sorted(dict.fromkeys(_group(r) for r in rows if r["kind"] != "by_hand"),
+                    key=lambda g: (g[1] is not None, g[1] or 0, g[0] is not None, str(g[0])))
+    for cpus, split in groups:
+        rs = [r for r in rows if _group(r) == (cpus, split) and r["kind"] != "by_hand"]
+        hands = [_hand(rows, n, cpus, split) for n in dict.fromkeys(r["set"] for r in rs)]
+        rs += [h for h in hands if h]
+        if len(groups) > 1:
+            print(f"\n## On {_where(cpus, split)}\n")
+        if any(r["kind"] in ("auto", "autogluon") for r in rs):
+            report_autogluon(rs)
+        report_before(rs)
+    report_cpus(rows)
     report_members(rows)
+
+
+def report_cpus(rows: list[dict]) -> None:
+    """When the rows ran on more than one set of CPUs (``--cpus``): per split, set and budget, each set of CPUs' auto
+    test QWK (nested OOF), wall seconds and budget used side by side, with its gap to the path by hand
+    (:func:`_hand`) and to ``auto_before`` on the same CPUs, and auto on each pinned set minus auto on the whole
+    machine."""
+    new = [r for r in rows if r["kind"] == "auto"]
+    cpus = sorted(dict.fromkeys(r.get("cpus") for r in new + [r for r in rows if r["kind"] == "auto_before"]),
+                  key=lambda c: (c is not None, str(c)))
+    if len(cpus) < 2:
+        return
+
+    def find(kind: str, name: str, b: float, c: str | None, split: int | None) -> dict | None:
+        return next((r for r in rows if r["kind"] == kind and r["set"] == name and r["budget"] == b
+                     and _group(r) == (c, split)), None)
+
+    def minus(x: dict | None, y: dict | None) -> str:
+        return f"{x['test_qwk'] - y['test_qwk']:+.4f}" if x and y else "-"
+
+    print("\n### auto on each set of CPUs side by side: test QWK (nested OOF), wall s, budget used; its gap to the "
+          "path by hand and to the code before on the same CPUs\n")
+    head = ["set", "split seed", "budget, s"]
+    for c in cpus:
+        head += [f"{_where(c)}: auto", f"{_where(c)}: auto − by hand", f"{_where(c)}: auto − before"]
+    head += [f"auto on {_where(c)} − on the whole machine" for c in cpus if c is not None] if None in cpus else []
+    print("| " + " | ".join(head) + " |")
+    print("|---|---:|---:|" + "---|---:|---:|" * len(cpus) + "---:|" * (len(head) - 3 - 3 * len(cpus)))
+    keys = dict.fromkeys((r.get("split_seed"), r["set"], r["budget"]) for r in new)
+    for split, name, b in sorted(keys, key=lambda k: (k[0] is not None, k[0] or 0)):
+        cells = [name, "own" if split is None else str(split), f"{b:g}"]
+        for c in cpus:
+            a = find("auto", name, b, c, split)
+            cells += [f"{a['test_qwk']:.4f} ({a['nested_oof_qwk']:.4f}), {a['wall_seconds']:.0f}, {_used(a):.0%}"
+                      if a else "-", minus(a, _hand(rows, name, c, split)),
+                      minus(a, find("auto_before", name, b, c, split))]
+        if None in cpus:
+            whole = find("auto", name, b, None, split)
+            cells += [minus(find("auto", name, b, c, split), whole) for c in cpus if c is not None]
+        print("| " + " | ".join(cells) + " |")
 
 
 def report_autogluon(rows: list[dict]) -> None:
@@ -489,7 +697,9 @@ def report_before(rows: list[dict], reach: float = 0.005, keep: float = 0.002, u
         return ", ".join(sorted({(r.get("commit") or "no commit") + ("+dirty" if r.get("dirty") else "")
                                  for r in rs})) or "-"
 
-    print(f"\n### Issue 46: auto ({commits(new)}) against the code before ({commits(before)}) and the path by hand\n")
+    where = {_where(*_group(r)) for r in new + before}
+    print(f"\n### Issue 46: auto ({commits(new)}) against the code before ({commits(before)}) and the path by hand"
+          + (f", on {', '.join(sorted(where))}" if where and where != {_where(None)} else "") + "\n")
     print("| set | budget, s | auto: test QWK (nested OOF) | auto: budget used (candidates left) | auto: candidates "
           "finished / screened | before: test QWK (nested OOF) | before: budget used (candidates left) | "
           "by hand: test QWK, wall s | auto − by hand | auto − before |")
@@ -501,8 +711,10 @@ def report_before(rows: list[dict], reach: float = 0.005, keep: float = 0.002, u
             a, o = find("auto", name, b), find("auto_before", name, b)
             if a is None and o is None:
                 continue
+            on = (a or o).get("cpus")
             h = (f"{hand['test_qwk']:.4f}, {hand['wall_seconds']:.0f}"
-                 + ("" if "catboost" in hand.get("engines", []) else " (no CatBoost)")) if hand else "-"
+                 + ("" if "catboost" in hand.get("engines", []) else " (no CatBoost)")
+                 + ("" if hand.get("cpus") == on else f" (on {_where(hand.get('cpus'))})")) if hand else "-"
             done = (f"{a['finished']} / {a['screened'] if a.get('screened') is not None else '-'}") if a else "-"
             print(f"| {name} | {b:g} | {qwk(a)} | {used(a)} | {done} | {qwk(o)} | {used(o)} | {h} | {minus(a, hand)} | "
                   f"{minus(a, o)} |")
@@ -561,7 +773,8 @@ def report_members(rows: list[dict]) -> None:
             cells.append(f"{fig(nested, nested is not None and nested == top['qwk_thresholds_oof_nested'])} / "
                          f"{fig(test, test is not None and test == top['qwk_thresholds'])}"
                          + (f", {m['seconds']:.0f} s" if m.get("seconds") is not None else ""))
-        print(f"| {h['set']} | " + " | ".join(cells) + " |")
+        print(f"| {h['set']}" + (f" ({_where(h['cpus'])})" if h.get("cpus") is not None else "") + " | "
+              + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
