@@ -91,9 +91,13 @@ def pool(n_jobs: int) -> ThreadPoolExecutor:
 
 
 def resolve_n_jobs(n_jobs: int | None) -> int:
-    """``None``/``-1``/``0`` mean every CPU; otherwise at least 1."""
+    """``None``/``-1``/``0`` mean every CPU this process may run on (its affinity: ``taskset -c 0`` gives one);
+    otherwise at least 1."""
     if n_jobs is None or n_jobs <= 0:
-        return max(1, os.cpu_count() or 1)
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:          # no affinity to read (macOS, Windows)
+            return max(1, os.cpu_count() or 1)
     return int(n_jobs)
 
 

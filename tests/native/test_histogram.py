@@ -173,3 +173,17 @@ def test_pool_builds_by_bincount_give_the_same_bits(data, monkeypatch, hess, nee
     for rows in (np.arange(0, 3000, 4), np.arange(0, 3000, 2), np.arange(5)):
         for cols in (None, [4, 0, 1]):
             assert np.array_equal(hb.build(rows, cols), hb.build(rows, cols, in_pool=True))
+
+
+def test_every_cpu_means_those_this_process_may_run_on(monkeypatch):
+    """Under ``taskset -c 0`` (a slower or busier machine's share) the native engine's default threads are one,
+    not the machine's count."""
+    import os
+
+    from qwkboost.native.histogram import resolve_n_jobs
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert resolve_n_jobs(None) == resolve_n_jobs(-1) == 1 and resolve_n_jobs(3) == 3
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert resolve_n_jobs(None) == 8
