@@ -305,6 +305,9 @@ class CatBoostEngine:
         except CatBoostError as exc:
             if MISMATCH in str(exc):            # raised in a block (it reaches here inside CatBoost's error)
                 raise RuntimeError(MISMATCH) from None
+            if str(exc).rstrip().endswith("KeyboardInterrupt"):
+                # Ctrl-C or SIGTERM landed in one of our callbacks, which CatBoost wraps in its error: a stop
+                raise KeyboardInterrupt from None
             raise
         if after.raised is not None:
             raise after.raised

@@ -271,3 +271,21 @@ def test_catboost_leaves_nothing_in_a_clean_working_directory(tmp_path, monkeypa
            "tracking": {"explain": False}, "seed": 0}
     run_experiment(cfg, None, output_dir=tmp_path / "run", dataset=ds)
     assert sorted(p.name for p in cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("objective", ["squared_error", "extended_qwk"])
+def test_a_stop_inside_catboost_s_training_is_a_stop_not_its_error(data, objective):
+    """Ctrl-C or SIGTERM lands in Python between CatBoost's iterations, in one of qwkboost's callbacks (its own
+    loss, its metric, the after-iteration hook), where CatBoost wraps it in a CatBoostError with a traceback: it
+    comes out as the KeyboardInterrupt it was (found by Ctrl-C during an auto run on a CSV)."""
+    X, y = data.X_train, data.y_train
+    seen = []
+
+    def stop(rnd, evals):
+        seen.append(rnd)
+        if rnd == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        qb.train(X, y, engine="catboost", objective=objective, num_boost_round=50, callbacks=[stop])
+    assert seen[-1] == 3
