@@ -18,10 +18,12 @@ from typing import Callable
 from qwkboost.callback import EarlyStopException
 from qwkboost.exceptions import RunStopped
 
-__all__ = ["Budget", "TimeGuard", "OUT_OF_TIME", "RESCUE_SHARE"]
+__all__ = ["Budget", "TimeGuard", "CutShort", "NotConverged", "OUT_OF_TIME", "NOT_CONVERGED", "RESCUE_SHARE"]
 
 #: The tag a candidate stopped by the budget ends its MLflow run with (it ends KILLED).
 OUT_OF_TIME = {"qwkboost.auto": "OUT_OF_TIME"}
+#: The tag of a candidate stopped because a fold reached its share of the time before early stopping.
+NOT_CONVERGED = {"qwkboost.auto": "NOT_CONVERGED"}
 #: A candidate that would end past the limit finishes with its folds sharing the time left (``rescue``) when each
 #: gets at least this share of the time a fold takes; else it is stopped.
 RESCUE_SHARE = 0.5
@@ -64,6 +66,37 @@ class Budget:
         return self.left - self.reserve
 
 
+@dataclass(frozen=True)
+class CutShort:
+    """A fold that reached its share of the time before early stopping: what it tells of the rate that failed.
+
+    Attributes
+    ----------
+    fold : int
+        The fold (0-based, over all repeats).
+    rounds : int
+        Rounds it trained, a lower bound of the rounds it needed.
+    seconds : float
+        Its seconds until then.
+    share : float
+        The seconds it was given.
+    """
+
+    fold: int
+    rounds: int
+    seconds: float
+    share: float
+
+
+class NotConverged(RunStopped):
+    """Raised by a :class:`TimeGuard` with ``converge`` instead of cutting a fold short (tagged
+    :data:`NOT_CONVERGED`); :attr:`cut` says how far it got."""
+
+    def __init__(self, reason: str, cut: CutShort):
+        super().__init__(reason, tags=NOT_CONVERGED)
+        self.cut = cut
+
+
 class TimeGuard:
     """``on_fold`` and ``on_round`` hooks of one candidate's cross-validation that keep it within the budget.
 
@@ -86,6 +119,13 @@ class TimeGuard:
     the current fold's time so far and ``fold_seconds``, the expected time of one): the folds it has run are
     not thrown away for an estimate that was a little short (``rescued`` says it happened).
 
+    With ``converge``, a fold that reaches its share before early stopping is not cut: the candidate stops with
+    :class:`NotConverged`, whose :class:`CutShort` tells its source how far off the learning rate was, so that it
+    restarts at a rate that converges or is left out (:func:`~qwkboost.autoblend.fit.converging`). A model cut short
+    at a low learning rate is worse than one that converged at a raised one (boosting trades rounds for shrinkage,
+    Friedman 2001, sec. 5). When the folds share the time from the start (the first candidate), only the first fold
+    does so: restarting then costs one fold, and a later fold's share is at least the first one's.
+
     Parameters
     ----------
     budget : Budget
@@ -100,13 +140,21 @@ class TimeGuard:
     tail_seconds : float, default 0
         What the candidate is expected to spend after its last fold (its scores, cut points and files): the
         folds are given the time left for work less this (:attr:`left`).
+    converge : bool, default False
+    tail_folds : float, default 0
+        Before anything has measured what a candidate spends after its folds (the first candidate), that tail is
+        taken to be this many of its folds (their mean once one has run; before, each fold's share of the time
+        counts it as that many more folds). On MovieLens (75,003 rows, one core) LightGBM spent 10.5 s after its
+        last fold of 9.2 s on average, scoring each fold's rows at the other folds' rounds.
     """
 
     def __init__(self, budget: Budget, n_folds: int, report: Callable[[int, int], None] | None = None,
                  share_folds: bool = False, rescue: bool = False, fold_seconds: float | None = None,
-                 tail_seconds: float = 0.0):
+                 tail_seconds: float = 0.0, converge: bool = False, tail_folds: float = 0.0):
         self.budget, self.n_folds, self.report, self.share_folds = budget, int(n_folds), report, share_folds
-        self.tail = max(float(tail_seconds), 0.0)
+        self.converge, self._first_only = converge, share_folds
+        self.tail, self.tail_folds = max(float(tail_seconds), 0.0), max(float(tail_folds), 0.0)
+        self._done, self._done_at = 0, budget.clock()      # folds finished, and when the last one did
         self.rescue, self.fold_seconds, self.rescued = rescue, fold_seconds or 0.0, False
         self.started = budget.clock()
         self.capped: set[int] = set()
@@ -114,8 +162,12 @@ class TimeGuard:
 
     @property
     def left(self) -> float:
-        """Seconds the folds may still use: the budget's time left for work, less the candidate's tail."""
-        return self.budget.left_for_work - self.tail
+        """Seconds the folds may still use: the budget's time left for work, less the candidate's tail (at least
+        ``tail_folds`` of its folds' mean once one has run)."""
+        tail = self.tail
+        if self.tail_folds and self._done:
+            tail = max(tail, self.tail_folds * (self._done_at - self.started) / self._done)
+        return self.budget.left_for_work - tail
 
     def _rescued(self, i: int, now: float, per_fold: float, done: int) -> bool:
         """Whether the candidate, at fold ``i`` (``done`` folds finished, a fold taking at least ``per_fold``
@@ -137,9 +189,15 @@ class TimeGuard:
         if self.share_folds:
             now = self.budget.clock()
             if i != self._fold:     # a fold starts: its share of the time left
-                self._fold = i
-                self._fold_end = now + max(self.left, 0.0) / (self.n_folds - i)
+                self._fold, self._fold_start = i, now
+                ahead = self.n_folds - i + (0 if self._done else self.tail_folds)     # the tail as folds
+                self._fold_end = now + max(self.left, 0.0) / ahead
             if now >= self._fold_end and rnd > 0:
+                if self.converge and not (self._first_only and i > 0):
+                    spent = now - self._fold_start
+                    raise NotConverged(
+                        f"fold {i + 1}/{self.n_folds} reached its share of the time ({spent:.0f} s, {rnd + 1} "
+                        "rounds) before early stopping", CutShort(i, rnd + 1, spent, self._fold_end - self._fold_start))
                 self.capped.add(i)
                 raise EarlyStopException(rnd)
             return
@@ -162,6 +220,7 @@ class TimeGuard:
 
     def on_fold(self, i: int, valid_rows, scores) -> None:
         done = i + 1
+        self._done, self._done_at = done, self.budget.clock()
         if done >= self.n_folds or self.share_folds:
             return
         spent = self.budget.clock() - self.started

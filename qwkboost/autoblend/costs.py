@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ENGINE_COST", "OBJECTIVE_COST", "objective_cost", "prior_cost", "CostModel", "Reserve", "reserve",
            "time_one_blend_score", "WRITE_SECONDS", "PYFUNC_SECONDS", "SECONDS_PER_MB", "SECONDS_PER_MB_TRACKED",
-           "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB"]
+           "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB", "BOUND_FACTOR"]
 
 #: Seconds per cell of each engine relative to LightGBM (the large study's medians: 1.8, 3.1, 7.6, 14.1 s).
 ENGINE_COST = {"lightgbm": 1.0, "xgboost": 1.7, "native": 4.2, "catboost": 7.8}
@@ -58,6 +58,9 @@ READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "ca
 #: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
 #: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
 CANDIDATE_SECONDS_PER_MB = 0.03
+#: A lower bound's upper estimate: what stopped at its time cap before early stopping is taken to have been at least
+#: half-way (the doubling of successive halving's budgets, Jamieson and Talwalkar 2016).
+BOUND_FACTOR = 2.0
 
 
 def objective_cost(objective: str, shape: DataShape | None, prior: float) -> float:
@@ -79,12 +82,16 @@ class CostModel:
     In order of preference:
 
     1. a pair that has run is expected to take what it took;
-    2. a screened pair (:mod:`~qwkboost.autoblend.screening`), its screen's projection of the folds' training,
+    2. a pair stopped because a fold reached its share of the time before early stopping
+       (:func:`~qwkboost.autoblend.fit.converging`): that fold's upper estimate, plus the overhead below;
+    3. a screened pair (:mod:`~qwkboost.autoblend.screening`), its screen's projection of the folds' training,
        :math:`\\hat T`, times the correction :math:`\\rho` of finished candidates (the geometric mean of their
        measured training seconds over their screens' projections, those of the same engine when there are any; 1
        before any), plus what a finished candidate spent besides training (scoring, cut points, files: the mean
-       over finished candidates, 0 before any);
-    3. otherwise measured and projected times scaled by the priors' ratio, preferring what is known of the same
+       over finished candidates, 0 before any). A screen stopped at its time cap measured a lower bound: when a
+       second screen at a raised learning rate reached early stopping, the projection is an upper estimate from
+       it (``upper``); when it did not, the bound times :data:`BOUND_FACTOR` (``bound``);
+    4. otherwise measured and projected times scaled by the priors' ratio, preferring what is known of the same
        engine (an objective's ratio), then of the same objective (an engine's ratio), then anything known; the
        geometric mean of the scaled times when several apply.
 
@@ -105,6 +112,8 @@ class CostModel:
         self.trained: dict[tuple[str, str], float] = {}       # the folds' training seconds of measured pairs
         self.projected: dict[tuple[str, str], float] = {}
         self.bounds: set[tuple[str, str]] = set()       # screened pairs whose screen stopped at its time cap
+        self.uppers: set[tuple[str, str]] = set()       # ... and whose second screen at a raised rate converged
+        self.cut: dict[tuple[str, str], float] = {}       # the folds' training seconds of a pair cut short (upper)
         self.screen_mb: dict[tuple[str, str], float] = {}       # a screened pair's model size
 
     def prior(self, pair: tuple[str, str]) -> float:
@@ -123,17 +132,22 @@ class CostModel:
             self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
 
     def screened(self, pair: tuple[str, str], projected: float, mb: float | None = None,
-                 capped: bool = False) -> None:
+                 capped: bool = False, upper: bool = False) -> None:
         """Record a screen's projection of ``pair``'s folds' training seconds (and its model's megabytes);
         ``capped``: the screen stopped at its time cap before early stopping, so the projection is a lower
-        bound."""
+        bound, unless ``upper``: it is an upper estimate from a second screen at a raised learning rate."""
         self.projected[pair] = float(projected)
+        self.bounds.discard(pair)
+        self.uppers.discard(pair)
         if capped:
-            self.bounds.add(pair)
-        else:
-            self.bounds.discard(pair)
+            (self.uppers if upper else self.bounds).add(pair)
         if mb:
             self.screen_mb[pair] = float(mb)
+
+    def cut_short(self, pair: tuple[str, str], seconds: float) -> None:
+        """Record an upper estimate of ``pair``'s folds' training seconds at its configured learning rate, from a
+        fold that reached its share of the time before early stopping (:func:`~qwkboost.autoblend.fit.converging`)."""
+        self.cut[pair] = float(seconds)
 
     def pipeline_mb(self, pair: tuple[str, str], n_models: int) -> float | None:
         r"""Expected megabytes of ``pair``'s pipeline of ``n_models`` fold models from its screen, or ``None``:
@@ -144,8 +158,10 @@ class CostModel:
         return n_models * self.screen_mb[pair] * max(1.0, self.correction(pair[0]))
 
     def correction(self, engine: str | None = None) -> float:
-        """:math:`\\rho`: training over projected seconds of the pairs that have both (of ``engine`` when any)."""
-        both = [p for p in self.trained if p in self.projected and self.projected[p] > 0 and self.trained[p] > 0]
+        """:math:`\\rho`: training over projected seconds of the pairs that have both (of ``engine`` when any), their
+        screens not capped."""
+        both = [p for p in self.trained if p in self.projected and self.projected[p] > 0 and self.trained[p] > 0
+                and p not in self.bounds and p not in self.uppers]     # a capped screen projected no estimate
         same = [p for p in both if p[0] == engine]
         ratios = [self.trained[p] / self.projected[p] for p in (same or both)]
         return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else 1.0
@@ -162,12 +178,15 @@ class CostModel:
         return sum(pool) / len(pool) if pool else 0.0
 
     def kind(self, candidate: Candidate) -> str | None:
-        """What :meth:`estimate` rests on for ``candidate``: ``measured`` (its pair ran), ``projected`` (its pair's
-        screen), ``bound`` (a screen stopped at its time cap: the estimate is a lower bound), ``scaled`` (other
+        """What :meth:`estimate` rests on for ``candidate``: ``measured`` (its pair ran), ``upper`` (a fold cut short,
+        or a second screen at a raised learning rate, gave an upper estimate), ``projected`` (its pair's screen),
+        ``bound`` (a screen stopped at its time cap: :data:`BOUND_FACTOR` times that lower bound), ``scaled`` (other
         pairs' times scaled by the priors), or ``None`` (nothing yet)."""
         pair = candidate.pair
         if pair in self.measured:
             return "measured"
+        if pair in self.cut or pair in self.uppers:
+            return "upper"
         if pair in self.projected:
             return "bound" if pair in self.bounds else "projected"
         return "scaled" if self.measured or self.projected else None
@@ -177,14 +196,19 @@ class CostModel:
         pair_estimate = self._pair(candidate)
         return None if pair_estimate is None else pair_estimate / candidate.speedup
 
+    def _screened(self, pair: tuple[str, str]) -> float:
+        bound = BOUND_FACTOR if pair in self.bounds else 1.0
+        return bound * self.projected[pair] * self.correction(pair[0]) + self.overhead(pair)
+
     def _pair(self, candidate: Candidate) -> float | None:
         pair = candidate.pair
         if pair in self.measured:
             return self.measured[pair]
+        if pair in self.cut:
+            return self.cut[pair] + self.overhead(pair)
         if pair in self.projected:
-            return self.projected[pair] * self.correction(pair[0]) + self.overhead(pair)
-        known = {**{p: t * self.correction(p[0]) + self.overhead(p) for p, t in self.projected.items()},
-                 **self.measured}
+            return self._screened(pair)
+        known = {**{p: self._screened(p) for p in self.projected}, **self.measured}
         if not known:
             return None
         same_engine = [(p, t) for p, t in known.items() if p[0] == candidate.engine]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import qwkboost.runs.tuning as tuning_face
-from qwkboost.autoblend.budget import Budget, TimeGuard
+from qwkboost.autoblend.budget import Budget, CutShort, NotConverged, TimeGuard
 from qwkboost.autoblend.placement import WHOLE, Placement
 from qwkboost.data.dataset import Dataset
 from qwkboost.exceptions import RunStopped
@@ -44,6 +44,11 @@ class GuardSpec:
     reserve : float
         Seconds kept back for the end when it started (:func:`~qwkboost.autoblend.costs.reserve`): its folds may use
         the time until the limit less these.
+    converge : bool
+        A fold that reaches its share of the time before early stopping stops the candidate
+        (:class:`~qwkboost.autoblend.budget.NotConverged`) rather than being cut short.
+    tail_folds : float
+        The candidate's tail counted as this many of its folds while nothing has measured it.
     """
 
     n_folds: int
@@ -52,6 +57,8 @@ class GuardSpec:
     fold_seconds: float | None = None
     tail_seconds: float = 0.0
     reserve: float = 0.0
+    converge: bool = False
+    tail_folds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +140,9 @@ class Outcome:
         Whether its folds shared the time left to finish within the limit.
     where : str
         ``this process``, or the address of the worker that ran it.
+    cut : CutShort or None
+        The fold that reached its share before early stopping, when that stopped it
+        (:class:`~qwkboost.autoblend.budget.NotConverged`).
     """
 
     name: str
@@ -143,6 +153,7 @@ class Outcome:
     capped: int = 0
     rescued: bool = False
     where: str = "this process"
+    cut: CutShort | None = None
 
     @property
     def lost(self) -> bool:
@@ -191,7 +202,8 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
     g = job.guard
     reporter = None if job.trial is None else trial_reporter(job.trial, dataset)
     guard = TimeGuard(budget, g.n_folds, report=report, share_folds=g.share_folds, rescue=g.rescue,
-                      fold_seconds=g.fold_seconds, tail_seconds=g.tail_seconds)
+                      fold_seconds=g.fold_seconds, tail_seconds=g.tail_seconds, converge=g.converge,
+                      tail_folds=g.tail_folds)
 
     def on_fold(i, valid, scores):
         if reporter is not None:
@@ -206,7 +218,7 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
                              fold_scores=reporter is not None)       # the guard reads the clock, not the scores
     except RunStopped as stop:
         return Outcome(job.name, None, str(stop), dict(stop.tags), time.monotonic() - t0, len(guard.capped),
-                       guard.rescued, where)
+                       guard.rescued, where, stop.cut if isinstance(stop, NotConverged) else None)
     return Outcome(job.name, row, None, {}, time.monotonic() - t0, len(guard.capped), guard.rescued, where)
 
 

@@ -169,7 +169,8 @@ def finish(ctx: Context, stopped: bool = False) -> AutoResult:
              f"blended {sum(w > 0 for w in weights.values())} of a pool of {len(members)} "
              f"({ctx.settings.blend_method})",
              metrics["nested_oof_qwk"], f", test QWK {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else "",
-             shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others, ctx.out / "submission.csv")
+             shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others + _cut_note(ctx, weights),
+             ctx.out / "submission.csv")
     return AutoResult(ctx.out, board, result, pipeline, metrics, ctx.parent_id, stopped)
 
 
@@ -181,6 +182,17 @@ def _record(ctx: Context, kind: str, weights: Mapping[str, float], nested: float
                          "written": time.strftime("%Y-%m-%d %H:%M:%S")}
     ctx.state.save()
     ctx.closing.written = True
+
+
+def _cut_note(ctx: Context, weights: Mapping[str, float]) -> str:
+    """A line per candidate of the result whose folds were cut at their share of the time before early stopping
+    (nothing else fitted, or its restart was cut too): what it cost, for the reader of the closing lines."""
+    used = {n for n, w in weights.items() if w > 0} or {n for n, r in ctx.state.candidates.items() if r.finished}
+    lines = [f"\n  note: {n}: {r.capped_folds} of {ctx.n_folds} folds ended at their share of the time before early "
+             f"stopping (its out-of-fold QWK understates a converged run of it)"
+             + (f"; weight {weights[n]:.2f} in the blend" if n in weights else "")
+             for n, r in ctx.state.candidates.items() if n in used and r.finished and r.capped_folds]
+    return "".join(lines)
 
 
 def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:

@@ -14,18 +14,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qwkboost.autoblend.candidates import Candidate
-from qwkboost.autoblend.costs import Reserve, reserve
-from qwkboost.autoblend.state import config_hash
+from qwkboost.autoblend.costs import BOUND_FACTOR, Reserve, reserve
+from qwkboost.autoblend.state import Status, config_hash
 
 if TYPE_CHECKING:
+    from qwkboost.autoblend.budget import CutShort
     from qwkboost.autoblend.context import Context
 
-__all__ = ["Room", "room", "fits", "fitted", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE"]
+__all__ = ["Room", "room", "fits", "fitted", "converging", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE",
+           "MIN_RESTART_SPEEDUP"]
 
 #: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
 #: factor, when that makes it expected to take :data:`FIT_SHARE` of the time left.
 MAX_SPEEDUP = 4.0
 FIT_SHARE = 0.8
+#: A candidate restarted because a fold reached its share of the time before early stopping has its learning rate
+#: raised by at least this factor: that fold was cut short by how much is not known, so a smaller step would
+#: likely be cut again.
+MIN_RESTART_SPEEDUP = 2.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,8 @@ def fitted(ctx: Context, pair: tuple[str, str]) -> tuple[Candidate, dict, str]:
     r"""The candidate to run for ``pair``, its config and the reason when it is not the configured one.
 
     As configured when it is expected to fit in the time left, when nothing is known of its cost, or when it has
-    no ``learning_rate``. Else a faster variant of an earlier invocation that finished, if any. Else, when raising
+    no ``learning_rate``, unless as configured it did not converge in an earlier invocation (``not converged``).
+    Else a faster variant of an earlier invocation that finished, if any. Else, when raising
     the learning rate :math:`\eta` by a factor :math:`f \le` :data:`MAX_SPEEDUP` makes it fit in
     :data:`FIT_SHARE` of the time left, that variant: boosting needs about :math:`f` times fewer rounds
     (Friedman, *Annals of Statistics* 2001, sec. 5), but early stopping's patience :math:`P` does not shrink, so
@@ -80,7 +87,10 @@ def fitted(ctx: Context, pair: tuple[str, str]) -> tuple[Candidate, dict, str]:
     estimate = ctx.cost.estimate(plain)
     left = room(ctx, coming_seconds=estimate, coming_pair=pair).left     # a longer run, a larger pipeline
     rate = (cfg["engine"].get("params") or {}).get("learning_rate")
-    if fits(estimate, left) or not rate or left <= 0 or ctx.state.finished(plain.name, config_hash(cfg)) is not None:
+    # as configured, it did not converge in an earlier invocation: the faster variant it restarted as, if it finished
+    cut = getattr(ctx.state.candidates.get(plain.name), "status", None) == Status.NOT_CONVERGED
+    if (fits(estimate, left) and not cut) or not rate or left <= 0 or \
+            ctx.state.finished(plain.name, config_hash(cfg)) is not None:
         return plain, cfg, ""
     for name, rec in ctx.state.candidates.items():       # a faster variant that finished earlier is kept
         if rec.finished and (rec.speedup or 1.0) != 1.0 and rec.trial is None and rec.pair == pair:
@@ -88,10 +98,13 @@ def fitted(ctx: Context, pair: tuple[str, str]) -> tuple[Candidate, dict, str]:
             done["engine"]["params"] = {**done["engine"].get("params", {}), **(rec.params or {})}
             if ctx.state.finished(name, config_hash(done)) is not None:
                 return Candidate(*pair, tuple(sorted(rec.params.items())), None, rec.speedup), done, rec.why or ""
+    if estimate is None or fits(estimate, left):
+        return plain, cfg, ""
     need = estimate / (FIT_SHARE * left)            # the time's speed-up that makes it fit
     s = getattr(ctx.state.candidates.get(plain.name), "screened", None)
     patience = int(cfg["engine"].get("early_stopping_rounds") or 0)
-    rounds = int(s["rounds"]) if s is not None and s.get("rounds") else None
+    rounds = s.get("rounds_upper") or s.get("rounds") if s is not None else None
+    rounds = int(rounds) if rounds else None
     if rounds is None or patience == 0:
         factor = need
     elif (rounds + patience) / need > patience:
@@ -107,6 +120,49 @@ def fitted(ctx: Context, pair: tuple[str, str]) -> tuple[Candidate, dict, str]:
     out["engine"]["params"] = {**out["engine"]["params"], "learning_rate": faster}
     return (Candidate(*pair, (("learning_rate", faster),), None, speedup), out,
             f"learning rate {rate:g} -> {faster:g} to fit the {left:.0f} s left (about {estimate:.0f} s at {rate:g})")
+
+
+def converging(ctx: Context, cand: Candidate, cfg: dict, cut: CutShort,
+               must: bool = False) -> tuple[Candidate, dict, str] | None:
+    r"""The variant that restarts ``cand`` (run with ``cfg``) after its fold ``cut`` reached its share of the time
+    before early stopping, its config and the reason; or ``None``: it is left out.
+
+    The fold trained :math:`r` rounds in :math:`t` seconds and was still improving, so at the rate :math:`\eta`
+    that failed it needed more than :math:`r`; :data:`~qwkboost.autoblend.costs.BOUND_FACTOR` :math:`\cdot r` is
+    taken as its upper estimate :math:`\hat R` (recorded in the cost model,
+    :meth:`~qwkboost.autoblend.costs.CostModel.cut_short`). At :math:`f\eta` a fold needs about
+    :math:`\hat R / f` rounds and early stopping's patience :math:`P` (Friedman 2001, sec. 5), at the fold's
+    :math:`t / r` seconds a round; the factor is the smallest that makes the :math:`K` folds take
+    :data:`FIT_SHARE` of the time left, at least :data:`MIN_RESTART_SPEEDUP`. Above :data:`MAX_SPEEDUP` the
+    candidate is left out, unless ``must`` (nothing has finished: the budget must end with something), when it
+    restarts at that factor.
+    """
+    params = cfg["engine"].get("params") or {}
+    rate = params.get("learning_rate")
+    if not rate or cut.rounds < 1:
+        return None
+    patience = int(cfg["engine"].get("early_stopping_rounds") or 0)
+    per_round = cut.seconds / cut.rounds
+    needed = BOUND_FACTOR * cut.rounds
+    seconds = ctx.n_folds * (needed + patience) * per_round       # at the rate that failed
+    ctx.cost.cut_short(cand.pair, seconds * cand.speedup)          # at the pair's own rate
+    left = room(ctx, coming_pair=cand.pair).left
+    rounds = FIT_SHARE * max(left, 0.0) / ctx.n_folds / per_round - patience
+    factor = max(needed / rounds if rounds > 0 else float("inf"), MIN_RESTART_SPEEDUP)
+    if factor > MAX_SPEEDUP:
+        if not must:
+            return None
+        factor = MAX_SPEEDUP
+    faster = float(f"{rate * factor:.3g}")
+    factor = faster / rate
+    out = copy.deepcopy(cfg)
+    out["engine"]["params"] = {**params, "learning_rate": faster}
+    base = (ctx.configs[cand.pair]["engine"].get("params") or {}).get("learning_rate", rate)
+    speedup = seconds * cand.speedup / (ctx.n_folds * (needed / factor + patience) * per_round)
+    why = (f"restarted at learning rate {rate:g} -> {faster:g}: fold {cut.fold + 1} reached its share of the time "
+           f"({cut.share:.0f} s) at round {cut.rounds} before early stopping")
+    return Candidate(*cand.pair, (("learning_rate", faster),) if faster != base else (), None,
+                     speedup if faster != base else 1.0), out, why
 
 
 def needs_screening(ctx: Context, pairs) -> bool:

@@ -80,16 +80,19 @@ def stop_status(outcome: Outcome) -> Status:
     """A stopped candidate's status in ``leaderboard.csv``, from its stop's tags."""
     if outcome.tags.get("qwkboost.trial_state") == "PRUNED":
         return Status.PRUNED
-    return {"LOST_WORKER": Status.LOST, "STOPPED": Status.INTERRUPTED}.get(outcome.tags.get("qwkboost.auto"),
-                                                                          Status.STOPPED)
+    return {"LOST_WORKER": Status.LOST, "STOPPED": Status.INTERRUPTED,
+            "NOT_CONVERGED": Status.NOT_CONVERGED}.get(outcome.tags.get("qwkboost.auto"), Status.STOPPED)
 
 
 def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: str = "",
-          running: int = 0) -> Started | CandidateRecord | None:
+          running: int = 0, converge: bool = True, always: bool = False) -> Started | CandidateRecord | None:
     """The :class:`Started` job that cross-validates ``cand`` within the budget; or its record when it is reused, or
     ``None`` when it is left out (it cannot run here, or would not fit in the time left). ``rescue``: its folds may
     shorten to finish within the limit (a default candidate, not a tuning trial); ``running``: how many candidates
-    the executor is running now (their blend members and pipelines are kept in the reserve too)."""
+    the executor is running now (their blend members and pipelines are kept in the reserve too); ``converge``: with
+    ``rescue``, a fold that reaches its share of the time before early stopping stops it so that it restarts at a
+    raised learning rate (:func:`~qwkboost.autoblend.fit.converging`) rather than going on cut short; ``always``:
+    it starts whatever its estimate (the first candidate, or its restart, when nothing has finished)."""
     state = ctx.state
     cfg_hash = config_hash(cfg)
     rec = state.finished(cand.name, cfg_hash)
@@ -113,7 +116,7 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
     now = room(ctx, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
     # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
     tail = ctx.cost.overhead(cand.pair) + CANDIDATE_SECONDS_PER_MB * now.reserve.coming_mb
-    if not fits(estimate, now.left, tail):
+    if not always and not fits(estimate, now.left, tail):
         log.debug("auto: %s left out: it would take about %.0f s (%.0f s after its folds) and %.0f s are left",
                   cand.name, estimate, tail, max(now.left, 0))
         state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, estimate=round(estimate, 1),
@@ -127,7 +130,10 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
         # a default candidate whose estimate was a little short finishes with shorter folds rather than being
         # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
         rescue=rescue, fold_seconds=None if estimate is None else estimate / ctx.n_folds, tail_seconds=tail,
-        reserve=now.reserve.seconds)
+        reserve=now.reserve.seconds,
+        converge=converge and rescue and bool((cfg["engine"].get("params") or {}).get("learning_rate")),
+        # until a candidate has measured what follows its folds, one fold's time is kept for it
+        tail_folds=0.0 if ctx.cost.trained else 1.0)
     run_cfg = copy.deepcopy(cfg)
     # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
     # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)

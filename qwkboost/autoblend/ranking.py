@@ -171,7 +171,8 @@ def order(pairs, screens: dict, why: dict) -> list[tuple[tuple[str, str], str]]:
     screen was the best of all and had waited behind two promising ones whose runs left it no time)."""
     if not screens:
         return [(p, why.get(p, "default order")) for p in pairs]
-    judged = {p: s for p, s in screens.items() if not s.get("capped")}
+    # a capped screen screened again at a raised learning rate ran to early stopping: its QWK is judged
+    judged = {p: s for p, s in screens.items() if not s.get("capped") or s.get("rounds_upper")}
     best = max((s["qwk"] for s in judged.values()), default=max(s["qwk"] for s in screens.values()))
     # a capped screen's QWK is a lower bound: within PROMISING of the best, its candidate is promising too
     hopeful = {p: s for p, s in screens.items() if p in judged or s["qwk"] >= best - PROMISING}

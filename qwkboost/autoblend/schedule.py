@@ -15,7 +15,10 @@ r"""Which default candidate a budget cross-validates next, and when it screens f
    (:func:`~qwkboost.autoblend.ranking.order`).
 4. A candidate whose estimate does not fit in the time left runs with its learning rate raised, when that makes it
    fit (:func:`~qwkboost.autoblend.fit.fitted`); else it is left out, and the next one is tried.
-5. A candidate whose Dask worker was lost runs again once, if it still fits, else is dropped, with a log line.
+5. A candidate whose fold reached its share of the time before early stopping restarts once, first, at a learning
+   rate expected to converge, or is left out with a line (:func:`~qwkboost.autoblend.fit.converging`); its
+   restart goes on with capped folds if they still reach their share (``capped_folds`` in the leaderboard).
+6. A candidate whose Dask worker was lost runs again once, if it still fits, else is dropped, with a log line.
 
 Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv``). Screens are written here
 (:meth:`~qwkboost.autoblend.state.AutoState.record_screen`); everything else of a record by
@@ -24,16 +27,17 @@ Every candidate's place is recorded with a reason (``why`` in ``leaderboard.csv`
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from qwkboost.autoblend import jobs
 from qwkboost.autoblend.candidates import Candidate
-from qwkboost.autoblend.fit import fitted, needs_screening, room
+from qwkboost.autoblend.fit import MAX_SPEEDUP, converging, fitted, needs_screening, room
 from qwkboost.autoblend.jobs import Started
 from qwkboost.autoblend.ranking import order
-from qwkboost.autoblend.screening import screen
+from qwkboost.autoblend.screening import RESCREEN_SPEEDUP, raised, screen, upper_estimate
 from qwkboost.autoblend.state import CandidateRecord, config_hash
 
 if TYPE_CHECKING:
@@ -51,30 +55,56 @@ MIN_SCREEN_SECONDS = 2.0
 
 
 def screen_one(ctx: Context, pair: tuple[str, str], cap: float) -> dict | None:
-    """Screen ``pair`` (or reuse its screen of the same configuration that was not stopped at its cap); its
-    record's ``screen``, or ``None`` when the screen failed (logged: a screen only ranks, and the candidate's own
-    run will say what is wrong)."""
+    """Screen ``pair`` (or reuse its screen of the same configuration, unless that stopped at its cap with no
+    upper estimate); its record's ``screen``, or ``None`` when the screen failed (logged: a screen only ranks, and
+    the candidate's own run will say what is wrong). A screen stopped at its cap is screened again at a raised
+    learning rate (:func:`~qwkboost.autoblend.screening.upper_estimate`): its record keeps that one as ``raised``,
+    with ``rounds_upper`` and ``projected_upper`` when it reached early stopping, and its QWK as the screen's
+    (it ran to early stopping; the first one's is ``qwk_capped``)."""
     cfg = ctx.configs[pair]
     name = Candidate(*pair).name
     h = config_hash(cfg)
     old = getattr(ctx.state.candidates.get(name), "screened", None)
-    if old is not None and old.get("config_hash") == h and not old.get("capped"):
-        ctx.cost.screened(pair, old["projected"], old.get("mb"), bool(old.get("capped")))
+    if old is not None and old.get("config_hash") == h and (not old.get("capped") or old.get("rounds_upper")):
+        _screened(ctx, pair, old)
         return old
     ctx.progress.step(f"screen {name}")
     try:
         result = screen(ctx.ds, cfg, cap_seconds=cap)
+        record = result.to_dict()
+        faster = raised(cfg) if result.capped else None
+        if faster is not None:
+            second = screen(ctx.ds, faster, cap_seconds=cap)
+            record["raised"] = {"learning_rate": faster["engine"]["params"]["learning_rate"], **second.to_dict()}
+            upper = upper_estimate(result, second, RESCREEN_SPEEDUP,
+                                   int(cfg["engine"].get("early_stopping_rounds") or 0))
+            if upper is not None:
+                record.update(projected_upper=round(upper[0], 4), rounds_upper=upper[1], mb_upper=round(upper[2], 4),
+                              qwk=round(second.qwk, 4), qwk_capped=record["qwk"])
     except Exception as exc:  # noqa: BLE001 - a screen that fails ranks nothing; the run itself reports the error
         log.warning("auto: screening %s failed (%s: %s); it keeps its place in the order", name,
                     type(exc).__name__, exc)
         return None
-    ctx.state.record_screen(name, pair, {**result.to_dict(), "config_hash": h})
-    ctx.cost.screened(pair, result.projected, result.mb, result.capped)
-    log.info("auto: screened %s: QWK %.4f on %d rows in %.1f s%s; its cross-validation: about %.0f s", name,
-             result.qwk, result.rows, result.seconds,
-             " (stopped at its time cap: both understate it)" if result.capped else "",
-             ctx.cost.estimate(Candidate(*pair)))
+    ctx.state.record_screen(name, pair, {**record, "config_hash": h})
+    _screened(ctx, pair, record)
+    if not result.capped:
+        note = ""
+    elif record.get("rounds_upper"):
+        note = (f" (stopped at its time cap; at learning rate {record['raised']['learning_rate']:g} it converged in "
+                f"{record['raised']['rounds']} rounds)")
+    else:
+        note = " (stopped at its time cap: a lower bound)"
+    cand = Candidate(*pair)
+    log.info("auto: screened %s: QWK %.4f on %d rows in %.1f s%s; its cross-validation: about %.0f s (%s)", name,
+             record["qwk"], result.rows, result.seconds, note, ctx.cost.estimate(cand), ctx.cost.kind(cand))
     return ctx.state.candidates[name].screen
+
+
+def _screened(ctx: Context, pair: tuple[str, str], record: dict) -> None:
+    """A screen's record into the cost model: its projection, an upper estimate when it has one."""
+    upper = record.get("projected_upper")
+    ctx.cost.screened(pair, upper if upper is not None else record["projected"],
+                      record.get("mb_upper", record.get("mb")), bool(record.get("capped")), upper is not None)
 
 
 def screen_all(ctx: Context, pairs) -> dict:
@@ -124,6 +154,9 @@ class Defaults:
         #: with one slot, the rest waits for the first candidate's outcome and is screened when it does not fit
         self.waiting = False
         self.retried: set[tuple[str, str]] = set()
+        #: pairs restarted at a raised learning rate (once each), and the variant each restarts as
+        self.restarted: set[tuple[str, str]] = set()
+        self.restarts: dict[tuple[str, str], tuple[Candidate, dict, str]] = {}
 
     @property
     def exhausted(self) -> bool:
@@ -136,8 +169,14 @@ class Defaults:
         # time is left with the running ones' members and pipelines kept in the reserve
         while self.queue and (self.queue[0][0] == self.first or room(ctx, coming=1 + len(running)).left > 0):
             pair, reason = self.queue.pop(0)
-            cand, cfg, faster = fitted(ctx, pair)
-            started = jobs.start(ctx, cand, cfg, why=f"{reason}; {faster}" if faster else reason, running=len(running))
+            restart = self.restarts.pop(pair, None)
+            if restart is not None:         # a restart at the rate that converges, decided when it stopped
+                cand, cfg, faster = restart
+                always = ctx.n_finished() == 0
+            else:
+                (cand, cfg, faster), always = fitted(ctx, pair), False
+            started = jobs.start(ctx, cand, cfg, why=f"{reason}; {faster}" if faster else reason,
+                                 running=len(running), converge=pair not in self.restarted, always=always)
             if not isinstance(started, Started):        # reused, or left out: the next one
                 self._after_first(ctx, pair)
                 continue
@@ -150,6 +189,9 @@ class Defaults:
     def ended(self, ctx: Context, started: Started, outcome: Outcome | None, rec: CandidateRecord | None,
               how: str) -> None:
         pair, reason = started.payload
+        if outcome is not None and outcome.cut is not None and how == "ended" and self._restart(ctx, started, outcome):
+            self.waiting = False            # the first candidate restarts before the rest is ordered
+            return
         if self.waiting and how == "ended":
             self.waiting = False
             self._after_first(ctx, pair)
@@ -160,6 +202,27 @@ class Defaults:
             if again:
                 self.retried.add(pair)
                 self.queue.insert(0, (pair, reason))
+
+    def _restart(self, ctx: Context, started: Started, outcome: Outcome) -> bool:
+        """A candidate whose fold reached its share of the time before early stopping: queued first again at a
+        learning rate that converges, once (:func:`~qwkboost.autoblend.fit.converging`), or left out with a line.
+        Whether it restarts."""
+        pair, reason = started.payload
+        cut = outcome.cut
+        must = ctx.n_finished() == 0
+        cfg = copy.deepcopy(ctx.configs[pair])     # as it ran (the tracking settings of a job aside)
+        cfg["engine"]["params"] = {**(cfg["engine"].get("params") or {}), **dict(started.cand.params)}
+        variant = converging(ctx, started.cand, cfg, cut, must=must)
+        if variant is None:
+            log.warning("auto: %s left out: fold %d reached its share of the time (%.0f s, %d rounds) before early "
+                        "stopping, and no learning rate up to %gx its own converges in the %.0f s left",
+                        started.name, cut.fold + 1, cut.share, cut.rounds, MAX_SPEEDUP, max(room(ctx).left, 0))
+            return False
+        log.info("auto: %s %s", started.name, variant[2])
+        self.restarted.add(pair)
+        self.restarts[pair] = variant
+        self.queue.insert(0, (pair, reason))
+        return True
 
     def _after_first(self, ctx: Context, pair: tuple[str, str]) -> None:
         """Once the first candidate is measured (or reused), with one slot: the rest screened if they do not fit,

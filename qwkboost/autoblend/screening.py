@@ -13,6 +13,12 @@ two things the budget cannot know otherwise:
   costs about linearly in the rows; the budget corrects the projection by what finished candidates measured,
   :class:`~qwkboost.autoblend.costs.CostModel`).
 
+A screen stopped at its time cap measured lower bounds only: how many rounds the data needs at its learning rate is
+not known. It is screened again at :data:`RESCREEN_SPEEDUP` times its learning rate, within the same cap
+(:func:`upper_estimate`): at :math:`f\eta` boosting needs about :math:`1/f` of the rounds (Friedman, *Annals of
+Statistics* 2001, sec. 5), so a second screen that reaches early stopping after :math:`r_2` rounds gives
+:math:`f\,r_2` as the rounds at :math:`\eta` and an upper estimate of the cost from them.
+
 This is the lowest rung of successive halving (Jamieson and Talwalkar, AISTATS 2016; FLAML's cost-frugal search
 starts its learners on a sample the same way, Wang et al., MLSys 2021): every engine gets a look for a fraction of
 a full run, and only the promising ones get the full cross-validation.
@@ -36,11 +42,14 @@ from qwkboost.engines.registry import get_engine
 from qwkboost.evaluation.metrics import qwk
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 
-__all__ = ["Screen", "screen", "stratified_sample", "SCREEN_ROWS", "SCREEN_VALID"]
+__all__ = ["Screen", "screen", "raised", "upper_estimate", "stratified_sample", "SCREEN_ROWS", "SCREEN_VALID",
+           "RESCREEN_SPEEDUP"]
 
 #: Training rows of a screen (of the first fold's), and validation rows it is stopped and scored on.
 SCREEN_ROWS = 20_000
 SCREEN_VALID = 10_000
+#: A screen stopped at its time cap is run again with its learning rate raised by this factor.
+RESCREEN_SPEEDUP = 4.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,8 @@ class Screen:
     mb : float
         Megabytes of the screen's model as a pipeline holds it (the engine's model text): what one fold model
         weighs at least, before its rounds grow with the rows.
+    trained : int
+        Rounds trained (``rounds`` and early stopping's patience, or up to the cap).
     """
 
     qwk: float
@@ -74,6 +85,7 @@ class Screen:
     capped: bool
     projected: float
     mb: float = 0.0
+    trained: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -140,4 +152,28 @@ def screen(ds: Dataset, cfg: Mapping[str, Any], cap_seconds: float = float("inf"
     score = qwk(y_idx, apply_thresholds(s, cuts), n_classes=classes.size, sample_weight=wv)
     text = get_engine(engine["name"]).dump(model.booster) if model.booster is not None else ""
     return Screen(float(score), seconds, int(tr.size), int(model.best_iteration or model.num_rounds), bool(capped),
-                  seconds * n_fold / tr.size * n_splits * repeats, len(text.encode()) / 1e6)
+                  seconds * n_fold / tr.size * n_splits * repeats, len(text.encode()) / 1e6, int(model.num_rounds))
+
+
+def raised(cfg: Mapping[str, Any], factor: float = RESCREEN_SPEEDUP) -> dict | None:
+    """``cfg`` with its engine's ``learning_rate`` times ``factor`` (three significant digits), or ``None`` when it
+    sets none."""
+    params = dict(cfg["engine"].get("params") or {})
+    rate = params.get("learning_rate")
+    if not rate:
+        return None
+    return {**cfg, "engine": {**cfg["engine"], "params": {**params, "learning_rate": float(f"{rate * factor:.3g}")}}}
+
+
+def upper_estimate(first: Screen, second: Screen, factor: float, patience: int) -> tuple[float, int, float] | None:
+    r"""From a ``first`` screen stopped at its cap and a ``second`` at ``factor`` times its learning rate: the
+    projected seconds of the full cross-validation at the first one's rate, the rounds it needs there,
+    :math:`\hat R = f\,r_2`, and the megabytes of one model; ``None`` when the second one was capped too.
+    The first screen's time per round, :math:`t_1 / n_1` over the :math:`n_1` rounds it trained, times the
+    :math:`\hat R + P` rounds a fold would train (:math:`P`, early stopping's patience), scales its projection;
+    its model's size grows in the same proportion."""
+    if second.capped:
+        return None
+    rounds = int(round(factor * second.rounds))
+    grow = (rounds + patience) / max(first.trained or first.rounds, 1)
+    return first.projected * grow, rounds, first.mb * grow

@@ -48,6 +48,7 @@ class Status(StrEnum):
     INTERRUPTED = "interrupted"     #: Ctrl-C or SIGTERM stopped it
     LOST = "lost"                   #: its Dask worker or scheduler was lost
     PRUNED = "pruned"               #: a tuning trial the pruner stopped after a fold
+    NOT_CONVERGED = "not converged"  #: a fold reached its share of the time before early stopping (``why`` says next)
     LEFT_OUT = "left out"           #: not started: it would not fit, or could not run here (``why`` says)
     SCREENED = "screened"           #: scored on a sample only
     REPLACED = "replaced"           #: its faster variant finished in its place
@@ -332,12 +333,15 @@ class AutoState:
 
     def record_finished(self, name: str, pair_name: str | None, rec: CandidateRecord) -> CandidateRecord:
         """Candidate ``name`` finished (``rec``, its screen added); its pair's own record, when ``name`` is a faster
-        variant of it that had not finished, becomes ``replaced``; saves."""
+        variant of it that had not finished, becomes ``replaced`` (or stays ``not converged``); saves."""
         rec.status, rec.screen = Status.FINISHED, self._screen_of(name, pair_name)
         self.candidates[name] = rec
         plain = self.candidates.get(pair_name) if pair_name and pair_name != name else None
         if plain is not None and not plain.finished:
-            plain.status, plain.why = Status.REPLACED, f"ran as {name}"
+            # one that did not converge as configured stays so (a resume reuses its restart, fit.fitted)
+            plain.why = f"ran as {name}"
+            if plain.status != Status.NOT_CONVERGED:
+                plain.status = Status.REPLACED
         self.save()
         return rec
 

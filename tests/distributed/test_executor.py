@@ -261,3 +261,16 @@ def test_a_worker_left_waiting_by_a_lost_rows_job_is_restarted_and_a_pool_task_i
         assert quick.result() == 0
         assert executor.running == 1 and pool_worker in c.ncores()
         executor.stop()
+
+
+def test_a_fold_cut_short_on_a_worker_comes_back_with_how_far_it_got(client, ds, tmp_path):
+    """A candidate whose first fold reaches its share of the time before early stopping stops where it runs, on a
+    worker as in this process, and its source learns the fold's rounds and seconds to restart it faster."""
+    from qwkboost.autoblend.budget import NOT_CONVERGED
+
+    job = _job(tmp_path, "cut", n_splits=2, long=True)
+    job = replace(job, guard=replace(job.guard, share_folds=True, converge=True))
+    outcome = DaskExecutor(client, ds, Budget(4), tmp_path).run(job)
+    assert outcome.row is None and outcome.tags == NOT_CONVERGED and outcome.where in client.scheduler_info()["workers"]
+    cut = outcome.cut
+    assert cut is not None and cut.fold == 0 and cut.rounds > 0 and cut.seconds >= cut.share > 0
