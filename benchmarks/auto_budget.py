@@ -300,7 +300,32 @@ def auto(name: str, budget: float, seed: int, work: str, root: str = ROOT, folde
             "work_ended_at": session.get("work_ended_at"),
             "screened": int(board["screen_qwk"].notna().sum()) if "screen_qwk" in board else None,
             "run_order": [n for _, n in sorted(started, key=lambda t: (isinstance(t[0], str), t[0]))]
-            if started else None}
+            if started else None,
+            "candidates": candidate_rows(board, record)}
+
+
+def candidate_rows(board, record: dict) -> list[dict]:
+    """Each candidate that started: its status, seconds and, once finished, its folds' training seconds (the rest
+    is its time outside the engine's training), its estimate, the estimate's kind and error, its capped folds and
+    blend weight (issue 57's tables)."""
+    import math
+
+    out = []
+    for _, r in board.iterrows():
+        if r.status == "left out" or r.status == "screened" or r.status == "set aside":
+            continue
+        rec = record.get("candidates", {}).get(r.candidate, {})
+
+        def num(v):
+            return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+        out.append({"name": r.candidate, "engine": r.engine, "objective": r.objective, "status": r.status,
+                    "seconds": num(r.seconds), "fit_seconds": num(rec.get("fit_seconds")),
+                    "estimate": num(r.get("estimate_seconds")), "estimate_kind": r.get("estimate_kind")
+                    if isinstance(r.get("estimate_kind"), str) else None,
+                    "estimate_error": num(r.get("estimate_error")), "capped_folds": num(r.get("capped_folds")),
+                    "weight": num(r.get("weight"))})
+    return out
 
 
 def paired(name: str, budget: float, seed: int, work: str, draws: int = 2000) -> dict:
