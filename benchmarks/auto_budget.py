@@ -321,6 +321,7 @@ def candidate_rows(board, record: dict) -> list[dict]:
 
         out.append({"name": r.candidate, "engine": r.engine, "objective": r.objective, "status": r.status,
                     "seconds": num(r.seconds), "fit_seconds": num(rec.get("fit_seconds")),
+                    "predict_seconds": num(rec.get("predict_seconds")),
                     "estimate": num(r.get("estimate_seconds")), "estimate_kind": r.get("estimate_kind")
                     if isinstance(r.get("estimate_kind"), str) else None,
                     "estimate_error": num(r.get("estimate_error")), "capped_folds": num(r.get("capped_folds")),

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from qwkboost.autoblend.candidates import Candidate
-from qwkboost.autoblend.costs import BOUND_FACTOR, Reserve, reserve
+from qwkboost.autoblend.costs import BOUND_FACTOR, CANDIDATE_SECONDS_PER_MB, Reserve, reserve
 from qwkboost.autoblend.state import Status, config_hash
 
 if TYPE_CHECKING:
     from qwkboost.autoblend.budget import CutShort
     from qwkboost.autoblend.context import Context
 
-__all__ = ["Room", "room", "fits", "fitted", "converging", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE",
+__all__ = ["Room", "room", "tail", "fits", "fitted", "converging", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE",
            "MIN_RESTART_SPEEDUP"]
 
 #: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
@@ -60,6 +60,13 @@ def room(ctx: Context, coming: int = 1, coming_seconds: float | None = None,
                    tracked=ctx.experiment_id is not None, coming=coming, coming_seconds=coming_seconds,
                    coming_pair=coming_pair)
     return Room(ctx.budget.left - kept.seconds, kept)
+
+
+def tail(ctx: Context, pair: tuple[str, str], now: Room) -> float:
+    """Seconds a candidate of ``pair`` is expected to spend after its folds (its scores, cut points and the
+    pipeline it writes, :data:`~qwkboost.autoblend.costs.CANDIDATE_SECONDS_PER_MB` times ``now``'s coming
+    megabytes): kept out of its folds' time by its guard."""
+    return ctx.cost.overhead(pair) + CANDIDATE_SECONDS_PER_MB * now.reserve.coming_mb
 
 
 def fits(estimate: float | None, left: float, tail: float = 0.0) -> bool:
@@ -133,7 +140,7 @@ def converging(ctx: Context, cand: Candidate, cfg: dict, cut: CutShort,
     :meth:`~qwkboost.autoblend.costs.CostModel.cut_short`). At :math:`f\eta` a fold needs about
     :math:`\hat R / f` rounds and early stopping's patience :math:`P` (Friedman 2001, sec. 5), at the fold's
     :math:`t / r` seconds a round; the factor is the smallest that makes the :math:`K` folds take
-    :data:`FIT_SHARE` of the time left, at least :data:`MIN_RESTART_SPEEDUP`. Above :data:`MAX_SPEEDUP` the
+    :data:`FIT_SHARE` of the time left for them (less its :func:`tail`), at least :data:`MIN_RESTART_SPEEDUP`. Above :data:`MAX_SPEEDUP` the
     candidate is left out, unless ``must`` (nothing has finished: the budget must end with something), when it
     restarts at that factor.
     """
@@ -146,7 +153,8 @@ def converging(ctx: Context, cand: Candidate, cfg: dict, cut: CutShort,
     needed = BOUND_FACTOR * cut.rounds
     seconds = ctx.n_folds * (needed + patience) * per_round       # at the rate that failed
     ctx.cost.cut_short(cand.pair, seconds * cand.speedup)          # at the pair's own rate
-    left = room(ctx, coming_pair=cand.pair).left
+    now = room(ctx, coming_pair=cand.pair)
+    left = now.left - tail(ctx, cand.pair, now)                     # its folds' time, as its guard will see it
     rounds = FIT_SHARE * max(left, 0.0) / ctx.n_folds / per_round - patience
     factor = max(needed / rounds if rounds > 0 else float("inf"), MIN_RESTART_SPEEDUP)
     if factor > MAX_SPEEDUP:

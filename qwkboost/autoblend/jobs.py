@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qwkboost.autoblend.candidates import Candidate
-from qwkboost.autoblend.costs import CANDIDATE_SECONDS_PER_MB
 from qwkboost.autoblend.executor import GuardSpec, Job, Outcome
-from qwkboost.autoblend.fit import fits, room
+from qwkboost.autoblend.fit import fits, room, tail
 from qwkboost.autoblend.state import CandidateRecord, Status, config_hash
 from qwkboost.tracking.writing import manifest
 
@@ -114,11 +113,10 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
         return None
     estimate = ctx.cost.estimate(cand)
     now = room(ctx, coming=1 + running, coming_seconds=estimate, coming_pair=cand.pair)
-    # what the candidate spends after its folds (scores, cut points, writing its pipeline) is kept out of them
-    tail = ctx.cost.overhead(cand.pair) + CANDIDATE_SECONDS_PER_MB * now.reserve.coming_mb
-    if not always and not fits(estimate, now.left, tail):
+    after = tail(ctx, cand.pair, now)      # scores, cut points, its pipeline: kept out of its folds
+    if not always and not fits(estimate, now.left, after):
         log.debug("auto: %s left out: it would take about %.0f s (%.0f s after its folds) and %.0f s are left",
-                  cand.name, estimate, tail, max(now.left, 0))
+                  cand.name, estimate, after, max(now.left, 0))
         state.record_left_out(cand.name, cand.pair, _pair_name(cand), why, estimate=round(estimate, 1),
                               estimate_kind=ctx.cost.kind(cand))
         return None
@@ -129,7 +127,7 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
         share_folds=ctx.n_finished() == 0,
         # a default candidate whose estimate was a little short finishes with shorter folds rather than being
         # dropped (a tuning trial is stopped: its pruned QWK would mislead the study)
-        rescue=rescue, fold_seconds=None if estimate is None else estimate / ctx.n_folds, tail_seconds=tail,
+        rescue=rescue, fold_seconds=None if estimate is None else estimate / ctx.n_folds, tail_seconds=after,
         reserve=now.reserve.seconds,
         converge=converge and rescue and bool((cfg["engine"].get("params") or {}).get("learning_rate")),
         # until a candidate has measured what follows its folds, one fold's time is kept for it
@@ -175,7 +173,7 @@ def end(ctx: Context, started: Started, outcome: Outcome) -> CandidateRecord | N
         run_id=row.get("run_id"), capped_folds=outcome.capped, pipeline_mb=round(_megabytes(directory / "pipeline"), 2),
         files=manifest(directory),      # just written: as damage() would find it
         **facts, **{k: row[k] for k in ("qwk_thresholds_oof", "qwk_thresholds_oof_nested", "qwk_thresholds",
-                                        "best_iteration_mean", "fit_seconds") if k in row})
+                                        "best_iteration_mean", "fit_seconds", "predict_seconds") if k in row})
     ctx.state.record_finished(cand.name, _pair_name(cand) if cand.speedup != 1.0 else None, rec)
     ctx.checked(cand.name)
     if outcome.capped:

@@ -54,13 +54,14 @@ SCREEN_SHARE = 0.25
 MIN_SCREEN_SECONDS = 2.0
 
 
-def screen_one(ctx: Context, pair: tuple[str, str], cap: float) -> dict | None:
+def screen_one(ctx: Context, pair: tuple[str, str], cap: float, again: bool = True) -> dict | None:
     """Screen ``pair`` (or reuse its screen of the same configuration, unless that stopped at its cap with no
     upper estimate); its record's ``screen``, or ``None`` when the screen failed (logged: a screen only ranks, and
     the candidate's own run will say what is wrong). A screen stopped at its cap is screened again at a raised
     learning rate (:func:`~qwkboost.autoblend.screening.upper_estimate`): its record keeps that one as ``raised``,
     with ``rounds_upper`` and ``projected_upper`` when it reached early stopping, and its QWK as the screen's
-    (it ran to early stopping; the first one's is ``qwk_capped``)."""
+    (it ran to early stopping; the first one's is ``qwk_capped``). Not with ``again=False`` (a screen for the
+    leaderboard only, in the time no candidate fits)."""
     cfg = ctx.configs[pair]
     name = Candidate(*pair).name
     h = config_hash(cfg)
@@ -72,7 +73,7 @@ def screen_one(ctx: Context, pair: tuple[str, str], cap: float) -> dict | None:
     try:
         result = screen(ctx.ds, cfg, cap_seconds=cap)
         record = result.to_dict()
-        faster = raised(cfg) if result.capped else None
+        faster = raised(cfg) if result.capped and again else None
         if faster is not None:
             second = screen(ctx.ds, faster, cap_seconds=cap)
             record["raised"] = {"learning_rate": faster["engine"]["params"]["learning_rate"], **second.to_dict()}
@@ -134,7 +135,7 @@ def screen_rest(ctx: Context) -> None:
         left = room(ctx, coming=0).left       # a screen never joins the blend
         if left < 2 * MIN_SCREEN_SECONDS:
             return
-        screen_one(ctx, pair, 0.5 * left)     # scoring the screen's rows comes after its cap
+        screen_one(ctx, pair, 0.5 * left, again=False)      # scoring the screen's rows comes after its cap
 
 
 class Defaults:

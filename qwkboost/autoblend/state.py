@@ -105,8 +105,9 @@ class CandidateRecord:
         The size of its ``pipeline/`` (what the blend's files cost to write).
     qwk_thresholds_oof, qwk_thresholds_oof_nested, qwk_thresholds : float
         Its out-of-fold QWK with cut points, its nested estimate, and its test QWK where the test rows have labels.
-    best_iteration_mean, fit_seconds : float
-        Its folds' mean best round and their training seconds.
+    best_iteration_mean, fit_seconds, predict_seconds : float
+        Its folds' mean best round, their training seconds and their models' predicting seconds (out-of-fold and
+        test rows).
     screen : dict
         Its screen (:meth:`qwkboost.autoblend.screening.Screen.to_dict` and the config hash it screened).
     extra : dict
@@ -137,6 +138,7 @@ class CandidateRecord:
     qwk_thresholds: float | None = None
     best_iteration_mean: float | None = None
     fit_seconds: float | None = None
+    predict_seconds: float | None = None
     screen: dict | None = None
     extra: dict = field(default_factory=dict)
 

@@ -77,6 +77,9 @@ class CVResult:
     oof_iterations : list of int
         The rounds at which each fold model's out-of-fold scores were read (its ``best_iteration``, or with
         ``early_stopping_on="other_folds"`` the other folds' median).
+    predict_seconds : float
+        Wall time of the fold models' predictions of their out-of-fold and test rows: with ``fit_seconds``, most of
+        a cross-validation (on MovieLens, LightGBM on one core: 24 s of predictions beside 32 s of training).
     """
 
     oof: np.ndarray
@@ -94,6 +97,7 @@ class CVResult:
     grouped: bool = False
     duplicate_rows: int | None = None
     oof_iterations: list[int] = field(default_factory=list)
+    predict_seconds: float = 0.0
 
     @property
     def best_iterations(self) -> list[int]:
@@ -267,7 +271,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     name = description or f"{engine}/{getattr(objective, 'name', objective)}"
     oof_repeats = np.zeros((repeats, len(y)))
     test = None if X_test is None else np.zeros(len(X_test))
-    models, times = [], []
+    models, times, predicting = [], [], 0.0
     oof_proba = test_proba = None
     n_models = len(folds)
     bar = tqdm(total=n_models, disable=not progress, desc=name, unit="fold", leave=False, dynamic_ncols=True)
@@ -309,12 +313,14 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                               seed=seed + i, n_jobs=n_jobs, sample_weight=None if w is None else w[tr],
                               early_stopping_min_delta=early_stopping_min_delta)
             times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
             # with other_folds the fold's rows are read again below: now only when on_fold wants their scores
             own = not others or (on_fold is not None and fold_scores)
             if own:
                 raw = model.predict_raw(EncodedFeatures(X[va], schema))
                 oof_repeats[r, va] = model.objective.decode(raw)
             raw_test = None if test is None else model.predict_raw(EncodedFeatures(X_test, schema))
+            predicting += time.perf_counter() - t0
             if test is not None:
                 test += model.objective.decode(raw_test) / n_models
             try:
@@ -344,7 +350,9 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
             r, k = divmod(i, n_splits)
             read[i] = other_rounds(np.array([m.best_iteration for m in models[r * n_splits:(r + 1) * n_splits]]),
                                    k, model.num_rounds)
+            t0 = time.perf_counter()
             raw = model.predict_raw(EncodedFeatures(X[va], schema), num_iteration=read[i])
+            predicting += time.perf_counter() - t0
             oof_repeats[r, va] = model.objective.decode(raw)
             try:
                 proba = model.objective.predict_proba(raw)
@@ -356,4 +364,4 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
     return CVResult(oof, test, models, folds, float(sum(times)), times, schema, oof_proba, test_proba,
                     repeats=repeats, oof_repeats=oof_repeats if repeats > 1 else None,
                     fold_of=fold_assignment(folds, len(y), repeats), grouped=groups is not None,
-                    duplicate_rows=n_dup, oof_iterations=read)
+                    duplicate_rows=n_dup, oof_iterations=read, predict_seconds=predicting)

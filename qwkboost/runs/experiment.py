@@ -118,7 +118,7 @@ def evaluate(ds: Dataset, cv: CVResult, method: str) -> Evaluation:
     score. With repeated CV, ``qwk_thresholds_oof_repeat_sd`` is the spread of
     the single repeats' OOF QWK.
     """
-    m: dict[str, float] = {"fit_seconds": cv.fit_seconds,
+    m: dict[str, float] = {"fit_seconds": cv.fit_seconds, "predict_seconds": cv.predict_seconds,
                            "best_iteration_mean": float(np.mean(cv.best_iterations))}
     labelled = cv.test is not None and ds.has_test_labels
     w, wt = ds.w_train, ds.w_test

@@ -34,7 +34,7 @@ OVERRIDES = ["experiment=auto", "auto.time_limit=900", "auto.tune=false", "auto.
 BOARD_KEEP = ["candidate", "engine", "objective", "status", "capped_folds", "oof_qwk", "nested_oof_qwk", "test_qwk",
               "weight", "why", "note"]
 #: ``config_hash`` hashes the data's path too (the checkout's, for a packaged set): pinned on a fixed config below.
-RECORD_DROP = {"started_at", "seconds", "estimate", "run_id", "fit_seconds", "pipeline_mb", "files", "config_hash"}
+RECORD_DROP = {"started_at", "seconds", "estimate", "run_id", "fit_seconds", "predict_seconds", "pipeline_mb", "files", "config_hash"}
 FILES_KEEP = ("oof.parquet", "predictions.parquet", "submission.csv")
 MEMBER_DROP = {"source", "run_id"}
 

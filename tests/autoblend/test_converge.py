@@ -66,17 +66,31 @@ def test_without_converge_a_fold_is_cut_as_before():
     assert guard.capped == {0}
 
 
-def test_a_rescued_candidate_restarts_at_whichever_fold_reaches_its_share():
+def test_a_rescued_first_fold_restarts_the_candidate_a_later_one_is_cut():
+    """A rescue shares the time left between the folds still to run: its first fold reaching its share restarts the
+    candidate (a restart costs that fold), a later one is cut and counted (the folds before it converged)."""
     clock, budget = _clocked(100.0)
     guard = TimeGuard(budget, 5, rescue=True, fold_seconds=20.0, converge=True)
-    for i in range(3):
+    guard.on_round(0, 0, {})
+    clock[0] = 26.0                 # 26 s into fold 1: four more as long do not fit in 74 s; the folds share it
+    guard.on_round(0, 700, {})
+    assert guard.rescued and guard.share_folds
+    clock[0] = 60.0                 # past fold 1's share, 26 s + 74 s / 5
+    with pytest.raises(NotConverged) as stop:
+        guard.on_round(0, 900, {})
+    assert stop.value.cut.fold == 0 and stop.value.cut.rounds == 901
+
+    clock, budget = _clocked(100.0)
+    guard = TimeGuard(budget, 5, rescue=True, fold_seconds=20.0, converge=True)
+    for i in range(2):
         guard.on_round(i, 0, {})
         clock[0] += 26.0
-        if i < 2:
-            guard.on_fold(i, None, None)
-    with pytest.raises(NotConverged) as stop:        # fold 1 took 26 s: four more do not fit in 74 s; shared
+        guard.on_fold(i, None, None)    # after fold 1: four more of 26 s do not fit in 74 s; shared
+    guard.on_round(2, 0, {})
+    clock[0] += 26.0
+    with pytest.raises(EarlyStopException):
         guard.on_round(2, 900, {})
-    assert stop.value.cut.fold == 2 and guard.rescued
+    assert guard.rescued and guard.capped == {2}
 
 
 def test_the_tail_counts_as_a_fold_until_it_is_measured():
@@ -229,6 +243,9 @@ def test_screen_one_screens_a_capped_candidate_again_and_records_both(tmp_path):
     assert ctx.cost.kind(Candidate(*PAIR)) == "bound"
     again = screen_one(ctx, PAIR, 0.0)          # a bound is screened again, not reused
     assert again is not rec and again["capped"]
+    # the screens of leftover time (for the leaderboard only) take no second one: it would double their time
+    assert "raised" not in screen_one(ctx, PAIR, 0.0, again=False)
+    again = screen_one(ctx, PAIR, 0.0)
     # a record with an upper estimate is reused as one (a resume)
     upper = copy.deepcopy(again)
     upper.update(projected_upper=50.0, rounds_upper=400, mb_upper=1.0)

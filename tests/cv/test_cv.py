@@ -13,7 +13,7 @@ def test_oof_covers_every_row_once_and_test_is_fold_mean(small_quartiles):
     for m, (_, va) in zip(cv.models, cv.folds):
         np.testing.assert_allclose(cv.oof[va], m.predict(ds.X_train[va]))
     np.testing.assert_allclose(cv.test, np.mean([m.predict(ds.X_test) for m in cv.models], axis=0))
-    assert len(cv.best_iterations) == 4 and cv.fit_seconds > 0
+    assert len(cv.best_iterations) == 4 and cv.fit_seconds > 0 and cv.predict_seconds > 0
 
 
 def test_folds_are_stratified_and_reproducible(small_quartiles):
