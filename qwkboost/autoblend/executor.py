@@ -49,6 +49,8 @@ class GuardSpec:
         (:class:`~qwkboost.autoblend.budget.NotConverged`) rather than being cut short.
     tail_folds : float
         The candidate's tail counted as this many of its folds while nothing has measured it.
+    patience : int
+        Early stopping's patience (for ``converge``).
     """
 
     n_folds: int
@@ -59,6 +61,7 @@ class GuardSpec:
     reserve: float = 0.0
     converge: bool = False
     tail_folds: float = 0.0
+    patience: int = 0
 
 
 @dataclass(frozen=True)
@@ -203,7 +206,7 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
     reporter = None if job.trial is None else trial_reporter(job.trial, dataset)
     guard = TimeGuard(budget, g.n_folds, report=report, share_folds=g.share_folds, rescue=g.rescue,
                       fold_seconds=g.fold_seconds, tail_seconds=g.tail_seconds, converge=g.converge,
-                      tail_folds=g.tail_folds)
+                      tail_folds=g.tail_folds, patience=g.patience)
 
     def on_fold(i, valid, scores):
         if reporter is not None:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from qwkboost.autoblend.budget import CutShort
     from qwkboost.autoblend.context import Context
 
-__all__ = ["Room", "room", "tail", "fits", "fitted", "converging", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE",
+__all__ = ["Room", "room", "tail", "fits", "fitted", "converging", "restart_factor", "needs_screening", "MAX_SPEEDUP", "FIT_SHARE",
            "MIN_RESTART_SPEEDUP"]
 
 #: A default candidate expected to take longer than the time left runs with its learning rate raised by up to this
@@ -155,8 +155,7 @@ def converging(ctx: Context, cand: Candidate, cfg: dict, cut: CutShort,
     ctx.cost.cut_short(cand.pair, seconds * cand.speedup)          # at the pair's own rate
     now = room(ctx, coming_pair=cand.pair)
     left = now.left - tail(ctx, cand.pair, now)                     # its folds' time, as its guard will see it
-    rounds = FIT_SHARE * max(left, 0.0) / ctx.n_folds / per_round - patience
-    factor = max(needed / rounds if rounds > 0 else float("inf"), MIN_RESTART_SPEEDUP)
+    factor = restart_factor(cut.rounds, cut.seconds, left, ctx.n_folds, patience)
     if factor > MAX_SPEEDUP:
         if not must:
             return None
@@ -171,6 +170,20 @@ def converging(ctx: Context, cand: Candidate, cfg: dict, cut: CutShort,
            f"({cut.share:.0f} s) at round {cut.rounds} before early stopping")
     return Candidate(*cand.pair, (("learning_rate", faster),) if faster != base else (), None,
                      speedup if faster != base else 1.0), out, why
+
+
+def restart_factor(rounds: int, seconds: float, left: float, n_folds: int, patience: int) -> float:
+    r"""The factor by which a candidate's learning rate is raised to restart it after its first fold trained
+    ``rounds`` in ``seconds`` without early stopping, so that its ``n_folds`` folds are expected to take
+    :data:`FIT_SHARE` of the ``left`` seconds for them: :math:`\hat R / (F\,L / (K\,t/r) - P)` with the upper
+    estimate :math:`\hat R` = :data:`~qwkboost.autoblend.costs.BOUND_FACTOR` :math:`\cdot r` of the rounds it
+    needed, at least :data:`MIN_RESTART_SPEEDUP`; infinite when nothing but the patience fits. Above
+    :data:`MAX_SPEEDUP` no restart converges in time: its guard goes on with the fold cut instead
+    (:class:`~qwkboost.autoblend.budget.TimeGuard`), and :func:`converging` leaves it out."""
+    per_round = seconds / max(rounds, 1)
+    fit_rounds = FIT_SHARE * max(left, 0.0) / n_folds / per_round - patience if per_round > 0 else float("inf")
+    needed = BOUND_FACTOR * rounds
+    return max(needed / fit_rounds if fit_rounds > 0 else float("inf"), MIN_RESTART_SPEEDUP)
 
 
 def needs_screening(ctx: Context, pairs) -> bool:

@@ -131,7 +131,7 @@ def start(ctx: Context, cand: Candidate, cfg: dict, rescue: bool = True, why: st
         reserve=now.reserve.seconds,
         converge=converge and rescue and bool((cfg["engine"].get("params") or {}).get("learning_rate")),
         # until a candidate has measured what follows its folds, one fold's time is kept for it
-        tail_folds=0.0 if ctx.cost.trained else 1.0)
+        tail_folds=0.0 if ctx.cost.trained else 1.0, patience=int(cfg["engine"].get("early_stopping_rounds") or 0))
     run_cfg = copy.deepcopy(cfg)
     # a candidate's pipeline stays in its directory; MLflow gets the blend's, in the parent run (copying every
     # candidate's models, tens of megabytes each at competition size, would cost seconds of the budget apiece)

@@ -12,7 +12,8 @@ from qwkboost.autoblend.budget import NOT_CONVERGED, Budget, CutShort, NotConver
 from qwkboost.autoblend.candidates import Candidate
 from qwkboost.autoblend.costs import BOUND_FACTOR, CostModel
 from qwkboost.autoblend.executor import LocalExecutor
-from qwkboost.autoblend.fit import FIT_SHARE, MAX_SPEEDUP, MIN_RESTART_SPEEDUP, converging, fitted, room
+from qwkboost.autoblend.fit import (FIT_SHARE, MAX_SPEEDUP, MIN_RESTART_SPEEDUP, converging, fitted,
+                                   restart_factor, room)
 from qwkboost.autoblend.loop import run_loop
 from qwkboost.autoblend.schedule import Defaults, screen_one
 from qwkboost.autoblend.screening import RESCREEN_SPEEDUP, raised, screen, upper_estimate
@@ -66,19 +67,21 @@ def test_without_converge_a_fold_is_cut_as_before():
     assert guard.capped == {0}
 
 
-def test_a_rescued_first_fold_restarts_the_candidate_a_later_one_is_cut():
-    """A rescue shares the time left between the folds still to run: its first fold reaching its share restarts the
-    candidate (a restart costs that fold), a later one is cut and counted (the folds before it converged)."""
+def test_a_fold_is_cut_and_the_candidate_goes_on_when_no_restart_would_converge_in_time():
+    """A rescue shares the time left between the folds still to run. When its first fold reaches its share, a
+    restart at up to MAX_SPEEDUP times the rate would not converge in what is left (the fold ran 37 s of 100 s):
+    the fold is cut and counted, and the candidate goes on. So is a later fold (the folds before it converged)."""
     clock, budget = _clocked(100.0)
     guard = TimeGuard(budget, 5, rescue=True, fold_seconds=20.0, converge=True)
     guard.on_round(0, 0, {})
-    clock[0] = 26.0                 # 26 s into fold 1: four more as long do not fit in 74 s; the folds share it
+    clock[0] = 21.0                 # 21 s into fold 1: four more as long do not fit in 79 s; the folds share it
     guard.on_round(0, 700, {})
     assert guard.rescued and guard.share_folds
-    clock[0] = 60.0                 # past fold 1's share, 26 s + 74 s / 5
-    with pytest.raises(NotConverged) as stop:
+    clock[0] = 37.0                 # past fold 1's share, 21 s + 79 s / 5
+    assert restart_factor(901, 37.0, guard.left, 5, 0) > MAX_SPEEDUP
+    with pytest.raises(EarlyStopException):
         guard.on_round(0, 900, {})
-    assert stop.value.cut.fold == 0 and stop.value.cut.rounds == 901
+    assert guard.capped == {0}
 
     clock, budget = _clocked(100.0)
     guard = TimeGuard(budget, 5, rescue=True, fold_seconds=20.0, converge=True)
@@ -91,6 +94,13 @@ def test_a_rescued_first_fold_restarts_the_candidate_a_later_one_is_cut():
     with pytest.raises(EarlyStopException):
         guard.on_round(2, 900, {})
     assert guard.rescued and guard.capped == {2}
+
+
+def test_the_restart_s_rate_comes_from_the_fold_s_pace_and_the_time_left():
+    # 1,000 rounds in 10 s; 100 s for five folds: 80 s of them fit 1,600 rounds a fold, less 100 of patience
+    assert restart_factor(1000, 10.0, 100.0, 5, 100) == pytest.approx(max(2000 / 1500, MIN_RESTART_SPEEDUP))
+    assert restart_factor(1000, 10.0, 40.0, 5, 100) == pytest.approx(2000 / (640 - 100))
+    assert restart_factor(1000, 10.0, 5.0, 5, 100) == float("inf")     # not even the patience fits
 
 
 def test_the_tail_counts_as_a_fold_until_it_is_measured():

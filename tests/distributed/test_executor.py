@@ -268,7 +268,7 @@ def test_a_fold_cut_short_on_a_worker_comes_back_with_how_far_it_got(client, ds,
     worker as in this process, and its source learns the fold's rounds and seconds to restart it faster."""
     from qwkboost.autoblend.budget import NOT_CONVERGED
 
-    job = _job(tmp_path, "cut", n_splits=2, long=True)
+    job = _job(tmp_path, "cut", n_splits=3, long=True)        # a restart at up to 4x fits the 2 folds' time left
     job = replace(job, guard=replace(job.guard, share_folds=True, converge=True))
     outcome = DaskExecutor(client, ds, Budget(4), tmp_path).run(job)
     assert outcome.row is None and outcome.tags == NOT_CONVERGED and outcome.where in client.scheduler_info()["workers"]
