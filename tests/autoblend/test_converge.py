@@ -264,3 +264,20 @@ def test_screen_one_screens_a_capped_candidate_again_and_records_both(tmp_path):
     fresh.state = ctx.state
     assert screen_one(fresh, PAIR, 0.0) == upper
     assert fresh.cost.kind(Candidate(*PAIR)) == "upper" and fresh.cost.projected[PAIR] == 50.0
+
+
+def test_the_closing_lines_name_a_result_member_whose_folds_were_cut(tmp_path):
+    from qwkboost.autoblend.finish import _cut_note
+    from qwkboost.autoblend.state import CandidateRecord
+
+    ctx = _context(tmp_path, {PAIR: candidate_config(*PAIR)}, CostModel(), Budget(60.0))
+    ctx.state.candidates.update({
+        "catboost-squared_error-lr0.2": CandidateRecord(Status.FINISHED, "catboost", "squared_error", capped_folds=3),
+        "lightgbm-squared_error": CandidateRecord(Status.FINISHED, *PAIR, capped_folds=0),
+        "xgboost-squared_error": CandidateRecord(Status.FINISHED, "xgboost", "squared_error", capped_folds=2)})
+    note = _cut_note(ctx, {"catboost-squared_error-lr0.2": 0.7, "lightgbm-squared_error": 0.3,
+                           "xgboost-squared_error": 0.0})
+    assert note == ("\n  note: catboost-squared_error-lr0.2: 3 of 5 folds ended at their share of the time before early "
+                    "stopping (its out-of-fold QWK understates a converged run of it); weight 0.70 in the blend")
+    # one candidate and no blend: its own cut folds are named
+    assert "xgboost-squared_error: 2 of 5 folds" in _cut_note(ctx, {})
