@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from qwkboost.data.dataset import Dataset
 
 __all__ = ["ENGINE_COST", "OBJECTIVE_COST", "objective_cost", "prior_cost", "CostModel", "Reserve", "reserve",
-           "time_one_blend_score", "WRITE_SECONDS", "PYFUNC_SECONDS", "SECONDS_PER_MB", "SECONDS_PER_MB_TRACKED",
+           "time_one_blend_score", "WRITE_SECONDS", "PYFUNC_SECONDS", "MEMBER_SECONDS", "SECONDS_PER_MB", "SECONDS_PER_MB_TRACKED",
            "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB", "BOUND_FACTOR"]
 
 #: Seconds per cell of each engine relative to LightGBM (the large study's medians: 1.8, 3.1, 7.6, 14.1 s).
@@ -40,21 +40,23 @@ ENGINE_COST = {"lightgbm": 1.0, "xgboost": 1.7, "native": 4.2, "catboost": 7.8}
 OBJECTIVE_COST = {"squared_error": 1.0, "extended_qwk": 1.0, "ordinal_logit": 2.0, "multiclass": 3.0,
                   "soft_qwk": 8.0}
 
-#: Seconds set aside for writing the outputs and the MLflow model after the blend is fitted, besides what grows
-#: with the members' pipelines (measured: 1.1-1.4 s beyond the per-megabyte part on the packaged sets at 60 s,
-#: benchmarks/auto_budget.py, and 2.5 s for the MLflow model's requirements and sources; about 1.5x that is kept).
-WRITE_SECONDS = 2.0
-PYFUNC_SECONDS = 4.0
-#: Seconds per megabyte of the blend's members' pipelines (their models' text), about 1.5x what was measured on
-#: the 300 s budgets of InstEval, chem97, MovieLens, diamonds and happiness: each member's pipeline is copied into
-#: the output directory and checked (0.012 s/MB), read back for the result (:data:`READ_SECONDS_PER_MB`, by
-#: engine) and, with tracking, copied twice into MLflow (0.0055 s/MB).
-SECONDS_PER_MB = 0.018
-SECONDS_PER_MB_TRACKED = 0.027
-#: Seconds per megabyte to read a member's pipeline back, by engine (means measured as above: XGBoost's JSON
-#: 0.038, the native engine's 0.051, LightGBM's text 0.015, CatBoost's 0.011); an engine not named takes the
-#: largest.
-READ_SECONDS_PER_MB = {"xgboost": 0.057, "native": 0.077, "lightgbm": 0.023, "catboost": 0.017}
+#: Seconds set aside for writing the outputs and, with tracking, the MLflow model after the blend is fitted,
+#: besides what grows with the members (:data:`MEMBER_SECONDS`) and their pipelines. Measured on the six packaged
+#: sets at 60 s, whole machine and one CPU (benchmarks/auto_budget.py, issue 57): the end took 1.5-5.9 s, fitted by
+#: 0.9 s + 0.034 s/MB besides the greedy search; the reserve then kept 7.7-16 s, 2.5-5 times that, and 60 s runs
+#: used 74-92 % of their limit. Each constant here is about 1.5-2 times its measured part.
+WRITE_SECONDS = 1.0
+PYFUNC_SECONDS = 1.0
+#: Seconds per member of the blend besides its megabytes (reading its record and scores; 7 small members on
+#: happiness took 1.2 s beyond the fit above).
+MEMBER_SECONDS = 0.15
+#: Seconds per megabyte of the blend's members' pipelines (their models' text), copied into the output directory
+#: and checked, and, with tracking, copied into MLflow; read back by engine (:data:`READ_SECONDS_PER_MB`).
+SECONDS_PER_MB = 0.009
+SECONDS_PER_MB_TRACKED = 0.014
+#: Seconds per megabyte to read a member's pipeline back, by engine (XGBoost's and the native engine's JSON are the
+#: slowest to parse, LightGBM's model text and CatBoost's the fastest); an engine not named takes the largest.
+READ_SECONDS_PER_MB = {"xgboost": 0.029, "native": 0.039, "lightgbm": 0.012, "catboost": 0.009}
 #: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
 #: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
 CANDIDATE_SECONDS_PER_MB = 0.03
@@ -250,7 +252,8 @@ def reserve(done: Sequence[CandidateRecord], pool: Sequence[CandidateRecord], co
     r"""Seconds to keep for the end: the greedy blend of the ``done`` (finished) candidates and ``coming`` more (its
     in-sample fit and one per fold for the nested estimate,
     :math:`1.3\,t_{\text{score}}\,m\,S\,(n_{\text{folds}} + 1)` with :math:`m` members and :math:`S` greedy
-    steps), its files and its MLflow model, which grow with the members' pipelines (seconds per megabyte by engine,
+    steps), :data:`MEMBER_SECONDS` a member, its files and its MLflow model, which grow with the members' pipelines
+    (seconds per megabyte by engine,
     :data:`SECONDS_PER_MB` and :data:`READ_SECONDS_PER_MB`): the blend's ``pool`` as it stands (all of which the
     blend may weigh), and each coming candidate's, expected from its seconds (``coming_seconds``) times the
     megabytes per second of cross-validation that its engine's finished candidates wrote (pipelines grow with the
@@ -279,6 +282,6 @@ def reserve(done: Sequence[CandidateRecord], pool: Sequence[CandidateRecord], co
         coming_mb = max(max((r.pipeline_mb or 0.0 for r in done), default=0.0),
                         max(rates.values(), default=0.0) * (coming_seconds or 0.0),
                         (cost.pipeline_mb(coming_pair, n_folds) or 0.0) if coming_pair else 0.0)
-    seconds = blend_s + WRITE_SECONDS + pooled + coming * coming_mb * seconds_per_mb(coming_engine) + \
-        (PYFUNC_SECONDS if tracked else 0.0)
+    seconds = blend_s + WRITE_SECONDS + MEMBER_SECONDS * m + pooled + \
+        coming * coming_mb * seconds_per_mb(coming_engine) + (PYFUNC_SECONDS if tracked else 0.0)
     return Reserve(seconds, coming_mb)

@@ -212,7 +212,7 @@ def test_a_capped_screen_is_a_bound_and_a_raised_rate_gives_its_upper_estimate(t
     """On small data with a tiny cap: the screen stops after its first round (a lower bound); the same screen at
     RESCREEN_SPEEDUP times the rate runs to early stopping, and its rounds give the upper estimate the plan raises
     the learning rate from."""
-    from qwkboost.autoblend.costs import WRITE_SECONDS
+    from qwkboost.autoblend.costs import MEMBER_SECONDS, WRITE_SECONDS
 
     ds = _dataset(tmp_path)
     cfg = candidate_config(*PAIR, n_jobs=1)
@@ -232,7 +232,7 @@ def test_a_capped_screen_is_a_bound_and_a_raised_rate_gives_its_upper_estimate(t
     assert cost.kind(Candidate(*PAIR)) == "bound"
     assert cost.estimate(Candidate(*PAIR)) == pytest.approx(BOUND_FACTOR * first.projected)
     # the plan, short of time for that upper estimate, raises the rate by the rounds it expects
-    budget = Budget(0.9 * projected + WRITE_SECONDS, started=0.0, clock=lambda: 0.0)     # 0.9 of it left
+    budget = Budget(0.9 * projected + WRITE_SECONDS + MEMBER_SECONDS, started=0.0, clock=lambda: 0.0)     # 0.9 of it left
     ctx = _context(tmp_path, {PAIR: cfg}, cost, budget)
     cost.screened(PAIR, projected, capped=True, upper=True)
     assert cost.kind(Candidate(*PAIR)) == "upper"

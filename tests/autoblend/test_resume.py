@@ -394,10 +394,10 @@ def test_a_time_limit_too_short_to_start_a_candidate_is_refused_at_once(frames, 
     import mlflow
 
     X, y, X_test, _ = frames
-    with pytest.raises(ConfigError, match=r"auto.time_limit=3 s cannot start a candidate: reading the data took "
+    with pytest.raises(ConfigError, match=r"auto.time_limit=1 s cannot start a candidate: reading the data took "
                                           r"[\d.]+ s and \d+ s are kept for the blend's files and its MLflow model; "
                                           r"give auto.time_limit=\d+ or more"):
-        qb.auto(X, y, X_test, time_limit=3, output_dir=tmp_path / "short", tracking_uri=mlflow_store,
+        qb.auto(X, y, X_test, time_limit=1, output_dir=tmp_path / "short", tracking_uri=mlflow_store,
                 experiment_name="too_short", **KW)
     exp = mlflow.MlflowClient(mlflow_store).get_experiment_by_name("too_short")
     assert exp is None or not mlflow.MlflowClient(mlflow_store).search_runs([exp.experiment_id])

@@ -230,13 +230,13 @@ def test_a_screen_sample_keeps_every_class_and_its_shares():
 
 
 def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate(tmp_path):
-    from qwkboost.autoblend.costs import WRITE_SECONDS
+    from qwkboost.autoblend.costs import MEMBER_SECONDS, WRITE_SECONDS
     from qwkboost.autoblend.fit import room
     from qwkboost.autoblend.state import CandidateRecord
 
     clock = [0.0]
     # 100 s left for work: the reserve of a first candidate without tracking is the outputs' writing
-    budget = Budget(100.0 + WRITE_SECONDS, started=0.0, clock=lambda: clock[0])
+    budget = Budget(100.0 + WRITE_SECONDS + MEMBER_SECONDS, started=0.0, clock=lambda: clock[0])
     cost = CostModel()
     run = _context(tmp_path, {("catboost", "squared_error"): candidate_config("catboost", "squared_error")}, cost,
                    budget)
