@@ -45,8 +45,9 @@ again on the pinned CPUs (for its wall time); where it did not, the whole machin
 named as such. ``--split-seeds`` runs auto (and the baseline) on each set split with those seeds instead of its own:
 the library's packaged configs take no split seed, so the benchmark writes the split (the same preparation,
 ``TEST_SIZE`` and stratification, :func:`split_files`) and gives it as ``data=csv``; rows record ``split_seed``
-(``None``, or ``SPLIT_SEED`` given, is the set's own split) and keep their runs in ``<workdir>/split-<seed>``. No
-path by hand or AutoGluon runs on another split (``large_sets.py`` reads the set's own). ``--report-only`` prints
+(``None``, or ``SPLIT_SEED`` given, is the set's own split) and keep their runs in ``<workdir>/split-<seed>``. The
+path by hand reads the same split's files (``large_sets.one``'s ``data``); AutoGluon runs on the set's own split
+only. ``--report-only`` prints
 the tables per CPUs and split, then auto on each set of CPUs side by side, with its gap to the path by hand and to
 ``auto_before``.
 
@@ -476,7 +477,7 @@ def main() -> None:
     ap.add_argument("--split-seeds", type=int, nargs="*", default=None,
                     help="auto and the baseline on each set split with these seeds instead of its own "
                          "(qwkboost.data.packaged.SPLIT_SEED, which stands for it), read as data=csv; "
-                         "rows record split_seed and resume by it; no path by hand or AutoGluon on them")
+                         "rows record split_seed and resume by it; the path by hand on them too, no AutoGluon")
     args = ap.parse_args()
     from qwkboost.data.packaged import SPLIT_SEED
 
@@ -549,12 +550,12 @@ def main() -> None:
                         if not have(kind="autogluon", set=name, budget=budget, preset=preset, split_seed=split):
                             keep({"kind": "autogluon", **where,
                                   **autogluon(name, budget, preset, args.seed, work), **pin})
-                if split is not None and (args.by_hand or args.autogluon):
-                    print(f"{name}, split seed {split}: no path by hand or AutoGluon (large_sets.py reads the "
-                          "set's own split only)", flush=True)
-                if args.by_hand and split is None and not have(kind="by_hand", set=name, split_seed=split):
+                if split is not None and args.autogluon:
+                    print(f"{name}, split seed {split}: no AutoGluon (it reads the set's own split only)", flush=True)
+                if args.by_hand and not have(kind="by_hand", set=name, split_seed=split):
                     t = time.perf_counter()
-                    r = one(name, args.seed, argparse.Namespace(n_train=None, engines=args.by_hand_engines), work)
+                    r = one(name, args.seed, argparse.Namespace(n_train=None, engines=args.by_hand_engines), work,
+                            data=None if split is None else data_args(ROOT, name, split, work))
                     keep({"kind": "by_hand", "set": name, "seed": args.seed, **where, "engines": args.by_hand_engines,
                           "seconds": r["qwkboost_seconds"], "test_qwk": r["qwkboost_test_qwk"],
                           "nested_oof_qwk": r["qwkboost_nested_oof_qwk"], "wall_seconds": time.perf_counter() - t,

@@ -43,14 +43,12 @@ def run(cmd: list[str], log: str, cwd: str | None = None, env: dict | None = Non
     return time.perf_counter() - t
 
 
-def one(name: str, seed: int, args, work: str) -> dict:
-    from qwkboost.data.packaged import PACKAGED, materialise
-
-    spec = PACKAGED[name]
-    train, test = materialise(name)
+def one(name: str, seed: int, args, work: str, data: list[str] | None = None) -> dict:
+    """The multirun and blend by hand on set ``name`` (``data``: its data overrides instead of ``data=<name>``,
+    e.g. another split's files as ``data=csv``), in ``<work>/<name>-<seed>``; its seconds and QWK."""
     d = os.path.abspath(os.path.join(work, f"{name}-{seed}"))    # tracking.uri wants an absolute path
     os.makedirs(d, exist_ok=True)
-    common = [f"data={name}", f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db"]
+    common = [*(data or [f"data={name}"]), f"seed={seed}", f"tracking.uri=sqlite:///{d}/mlflow.db"]
     if args.n_train:
         common.append(f"data.n_train={args.n_train}")
     t_qb = run([sys.executable, os.path.join(ROOT, "experiments", "run.py"), "-m", f"engine={','.join(args.engines)}",
