@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from qwkboost.data.dataset import Dataset
 
 __all__ = ["ENGINE_COST", "OBJECTIVE_COST", "objective_cost", "prior_cost", "CostModel", "Reserve", "reserve",
-           "time_one_blend_score", "WRITE_SECONDS", "PYFUNC_SECONDS", "MEMBER_SECONDS", "SECONDS_PER_MB", "SECONDS_PER_MB_TRACKED",
-           "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB", "BOUND_FACTOR"]
+           "time_one_blend_score", "WRITE_SECONDS", "PYFUNC_SECONDS", "MEMBER_SECONDS", "SECONDS_PER_MB",
+           "SECONDS_PER_MB_TRACKED", "READ_SECONDS_PER_MB", "CANDIDATE_SECONDS_PER_MB", "BOUND_FACTOR"]
 
 #: Seconds per cell of each engine relative to LightGBM (the large study's medians: 1.8, 3.1, 7.6, 14.1 s).
 ENGINE_COST = {"lightgbm": 1.0, "xgboost": 1.7, "native": 4.2, "catboost": 7.8}
