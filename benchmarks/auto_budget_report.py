@@ -15,11 +15,11 @@ def _where(cpus: str | None, split_seed: int | None = None) -> str:
 
 
 def _hand(rows: list[dict], name: str, cpus: str | None, split_seed: int | None) -> dict | None:
-    """The path by hand of ``name`` on the same CPUs and split, else the whole machine's on that split (it has no
-    time limit: its QWK stands for either; its row's ``cpus`` says where it ran)."""
+    """The path by hand of ``name`` on the same CPUs and split, else the whole machine's on that split, else any
+    CPUs' (it has no time limit: its QWK stands for any; its row's ``cpus`` says where it ran)."""
     hands = [r for r in rows if r["kind"] == "by_hand" and r["set"] == name and r.get("split_seed") == split_seed]
     return next((r for r in hands if r.get("cpus") == cpus), None) \
-        or next((r for r in hands if r.get("cpus") is None), None)
+        or next((r for r in hands if r.get("cpus") is None), None) or next(iter(hands), None)
 
 
 def report(rows: list[dict]) -> None:
