@@ -120,9 +120,9 @@ def test_promising_screens_first_then_the_unscreened_then_the_rest():
 
 def test_a_capped_screen_already_among_the_best_is_promising():
     """A screen stopped at its time cap understates its candidate: when even its QWK is within PROMISING of the
-    best screen that ended by itself, it runs among the promising ones (by its QWK), not after them; a capped screen
-    below that waits with the unscreened, in the ranked order."""
-    pairs = [("native", "squared_error"), ("xgboost", "extended_qwk"), ("catboost", "squared_error"),
+    best screen that ended by itself, it runs among the promising ones, not after them; a capped screen below that
+    waits with the unscreened, in the ranked order."""
+    pairs = [("catboost", "squared_error"), ("native", "squared_error"), ("xgboost", "extended_qwk"),
              ("catboost", "ordinal_logit"), ("lightgbm", "multiclass")]
     screens = {("native", "squared_error"): {"qwk": 0.5084}, ("xgboost", "extended_qwk"): {"qwk": 0.5079},
                ("catboost", "squared_error"): {"qwk": 0.5199, "capped": True},
@@ -136,6 +136,20 @@ def test_a_capped_screen_already_among_the_best_is_promising():
                          "screen (0.5084)")
     assert got[3][1].startswith("screen stopped at its time cap (0.4900)")
     assert got[4][1].startswith("screened 0.4859: 0.0225 below the best screen")
+
+
+def test_promising_screens_keep_the_ranked_order():
+    """Within PROMISING of the best screen, a screen's QWK on a sample does not reorder the candidates: the ranked
+    order (CatBoost's squared error second, the by-hand evidence) stands; below it, the better screen goes first."""
+    pairs = [("catboost", "squared_error"), ("xgboost", "squared_error"), ("catboost", "extended_qwk"),
+             ("catboost", "ordinal_logit"), ("lightgbm", "multiclass"), ("native", "squared_error")]
+    screens = {("catboost", "squared_error"): {"qwk": 0.5236, "capped": True, "rounds_upper": 748},
+               ("catboost", "extended_qwk"): {"qwk": 0.5254, "capped": True, "rounds_upper": 1220},
+               ("catboost", "ordinal_logit"): {"qwk": 0.5230}, ("native", "squared_error"): {"qwk": 0.5314},
+               ("xgboost", "squared_error"): {"qwk": 0.4732}, ("lightgbm", "multiclass"): {"qwk": 0.5044}}
+    got = [p for p, _ in order(pairs, screens, {})]
+    assert got == [("catboost", "squared_error"), ("catboost", "extended_qwk"), ("catboost", "ordinal_logit"),
+                   ("native", "squared_error"), ("lightgbm", "multiclass"), ("xgboost", "squared_error")]
 
 
 def test_a_screen_measures_a_fold_on_a_sample_and_projects_the_cross_validation(tmp_path):
