@@ -124,14 +124,17 @@ class CostModel:
 
     def record(self, candidate: Candidate, seconds: float, fit_seconds: float | None = None) -> None:
         """A candidate's measured seconds (and its folds' training seconds): its pair's cost (for a raised learning
-        rate, times its speed-up). A tuning trial's never replaces its pair's default."""
+        rate, its folds' times its speed-up, what follows them as measured; without ``fit_seconds``, all of it
+        times its speed-up). A tuning trial's never replaces its pair's default."""
         if candidate.trial is not None and candidate.pair in self.measured:
             return
         if candidate.speedup != 1.0 and candidate.pair in self.measured:
             return
-        self.measured[candidate.pair] = float(seconds) * candidate.speedup
-        if fit_seconds is not None:
-            self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
+        if fit_seconds is None:
+            self.measured[candidate.pair] = float(seconds) * candidate.speedup
+            return
+        self.trained[candidate.pair] = float(fit_seconds) * candidate.speedup
+        self.measured[candidate.pair] = self.trained[candidate.pair] + max(float(seconds) - float(fit_seconds), 0.0)
 
     def screened(self, pair: tuple[str, str], projected: float, mb: float | None = None,
                  capped: bool = False, upper: bool = False) -> None:
@@ -194,9 +197,14 @@ class CostModel:
         return "scaled" if self.measured or self.projected else None
 
     def estimate(self, candidate: Candidate) -> float | None:
-        """Expected seconds of ``candidate`` (its pair's, divided by its ``speedup``), or ``None``."""
+        r"""Expected seconds of ``candidate``, or ``None``: its pair's, :math:`\hat T`, whose folds take ``speedup``
+        times less, :math:`(\hat T - o) / s + o`; what follows its folds, :math:`o` (:meth:`overhead`), does not
+        shrink with a raised learning rate."""
         pair_estimate = self._pair(candidate)
-        return None if pair_estimate is None else pair_estimate / candidate.speedup
+        if pair_estimate is None or candidate.speedup == 1.0:
+            return pair_estimate
+        after = min(self.overhead(candidate.pair), pair_estimate)
+        return (pair_estimate - after) / candidate.speedup + after
 
     def _screened(self, pair: tuple[str, str]) -> float:
         bound = BOUND_FACTOR if pair in self.bounds else 1.0

@@ -284,6 +284,33 @@ def test_a_candidate_too_slow_for_the_time_left_runs_with_a_higher_learning_rate
     assert cand.speedup == pytest.approx(200 / (FIT_SHARE * 100), rel=2e-2) and factor > 200 / (FIT_SHARE * 100)
 
 
+
+def test_what_follows_the_folds_does_not_shrink_with_a_raised_learning_rate(tmp_path):
+    """A raised learning rate shortens the folds, not the scores, cut points and files after them: with 13 s of
+    those measured (LightGBM's), a CatBoost variant must fit its folds in what they leave, or it is left out."""
+    from qwkboost.autoblend.costs import MEMBER_SECONDS, WRITE_SECONDS
+
+    pair = ("catboost", "squared_error")
+    configs = {pair: candidate_config(*pair)}
+    cost = CostModel()
+    cost.record(Candidate("lightgbm", "squared_error"), 23.0, fit_seconds=10.0)    # 13 s besides its folds
+    cost.screened(pair, 30.0)
+    assert cost.overhead(pair) == pytest.approx(13.0) and cost.estimate(Candidate(*pair)) == pytest.approx(43.0)
+    assert cost.estimate(Candidate(*pair, speedup=2.0)) == pytest.approx(30.0 / 2 + 13.0)
+
+    def left(seconds):
+        return _context(tmp_path, configs, cost, Budget(seconds + WRITE_SECONDS + MEMBER_SECONDS, started=0.0,
+                                                        clock=lambda: 0.0))
+
+    assert fitted(left(20.0), pair)[0] == Candidate(*pair)      # 16 s to fit in, 13 s after the folds: no variant
+    cand, cfg, why = fitted(left(40.0), pair)
+    rate = configs[pair]["engine"]["params"]["learning_rate"]
+    assert cand.speedup == pytest.approx(30.0 / (FIT_SHARE * 40.0 - 13.0), rel=1e-2)
+    assert cost.estimate(cand) == pytest.approx(FIT_SHARE * 40.0, rel=1e-2) and "to fit the 40 s left" in why
+    assert cfg["engine"]["params"]["learning_rate"] == pytest.approx(rate * cand.speedup, rel=1e-2)
+    cost.record(cand, 32.0, fit_seconds=19.0)       # measured at that rate: its folds scale back, not the rest
+    assert cost.estimate(Candidate(*pair)) == pytest.approx(19.0 * cand.speedup + 13.0)
+
 # ------------------------------------------------------------------ end to end
 @pytest.fixture(scope="module")
 def screened(tmp_path_factory):
