@@ -71,6 +71,7 @@ class Started:
 #: share); with one fold kept, the second of them ended 1.2 s over its 60 s limit.
 TAIL_FOLDS = 1.25
 
+
 def _pair_name(cand: Candidate) -> str | None:
     """The name of the record whose screen a candidate's record keeps besides its own: its pair's, for a default
     candidate (a faster variant's); none for a tuning trial."""
