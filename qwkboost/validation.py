@@ -31,6 +31,8 @@ __all__ = [
     "align_columns",
     "shown",
     "read_json",
+    "read_regular",
+    "parse_json",
     "file_kind",
     "json_depth",
     "MAX_JSON_BYTES",
@@ -345,6 +347,13 @@ def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
     never opened, so nothing waits), larger than ``max_bytes``, not UTF-8 text, not JSON, or nested too deeply
     for Python's parser (a ``RecursionError`` there)."""
 
+    return parse_json(read_regular(path, where, kind, max_bytes), where, kind)
+
+
+def read_regular(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, refused as :func:`read_json` refuses it (not a regular file, larger
+    than ``max_bytes``, unreadable) before anything is parsed."""
+
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -363,6 +372,18 @@ def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
         if len(data) > max_bytes:
             raise ValueError(f"{where} is not {kind} (it holds more than {max_bytes:,} bytes; qwkboost reads at "
                              f"most {max_bytes:,})")
+        return data
+    except MemoryError:
+        reason = "too large to read"
+    except OSError as exc:
+        reason = f"it cannot be read: {exc.strerror or exc}"
+    raise ValueError(f"{where} is not {kind} ({reason})")
+
+
+def parse_json(data: bytes, where: str, kind: str):
+    """The JSON value of ``data`` (UTF-8), or a :class:`ValueError` of one line as :func:`read_json` gives."""
+
+    try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         reason = "not UTF-8 text"
@@ -370,11 +391,7 @@ def read_json(path, where: str, kind: str, max_bytes: int = MAX_JSON_BYTES):
         reason = "its JSON is nested too deeply"
     except MemoryError:
         reason = "too large to read"
-    except OSError as exc:
-        reason = f"it cannot be read: {exc.strerror or exc}"
     except ValueError as exc:
-        if str(exc).startswith(where):
-            raise
         reason = f"invalid JSON: {str(exc).splitlines()[0][:200]}"
     raise ValueError(f"{where} is not {kind} ({reason})")
 

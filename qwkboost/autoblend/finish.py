@@ -10,7 +10,6 @@ outputs (its ``pipeline/`` linked, not copied). Nothing is written when nothing 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from qwkboost.autoblend.state import CandidateRecord
 from qwkboost.blending import blend, read_members, write_blend
 from qwkboost.blending.fit import BlendResult, log_blend_contents
 from qwkboost.exceptions import ConfigError
+from qwkboost.tracking.files import link_or_copy
 from qwkboost.tracking.interrupt import held_stops
 from qwkboost.tracking.loading import load_pipeline
 from qwkboost.tracking.writing import staged
@@ -80,19 +80,11 @@ class AutoResult:
         return self.pipeline.predict_score(X)
 
 
-def _link_or_copy(src, dst) -> None:
-    """A hard link (the same file system: instant, no space), else a copy."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
 def _write_candidate(new: Path, src: Path) -> None:
     """A single candidate's outputs (its files copied, its ``pipeline/`` linked) into the staged folder ``new``."""
     for f in _RUN_FILES:
         shutil.copy2(src / f, new / f)
-    shutil.copytree(src / "pipeline", new / "pipeline", copy_function=_link_or_copy)
+    shutil.copytree(src / "pipeline", new / "pipeline", copy_function=link_or_copy)
 
 
 def _candidate_metrics(rec: CandidateRecord) -> dict:
@@ -203,7 +195,6 @@ def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, 
     else:
         for f in _RUN_FILES:
             tracking.log_file(ctx.out / f, "predictions")
-        tracking.log_artifacts(ctx.out / "pipeline", "pipeline")
         tracking.log_pyfunc(ctx.out / "pipeline", tracking.example_frame([pipeline.schema]), pipe=pipeline)
     tracking.log_file(ctx.out / "leaderboard.csv")
     tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",

@@ -61,7 +61,7 @@ def from_run_id(run_id: str, uri: str, tmp: Path) -> list[Found]:
                                f"tags.mlflow.parentRunId = '{run_id}'", max_results=10_000,
                                order_by=["attributes.start_time ASC"])
     if not children:
-        return [_download(client, run, tmp)]
+        return [_download(client, run, tmp, uri)]
     done = [c for c in children if c.info.status == "FINISHED"]
     skipped = [c.info.run_name for c in children if c.info.status != "FINISHED"]
     if skipped:
@@ -70,7 +70,7 @@ def from_run_id(run_id: str, uri: str, tmp: Path) -> list[Found]:
     out = []
     for c in done:
         try:
-            out.append(_download(client, c, tmp))
+            out.append(_download(client, c, tmp, uri))
         except BlendInputError as exc:
             if "logged no predictions" not in str(exc):
                 raise
@@ -81,7 +81,7 @@ def from_run_id(run_id: str, uri: str, tmp: Path) -> list[Found]:
     return out
 
 
-def _download(client, run, tmp: Path) -> Found:
+def _download(client, run, tmp: Path, uri: str) -> Found:
     from mlflow.exceptions import MlflowException  # slow to import: mlflow
 
     run_id = run.info.run_id
@@ -92,8 +92,7 @@ def _download(client, run, tmp: Path) -> Found:
         raise BlendInputError(f"run {run_id} ({run.info.run_name}) logged no predictions (predictions/oof.parquet)")
     try:
         client.download_artifacts(run_id, "predictions", str(d))
-        if any(a.path == "pipeline" for a in client.list_artifacts(run_id)):
-            client.download_artifacts(run_id, "pipeline", str(d / "predictions"))
+        tracking.fetch_pipeline(client, run, d / "predictions", uri)
     except (MlflowException, OSError) as exc:
         raise BlendInputError(f"run {run_id}: its predictions cannot be downloaded ({type(exc).__name__})") from None
     return Found(d / "predictions", f"run:{run_id}", run)

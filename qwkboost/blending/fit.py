@@ -356,9 +356,10 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
     tracking.log_file(out / "plots" / "blend.png", "plots")
     for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
         tracking.log_file(out / f, "predictions")
-    if (out / "pipeline").is_dir():
-        tracking.log_artifacts(out / "pipeline", "pipeline")
-        if log_pyfunc:
+    if (out / "pipeline").is_dir():         # once: inside the servable model, else as the run's artifact
+        if not log_pyfunc:
+            tracking.log_artifacts(out / "pipeline", "pipeline")
+        else:
             from qwkboost.tracking.serving import example_frame  # slow to import: mlflow, pandas
             from qwkboost.tracking.serving import log_pyfunc as log_model  # slow to import: mlflow, pandas
 

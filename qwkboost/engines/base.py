@@ -148,11 +148,21 @@ class Engine(Protocol):
         """Total split gain of each feature over the first ``n_iter`` rounds: ``(n_features,)``, or
         ``(n_features, n_outputs)`` with several outputs."""
 
+    #: the file suffix of :meth:`to_bytes`'s format: ``"ubj"`` (XGBoost's UBJSON), ``"txt"`` (LightGBM's model
+    #: string), ``"cbm"`` (CatBoost's binary), ``"json"`` (the native engine's)
+    booster_suffix: ClassVar[str]
+
     def dump(self, booster) -> str:
-        """The booster as text."""
+        """The booster as text (a model file written as JSON: :meth:`qwkboost.Model.save` to a ``.json`` path)."""
 
     def load(self, text: str):
         """A booster from :meth:`dump`'s text (``ValueError`` if malformed)."""
+
+    def to_bytes(self, booster) -> bytes:
+        """The booster in the engine's own compact format (:attr:`booster_suffix`), as a compact model file holds it."""
+
+    def from_bytes(self, data: bytes):
+        """A booster from :meth:`to_bytes`'s bytes (``ValueError`` if malformed)."""
 
     def shape(self, booster) -> tuple[int, int]:
         """``(rounds, features)`` of a booster."""

@@ -236,6 +236,7 @@ class CatBoostEngine:
     name = "catboost"
     thread_params = THREAD_PARAMS
     default_learning_rate = 0.03
+    booster_suffix = "cbm"
     checks_gradients = False
     dask = None
 
@@ -366,28 +367,34 @@ class CatBoostEngine:
         return g if n_outputs == 1 else np.repeat(g[:, None] / n_outputs, n_outputs, axis=1)
 
     def dump(self, booster) -> str:
-        fd, path = tempfile.mkstemp(suffix=".cbm")
-        os.close(fd)
-        try:
-            booster.save_model(path, format="cbm")
-            with open(path, "rb") as f:
-                return _DUMP_PREFIX + base64.b64encode(f.read()).decode("ascii")
-        finally:
-            os.unlink(path)
+        return _DUMP_PREFIX + base64.b64encode(self.to_bytes(booster)).decode("ascii")
 
     def load(self, text: str):
-        from catboost import CatBoost, CatBoostError  # slow to import: catboost
-
         if not text.startswith(_DUMP_PREFIX):
             raise ValueError("the catboost model in the model file is malformed (no catboost model header)")
         try:
             raw = base64.b64decode(text[len(_DUMP_PREFIX):], validate=True)
         except ValueError:
             raise ValueError("the catboost model in the model file is malformed (not base64)") from None
+        return self.from_bytes(raw)
+
+    def to_bytes(self, booster) -> bytes:
+        fd, path = tempfile.mkstemp(suffix=".cbm")
+        os.close(fd)
+        try:
+            booster.save_model(path, format="cbm")
+            with open(path, "rb") as f:
+                return f.read()
+        finally:
+            os.unlink(path)
+
+    def from_bytes(self, data: bytes):
+        from catboost import CatBoost, CatBoostError  # slow to import: catboost
+
         fd, path = tempfile.mkstemp(suffix=".cbm")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(raw)
+                f.write(data)
             model = CatBoost()
             model.load_model(path, format="cbm")
         except CatBoostError as exc:

@@ -207,6 +207,7 @@ class LightGBMEngine:
 
     name = "lightgbm"
     default_learning_rate = 0.1
+    booster_suffix = "txt"
     checks_gradients = False
     #: ``lightgbm.dask`` calls the objective and the metric on each worker's rows, with nothing to add them up
     dask = DaskSupport(train_dask, allreduce=False, max_outputs=1)
@@ -301,6 +302,16 @@ class LightGBMEngine:
         return booster.model_to_string(num_iteration=-1)
 
     def load(self, text: str):
+        return _load(text)
+
+    def to_bytes(self, booster) -> bytes:
+        return self.dump(booster).encode()
+
+    def from_bytes(self, data: bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("the lightgbm model in the model file is malformed (not UTF-8 text)") from None
         return _load(text)
 
     def shape(self, booster) -> tuple[int, int]:

@@ -25,6 +25,7 @@ class NativeEngine:
     name = "native"
     thread_params = THREAD_PARAMS
     default_learning_rate = 0.3
+    booster_suffix = "json"
     #: the booster checks gradients and hessians for finiteness in its own passes over them
     checks_gradients = True
     dask = None
@@ -79,6 +80,16 @@ class NativeEngine:
         return booster.to_json()
 
     def load(self, text: str) -> NativeBooster:
+        return NativeBooster.from_json(text)
+
+    def to_bytes(self, booster: NativeBooster) -> bytes:
+        return booster.to_json().encode()
+
+    def from_bytes(self, data: bytes) -> NativeBooster:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("the native model in the model file is malformed (not UTF-8 text)") from None
         return NativeBooster.from_json(text)
 
     def shape(self, booster: NativeBooster) -> tuple[int, int]:

@@ -321,6 +321,7 @@ class XGBoostEngine:
     name = "xgboost"
     thread_params = THREAD_PARAMS
     default_learning_rate = 0.3
+    booster_suffix = "ubj"
     checks_gradients = False
     #: ``xgboost.dask``: its workers all-reduce an objective's sums and the metric (:func:`xgboost_allreduce`)
     #: and split on category codes (its ``enable_categorical``)
@@ -424,9 +425,16 @@ class XGBoostEngine:
         return bytes(booster.save_raw("json")).decode()
 
     def load(self, text: str):
+        return self.from_bytes(text.encode())
+
+    def to_bytes(self, booster) -> bytes:
+        return bytes(booster.save_raw("ubj"))
+
+    def from_bytes(self, data: bytes):
+        """A booster from its JSON or UBJSON (XGBoost tells them apart by the first byte)."""
         b = xgb.Booster()
         try:
-            b.load_model(bytearray(text.encode()))
+            b.load_model(bytearray(data))
         except xgb.core.XGBoostError as exc:
             raise ValueError(f"the xgboost booster in the model file is malformed: {_first_line(exc)}") from None
         return b

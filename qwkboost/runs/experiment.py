@@ -485,9 +485,11 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
                 # the fold models, averaged, with the cut points: load_run's artifact and a servable model
                 from qwkboost.tracking.serving import log_pyfunc  # slow to import: mlflow, pandas
 
-                tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
+                # once: inside the servable model, else as the run's artifact (load_run reads either)
                 if cfg.get("tracking", {}).get("log_pyfunc", True):
                     log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))
+                else:
+                    tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
     except BaseException:
         if explaining is not None:      # its folder goes once the thread ends: nothing left in the temp dir
             future, folder, _ = explaining

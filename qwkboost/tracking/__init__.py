@@ -44,6 +44,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     # runs
     "run": "runs",
     "download_run_artifacts": "runs",
+    "download_pipeline": "runs",
+    "fetch_pipeline": "runs",
     "flatten": "runs",
     "library_versions": "runs",
     "log_params": "runs",

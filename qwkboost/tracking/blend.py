@@ -25,7 +25,7 @@ import numpy as np
 from qwkboost.data.labels import ClassLabels
 from qwkboost.evaluation.thresholds import apply_thresholds
 from qwkboost.explanations.explanation import Ensemble
-from qwkboost.tracking.files import run_path
+from qwkboost.tracking.files import link_or_copy, run_path
 from qwkboost.tracking.pipeline import (
     PIPELINE_FILE,
     FittedPipeline,
@@ -146,10 +146,11 @@ class FittedBlend:
     @staticmethod
     def write_result(result, path, trusted_modules=None) -> Path:
         """Write the pipeline of ``result`` into directory ``path`` as :meth:`save` writes it, each member's
-        pipeline directory copied file for file once its files pass the checks of loading
+        pipeline directory linked file for file (:func:`~qwkboost.tracking.files.link_or_copy`: a copy across file
+        systems) once its files pass the checks of loading
         (:func:`~qwkboost.tracking.pipeline.check_pipeline_dir`; ``trusted_modules`` as :func:`qwkboost.load_model`
-        takes it) but without building the engines' boosters: at competition size their JSON runs to tens of
-        megabytes a member, and building them back costs seconds. Only the files checked are copied: the member's
+        takes it) but without building the engines' boosters: at competition size they run to megabytes a
+        member, and building them back costs seconds. Only the files checked are linked: the member's
         ``pipeline.json`` and the fold model files it lists."""
         parts = _kept_parts(result)
         files = [check_pipeline_dir(m.pipeline_dir, trusted_modules) for m in parts["members"]]
@@ -162,7 +163,7 @@ class FittedBlend:
                 shutil.rmtree(sub)
             sub.mkdir()
             for name in (PIPELINE_FILE, *folds):        # the files checked, and nothing else the folder holds
-                shutil.copyfile(Path(m.pipeline_dir) / name, sub / name)
+                link_or_copy(Path(m.pipeline_dir) / name, sub / name)
             names.append(sub.name)
         (d / PIPELINE_FILE).write_text(json.dumps(_payload(method=parts["method"], members=names, **{
             k: v for k, v in parts.items() if k != "method"})))

@@ -12,12 +12,23 @@ are followed; none leading out is, and no option allows one: nothing qwkboost wr
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from qwkboost.validation import file_kind
 
-__all__ = ["run_path"]
+__all__ = ["run_path", "link_or_copy"]
+
+
+def link_or_copy(src, dst) -> None:
+    """``dst`` made a hard link to ``src`` (one file on disk under two names: instant, no space), else, across file
+    systems or where links are refused, a copy. qwkboost never rewrites a file it wrote in place (outputs are
+    swapped in whole), so what one name holds the other keeps."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def run_path(root, name, field: str, where: str | None = None, kind: str = "file") -> Path:

@@ -63,6 +63,6 @@ def load_run(run, tracking_uri: str | None = None, trusted_modules=None) -> Fitt
 
     uri = tracking.resolve_tracking_uri(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="qwkboost-run-") as tmp:
-        pipe = load_pipeline(tracking.download_run_artifacts(str(run), "pipeline", uri, tmp), trusted_modules)
+        pipe = load_pipeline(tracking.download_pipeline(str(run), uri, tmp), trusted_modules)
     pipe.info.setdefault("run_id", str(run))
     return pipe

@@ -11,8 +11,9 @@ with the cut points :math:`c_j` on the labels' scale (:func:`qwkboost.evaluation
 The feature schema (names, types, categories) encodes the table first, so
 columns are matched by name and unseen categories are missing values.
 
-On disk a pipeline is a directory: ``pipeline.json`` plus one model file per
-fold (:meth:`qwkboost.Model.save`). Every run writes one to its output
+On disk a pipeline is a directory: ``pipeline.json`` plus one compact model file
+per fold, ``fold_<k>.zip`` (:meth:`qwkboost.Model.save`; pipelines written before
+list ``fold_<k>.json`` files, which load as they did). Every run writes one to its output
 directory and logs it to MLflow (artifact ``pipeline``, and as an MLflow
 ``pyfunc`` model); :func:`qwkboost.tracking.loading.load_run` loads either.
 """
@@ -170,8 +171,8 @@ class FittedPipeline:
         d.mkdir(parents=True, exist_ok=True)
         files = []
         for k, m in enumerate(self.models):
-            m.save(d / f"fold_{k}.json")
-            files.append(f"fold_{k}.json")
+            m.save(d / f"fold_{k}.zip")
+            files.append(f"fold_{k}.zip")
         payload = {"format": FORMAT, "format_version": FORMAT_VERSION, "models": files,
                    "averaging": self.averaging, "features": self.schema.to_dict(),
                    "cuts": None if self.cuts is None else self.cuts.tolist(),

@@ -37,7 +37,7 @@ from qwkboost.tracking.store import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run", "download_run_artifacts", "flatten", "library_versions", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
+__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
 
 
 @contextlib.contextmanager
@@ -159,6 +159,57 @@ def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str |
         raise ValueError(f"run {run_id} has no {artifact_path!r} artifact ({type(exc).__name__}); runs made before "
                          "qwkboost logged pipelines cannot be loaded this way") from None
     return Path(out)
+
+
+def download_pipeline(run_id: str, uri: str, dst: str | os.PathLike) -> Path:
+    """Download run ``run_id``'s pipeline into ``dst``: its ``pipeline`` artifact where it logged one (runs that
+    log no servable model, and runs of qwkboost before 0.9), else the ``artifacts/pipeline`` folder of the model it
+    logged (the newest, when a resumed run logged several): MLflow holds a run's fold models once.
+
+    Raises
+    ------
+    ValueError
+        If the store does not know the run, or it logged neither.
+    """
+    import mlflow  # slow to import: mlflow
+    from mlflow.exceptions import MlflowException  # slow to import: mlflow
+
+    bound_http_retries(uri)
+    check_reachable(uri)
+    client = mlflow.MlflowClient(uri)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise ValueError(f"run={run_id!r} is neither a directory nor a run in the MLflow store {uri.split('?')[0]} "
+                         "(give a run's output directory, or its run id with the store's tracking.uri)") from None
+    try:
+        out = fetch_pipeline(client, run, dst, uri)
+    except (MlflowException, OSError) as exc:
+        raise ValueError(f"run {run_id}: its pipeline cannot be downloaded ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:200]})") from None
+    if out is None:
+        raise ValueError(f"run {run_id} has no 'pipeline' artifact and no logged model; runs made before qwkboost "
+                         "logged pipelines cannot be loaded this way")
+    return out
+
+
+def fetch_pipeline(client, run, dst: str | os.PathLike, uri: str) -> Path | None:
+    """:func:`download_pipeline`'s download with an MLflow ``client`` and a run already found; ``None`` when the
+    run logged no pipeline (MLflow's errors pass through)."""
+    import mlflow  # slow to import: mlflow
+
+    from qwkboost.tracking.serving import MODEL_NAME  # slow to import: mlflow
+
+    run_id = run.info.run_id
+    if any(a.path == "pipeline" for a in client.list_artifacts(run_id)):
+        return Path(client.download_artifacts(run_id, "pipeline", str(dst)))
+    models = client.search_logged_models([run.info.experiment_id], filter_string=(
+        f"source_run_id = '{run_id}' AND name = '{MODEL_NAME}'"))
+    if not models:
+        return None
+    newest = max(models, key=lambda m: m.creation_timestamp or 0)
+    return Path(mlflow.artifacts.download_artifacts(artifact_uri=newest.artifact_location.rstrip("/") +
+                                                    "/artifacts/pipeline", dst_path=str(dst), tracking_uri=uri))
 
 
 def flatten(d: Mapping, prefix: str = "") -> dict[str, Any]:

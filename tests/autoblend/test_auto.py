@@ -183,7 +183,7 @@ def test_the_command_logs_one_parent_run_whose_children_are_the_candidates(frame
     assert all(r.info.status == "FINISHED" for r in children)
     assert parent[0].data.metrics["nested_oof_qwk"] > 0.3 and "auto.seconds" in parent[0].data.metrics
     names = {a.path for a in client.list_artifacts(pid)}
-    assert {"leaderboard.csv", "blend.json", "predictions", "pipeline"} <= names
+    assert {"leaderboard.csv", "blend.json", "predictions"} <= names and "pipeline" not in names    # once: the model
     model = mlflow.pyfunc.load_model(f"runs:/{pid}/{MODEL_NAME}")
     sub = pd.read_csv(tmp_path / "out" / "submission.csv")
     np.testing.assert_array_equal(model.predict(X_test.iloc[:50])["class"], sub["grade"].to_numpy()[:50])

@@ -6,6 +6,7 @@ import mlflow
 import numpy as np
 import pytest
 
+from model_files import logged_pipeline_files
 from qwkboost import tracking
 from qwkboost.cv.crossval import cross_validate
 from qwkboost.data.sources import quartiles
@@ -33,23 +34,24 @@ def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
     assert len(curve) > 5 and [c.step for c in curve] == list(range(len(curve)))
     assert len(client.get_metric_history(row["run_id"], "train_kappa")) == len(curve)
     arts = {a.path for a in client.list_artifacts(row["run_id"])}
-    assert {"config.yaml", "thresholds.json", "metrics.json", "pipeline", "predictions", "plots"} <= arts
+    assert {"config.yaml", "thresholds.json", "metrics.json", "predictions", "plots"} <= arts
+    assert "pipeline" not in arts           # the fold models once: in the logged model
     plots = {a.path for a in client.list_artifacts(row["run_id"], "plots")}
     assert plots == {"plots/learning_curves.png", "plots/oof_histograms.png", "plots/confusion_matrix.png"}
-    assert {a.path for a in client.list_artifacts(row["run_id"], "pipeline")} == {
-        "pipeline/pipeline.json", "pipeline/fold_0.json", "pipeline/fold_1.json", "pipeline/fold_2.json"}
+    assert logged_pipeline_files(client, row["run_id"]) == {
+        "pipeline/pipeline.json", "pipeline/fold_0.zip", "pipeline/fold_1.zip", "pipeline/fold_2.zip"}
     cuts = json.loads(open(client.download_artifacts(row["run_id"], "thresholds.json")).read())["cuts"]
     assert cuts == row["thresholds"] and len(cuts) == 3 and cuts == sorted(cuts)
     assert json.loads((tmp_path / "result.json").read_text())["run_id"] == row["run_id"]
 
 
-def test_logged_fold_model_reloads_and_predicts(tiny_cfg, mlflow_store):
+def test_logged_fold_model_reloads_and_predicts(tiny_cfg, mlflow_store, tmp_path):
     import qwkboost as qb
 
     exp_id = tracking.setup(mlflow_store, tiny_cfg["tracking"]["experiment_name"])
     row = run_experiment(tiny_cfg, exp_id)
     client = mlflow.MlflowClient(mlflow_store)
-    path = client.download_artifacts(row["run_id"], "pipeline/fold_0.json")
+    path = tracking.download_pipeline(row["run_id"], mlflow_store, tmp_path) / "fold_0.zip"
     model = qb.load_model(path)
     X = quartiles(n_train=10, n_test=10).X_test
     pred = model.predict(X)

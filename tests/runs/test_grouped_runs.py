@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import csv_cfg
+from model_files import logged_pipeline_files
 from qwkboost import tracking
 from qwkboost.config import check_config
 from qwkboost.data.sources import from_file
@@ -44,7 +45,7 @@ def test_cut_optimism_and_repeats_are_reported(entity_csv, tmp_path, mlflow_stor
     run = mlflow.MlflowClient(mlflow_store).get_run(row["run_id"])
     assert run.data.params["cv.group"] == "entity" and run.data.params["cv.repeats"] == "2"
     assert "cut_optimism" in run.data.metrics
-    files = {a.path for a in mlflow.MlflowClient(mlflow_store).list_artifacts(row["run_id"], "pipeline")}
+    files = logged_pipeline_files(mlflow.MlflowClient(mlflow_store), row["run_id"])
     assert len([f for f in files if f.startswith("pipeline/fold_")]) == 6    # every fold model of both repeats
 
 

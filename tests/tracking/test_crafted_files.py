@@ -27,6 +27,7 @@ from test_loading_safety import CODE, _command_refused, _refused, runs  # noqa: 
 
 import qwkboost as qb
 from conftest import command_in_process
+from model_files import edit_header
 from qwkboost.blending import read_members, write_blend
 from qwkboost.engines.model import check_model_file
 from qwkboost.tracking.blend import FittedBlend
@@ -73,10 +74,8 @@ def _craft(src: Path, dst: Path, cls: str) -> Path:
     """A copy of run (or blend) ``src`` whose fold models name ``cls`` as their objective's class, under a name
     no process registers (checksums intact)."""
     shutil.copytree(src, dst)
-    for f in dst.rglob("fold_*.json"):
-        payload = json.loads(f.read_text())
-        payload["objective"].update(name="crafted_loss", **{"class": cls})
-        f.write_text(json.dumps(payload))
+    for f in dst.rglob("fold_*.zip"):
+        edit_header(f, lambda payload: payload["objective"].update(name="crafted_loss", **{"class": cls}))
     return dst
 
 
@@ -119,12 +118,12 @@ def deadline(seconds: int = 30):
 def test_a_near_name_imports_nothing_in_load_model_and_load_run(runs, trap, tmp_path):
     cls, trusted, marker = trap
     run = _craft(runs["dirs"][0], tmp_path / "run", cls)
-    fold = run / "pipeline" / "fold_0.json"
+    fold = run / "pipeline" / "fold_0.zip"
     for how in ({}, {"trusted_modules": _trust(trusted)}):
-        _near_refused(marker, lambda: qb.load_model(fold, **how), "fold_0.json")
-        _near_refused(marker, lambda: check_model_file(fold, **how), "fold_0.json")
-        _near_refused(marker, lambda: qb.load_run(run, **how), str(run), "fold_0.json")
-        _near_refused(marker, lambda: qb.load_run(run / "pipeline", **how), "fold_0.json")
+        _near_refused(marker, lambda: qb.load_model(fold, **how), "fold_0.zip")
+        _near_refused(marker, lambda: check_model_file(fold, **how), "fold_0.zip")
+        _near_refused(marker, lambda: qb.load_run(run, **how), str(run), "fold_0.zip")
+        _near_refused(marker, lambda: qb.load_run(run / "pipeline", **how), "fold_0.zip")
     assert not marker.exists()
 
 
@@ -136,8 +135,8 @@ def test_a_near_name_imports_nothing_from_an_mlflow_run(runs, trap, tmp_path):
     run_id = client.create_run(client.get_experiment_by_name("loading_safety").experiment_id).info.run_id
     client.log_artifacts(run_id, str(run / "pipeline"), "pipeline")
     client.set_terminated(run_id)
-    _near_refused(marker, lambda: load_run(run_id, runs["uri"]), "fold_0.json")
-    _near_refused(marker, lambda: load_run(run_id, runs["uri"], trusted_modules=_trust(trusted)), "fold_0.json")
+    _near_refused(marker, lambda: load_run(run_id, runs["uri"]), "fold_0.zip")
+    _near_refused(marker, lambda: load_run(run_id, runs["uri"], trusted_modules=_trust(trusted)), "fold_0.zip")
     assert not marker.exists()
 
 
@@ -167,7 +166,7 @@ def test_a_near_name_imports_nothing_in_the_mlflow_pyfunc_model(runs, file_store
     local = Path(mlflow.artifacts.download_artifacts(f"runs:/{run_id}/model", dst_path=str(tmp_path / "m"),
                                                      tracking_uri=uri))
     pipeline = local / "artifacts" / "pipeline"
-    assert (pipeline / "fold_0.json").is_file()
+    assert (pipeline / "fold_0.zip").is_file()
     shutil.rmtree(pipeline)
     _craft(runs["dirs"][0] / "pipeline", pipeline, cls)
     for config in (None, {"trusted_modules": _trust(trusted)}):
@@ -193,7 +192,7 @@ def test_a_near_name_imports_nothing_in_the_commands(runs, trap, tmp_path, capsy
         with pytest.raises(SystemExit):
             command_in_process(script, [*args, *extra], tmp_path / "out")
         assert not marker.exists(), f"the crafted module ran: {capsys.readouterr().err}"
-        err = _command_refused(capsys, script, [*args, *extra], tmp_path / "out", "fold_0.json",
+        err = _command_refused(capsys, script, [*args, *extra], tmp_path / "out", "fold_0.zip",
                                "is not an import path")
         assert "PYTHONPATH" not in err, err
     assert not marker.exists()
@@ -207,14 +206,14 @@ def test_a_near_name_imports_nothing_in_a_blends_members(runs, trap, tmp_path):
     dirs = [_craft(d, tmp_path / d.name, cls) for d in runs["dirs"]]
     assert len(read_members(dirs)) == 2          # the predictions are read: no model file is
     result = qb.blend(dirs)
-    _near_refused(marker, lambda: write_blend(result, tmp_path / "blend"), "fold_0.json")
-    _near_refused(marker, lambda: FittedBlend.from_result(result), "fold_0.json")
+    _near_refused(marker, lambda: write_blend(result, tmp_path / "blend"), "fold_0.zip")
+    _near_refused(marker, lambda: FittedBlend.from_result(result), "fold_0.zip")
     good = qb.blend(runs["dirs"])
     write_blend(good, tmp_path / "good")
     crafted = _craft(tmp_path / "good", tmp_path / "crafted", cls)
     for how in ({}, {"trusted_modules": _trust(trusted)}):
-        _near_refused(marker, lambda: FittedBlend.load(crafted / "pipeline", **how), "member_0", "fold_0.json")
-        _near_refused(marker, lambda: qb.load_run(crafted, **how), "fold_0.json")
+        _near_refused(marker, lambda: FittedBlend.load(crafted / "pipeline", **how), "member_0", "fold_0.zip")
+        _near_refused(marker, lambda: qb.load_run(crafted, **how), "fold_0.zip")
     assert not marker.exists()
 
 
@@ -238,7 +237,7 @@ def test_a_near_name_imports_nothing_in_a_new_process(runs, tmp_path):
 
 
 def test_trusted_modules_are_exact_module_names(runs):
-    fold = runs["dirs"][0] / "pipeline" / "fold_0.json"
+    fold = runs["dirs"][0] / "pipeline" / "fold_0.zip"
     for bad in (" json", "json ", "json\t", "json.", ".json", "a..b", "\uff4a\uff53\uff4f\uff4e", "\u0458son", ""):
         _refused(lambda: qb.load_model(fold, trusted_modules=[bad]), "trusted_modules must list module names "
                  "exactly as imported", ascii(bad))
@@ -278,12 +277,12 @@ def test_run_path_refuses_what_leads_out_or_is_not_a_file(tmp_path):
         _refused(lambda: run_path(root, name, "'x' entry", kind=kind), where, "'x' entry", problem)
 
 
-@pytest.mark.parametrize("entry", ["../lgb/pipeline/fold_0.json", "..", "/etc/hostname"])
+@pytest.mark.parametrize("entry", ["../lgb/pipeline/fold_0.zip", "..", "/etc/hostname"])
 def test_a_pipeline_naming_a_path_out_of_its_directory_is_refused(runs, tmp_path, entry):
     run = shutil.copytree(runs["dirs"][0], tmp_path / "xgb")
     shutil.copytree(runs["dirs"][1], tmp_path / "lgb")
     pipeline = run / "pipeline" / "pipeline.json"
-    _edit(pipeline, models=[entry, "fold_1.json"])
+    _edit(pipeline, models=[entry, "fold_1.zip"])
     reason = "is an absolute path" if entry.startswith("/") else "holds '..'"
     _refused(lambda: qb.load_run(run), "pipeline.json 'models' entry", ascii(entry), reason)
 
@@ -292,9 +291,9 @@ def test_a_symlink_out_of_the_run_is_refused(runs, tmp_path):
     """A fold symlinked to another run's fold (as a squared-error run mixed with another), a ``pipeline/`` folder
     symlinked out of its run, and a blend's member directory symlinked out of the blend."""
     run = shutil.copytree(runs["dirs"][0], tmp_path / "xgb")
-    (run / "pipeline" / "fold_0.json").unlink()
-    (run / "pipeline" / "fold_0.json").symlink_to(runs["dirs"][1] / "pipeline" / "fold_0.json")
-    _refused(lambda: qb.load_run(run), "'models' entry 'fold_0.json' leads out of the directory")
+    (run / "pipeline" / "fold_0.zip").unlink()
+    (run / "pipeline" / "fold_0.zip").symlink_to(runs["dirs"][1] / "pipeline" / "fold_0.zip")
+    _refused(lambda: qb.load_run(run), "'models' entry 'fold_0.zip' leads out of the directory")
     other = shutil.copytree(runs["dirs"][0], tmp_path / "other")
     shutil.rmtree(other / "pipeline")
     (other / "pipeline").symlink_to(runs["dirs"][1] / "pipeline")
@@ -315,9 +314,9 @@ def test_a_symlink_out_of_the_run_is_refused(runs, tmp_path):
 
 def test_a_symlink_inside_the_run_is_followed(runs, tmp_path):
     run = shutil.copytree(runs["dirs"][0], tmp_path / "xgb")
-    (run / "pipeline" / "kept.json").write_bytes((run / "pipeline" / "fold_0.json").read_bytes())
-    (run / "pipeline" / "fold_0.json").unlink()
-    (run / "pipeline" / "fold_0.json").symlink_to("kept.json")
+    (run / "pipeline" / "kept.json").write_bytes((run / "pipeline" / "fold_0.zip").read_bytes())
+    (run / "pipeline" / "fold_0.zip").unlink()
+    (run / "pipeline" / "fold_0.zip").symlink_to("kept.json")
     new = pd.read_csv(runs["new"])
     assert (qb.load_run(run).predict(new) == qb.load_run(runs["dirs"][0]).predict(new)).all()
 
@@ -331,21 +330,21 @@ def _fifo(src: Path, dst: Path, name: str) -> Path:
 
 
 def test_a_fifo_in_place_of_a_fold_file_is_refused_by_a_blend_without_waiting(runs, tmp_path, capsys):
-    run = _fifo(runs["dirs"][0], tmp_path / "xgb", "pipeline/fold_1.json")
+    run = _fifo(runs["dirs"][0], tmp_path / "xgb", "pipeline/fold_1.zip")
     with deadline():
         _refused(lambda: write_blend(qb.blend([run, runs["dirs"][1]]), tmp_path / "b"),
-                 "'models' entry 'fold_1.json' is a FIFO, not a regular file")
+                 "'models' entry 'fold_1.zip' is a FIFO, not a regular file")
         _command_refused(capsys, "blend.py", [f"runs=[{run},{runs['dirs'][1]}]", f"tracking.uri={runs['uri']}",
                                               "tracking.experiment_name=crafted_blend"],
-                         tmp_path / "out", "fold_1.json", "is a FIFO")
-        _refused(lambda: check_model_file(run / "pipeline" / "fold_1.json"), "fold_1.json", "is a FIFO")
+                         tmp_path / "out", "fold_1.zip", "is a FIFO")
+        _refused(lambda: check_model_file(run / "pipeline" / "fold_1.zip"), "fold_1.zip", "is a FIFO")
 
 
 def test_a_fifo_in_place_of_a_file_is_refused_by_the_loaders_naming_it(runs, tmp_path):
-    run = _fifo(runs["dirs"][0], tmp_path / "xgb", "pipeline/fold_1.json")
+    run = _fifo(runs["dirs"][0], tmp_path / "xgb", "pipeline/fold_1.zip")
     with deadline():
-        _refused(lambda: qb.load_run(run), "'models' entry 'fold_1.json' is a FIFO, not a regular file")
-        _refused(lambda: qb.load_model(run / "pipeline" / "fold_1.json"), "fold_1.json", "is a FIFO")
+        _refused(lambda: qb.load_run(run), "'models' entry 'fold_1.zip' is a FIFO, not a regular file")
+        _refused(lambda: qb.load_model(run / "pipeline" / "fold_1.zip"), "fold_1.zip", "is a FIFO")
         other = _fifo(runs["dirs"][0], tmp_path / "other", "pipeline/pipeline.json")
         _refused(lambda: qb.load_run(other / "pipeline"), "file 'pipeline.json' is a FIFO")
         (other / "oof.parquet").unlink()
@@ -373,7 +372,7 @@ def test_a_blend_leaves_no_folder_in_the_temporary_directory(runs, own_tmpdir, t
     result = qb.blend([runs["run_id"], runs["dirs"][1]], tracking_uri=runs["uri"])
     assert len(list(own_tmpdir.glob("qwkboost-blend-*"))) == 1
     write_blend(result, tmp_path / "mixed")
-    assert (tmp_path / "mixed" / "pipeline" / "member_0" / "fold_0.json").is_file()
+    assert (tmp_path / "mixed" / "pipeline" / "member_0" / "fold_0.zip").is_file()
     del result
     gc.collect()
     assert list(own_tmpdir.glob("qwkboost-blend-*")) == []

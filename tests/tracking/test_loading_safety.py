@@ -19,6 +19,7 @@ import pytest
 
 import qwkboost as qb
 from conftest import command_in_process
+from model_files import edit_header
 from qwkboost.runs.experiment import run_experiment
 from qwkboost.tracking.loading import load_run
 
@@ -88,17 +89,16 @@ def runs(tmp_path_factory, mlflow_store):
 def _poison(src: Path, dst: Path, module: str) -> Path:
     """A copy of run ``src`` whose fold models name ``<module>:Loss`` as their objective (checksums intact)."""
     shutil.copytree(src, dst)
-    for f in dst.rglob("fold_*.json"):
-        payload = json.loads(f.read_text())
-        payload["objective"].update(name=f"{module}_loss", **{"class": f"{module}:Loss"})
-        f.write_text(json.dumps(payload))
+    for f in dst.rglob("fold_*.zip"):
+        edit_header(f, lambda payload: payload["objective"].update(name=f"{module}_loss",
+                                                                   **{"class": f"{module}:Loss"}))
     return dst
 
 
 def _bomb(src: Path, dst: Path, which: str) -> Path:
     """A copy of run ``src`` with its first fold model (``which="model"``) or its pipeline.json a nesting bomb."""
     shutil.copytree(src, dst)
-    (dst / "pipeline" / ("fold_0.json" if which == "model" else "pipeline.json")).write_text(BOMB)
+    (dst / "pipeline" / ("fold_0.zip" if which == "model" else "pipeline.json")).write_text(BOMB)
     return dst
 
 
@@ -127,8 +127,8 @@ def test_load_model_and_load_run_import_nothing_unless_allowed(runs, evil, tmp_p
     name, marker = evil
     run = _poison(runs["dirs"][0], tmp_path / "run", name)
     line = f"its objective '{name}_loss' (class {name}:Loss) is not registered in this process"
-    _refused(lambda: qb.load_model(run / "pipeline" / "fold_0.json"), line, f"trusted_modules=[{name}]")
-    _refused(lambda: load_run(run), line, "fold_0.json")
+    _refused(lambda: qb.load_model(run / "pipeline" / "fold_0.zip"), line, f"trusted_modules=[{name}]")
+    _refused(lambda: load_run(run), line, "fold_0.zip")
     _refused(lambda: qb.load_run(run / "pipeline"), line)
     assert not marker.exists() and name not in sys.modules
     # allowed: imported, and the model is the same model
@@ -158,7 +158,7 @@ def test_the_mlflow_pyfunc_model_imports_nothing_unless_allowed(runs, evil, tmp_
     local = Path(mlflow.artifacts.download_artifacts(f"runs:/{runs['run_id']}/model", dst_path=str(tmp_path / "m"),
                                                      tracking_uri=runs["uri"]))
     pipeline = local / "artifacts" / "pipeline"
-    assert (pipeline / "fold_0.json").is_file()
+    assert (pipeline / "fold_0.zip").is_file()
     shutil.rmtree(pipeline)
     _poison(runs["dirs"][0] / "pipeline", pipeline, name)
     with pytest.raises(Exception) as err:
@@ -185,7 +185,7 @@ def test_the_commands_import_nothing_unless_allowed(runs, evil, tmp_path, capsys
 
 def test_trusted_modules_must_name_modules(runs):
     _refused(lambda: qb.load_run(runs["dirs"][0], trusted_modules=[3]), "trusted_modules must list module names")
-    _refused(lambda: qb.load_model(runs["dirs"][0] / "pipeline" / "fold_0.json", trusted_modules={"a": 1}),
+    _refused(lambda: qb.load_model(runs["dirs"][0] / "pipeline" / "fold_0.zip", trusted_modules={"a": 1}),
              "trusted_modules must list module names")
 
 
@@ -225,7 +225,7 @@ def test_malformed_model_files_are_one_line_naming_them(tmp_path, content, reaso
 @pytest.mark.parametrize("which", ["model", "pipeline"])
 def test_a_nesting_bomb_in_a_run_is_refused_at_every_entry_point(runs, tmp_path, capsys, which):
     dirs = [_bomb(d, tmp_path / d.name, which) for d in runs["dirs"]]
-    bad = "fold_0.json" if which == "model" else "pipeline.json"
+    bad = "fold_0.zip" if which == "model" else "pipeline.json"
     _refused(lambda: qb.load_run(dirs[0]), str(dirs[0]), bad, "nested too deeply")
     _refused(lambda: qb.load_run(dirs[0] / "pipeline"), bad, "nested too deeply")
     for script, args in (

@@ -139,8 +139,12 @@ def test_run_logged_over_http_is_read_back_over_http(tmp_path, mlflow_server):
     assert (t["engine"], t["objective"], t["data"]) == ("lightgbm", "extended_qwk", "quartiles")
     assert t["version.mlflow"] == mlflow.__version__ and PROCESS_TAG in t
     # artifacts: listed and downloaded over HTTP; they sit in the server's artifact destination
-    assert {"thresholds.json", "config.yaml", "pipeline", "predictions", "plots"} <= \
-        {a.path for a in client.list_artifacts(r.info.run_id)}
+    arts = {a.path for a in client.list_artifacts(r.info.run_id)}
+    assert {"thresholds.json", "config.yaml", "predictions", "plots"} <= arts
+    # the fold models once, in the logged model, and read back from it over HTTP
+    assert "pipeline" not in arts
+    import qwkboost as qb
+    assert len(qb.load_run(r.info.run_id, server.url).models) == 3
     got = Path(client.download_artifacts(r.info.run_id, "thresholds.json", str(tmp_path / "dl")))
     cuts = json.loads(got.read_text())["cuts"]
     assert len(cuts) == 3 and cuts == sorted(cuts)         # 4 classes: 3 increasing cut points
@@ -253,7 +257,9 @@ def test_server_killed_mid_sweep_fails_the_sweep_and_keeps_what_was_logged(tmp_p
     assert finished and all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in children)
     for r in finished:       # intact: metrics, params, artifacts
         assert 0.3 < r.data.metrics["qwk_thresholds_oof"] <= 1 and r.data.params["seed"] in {"0", "1", "2", "3"}
-        assert {"thresholds.json", "pipeline"} <= {a.path for a in client.list_artifacts(r.info.run_id)}
+        assert "thresholds.json" in {a.path for a in client.list_artifacts(r.info.run_id)}
+        assert client.search_logged_models([r.info.experiment_id], filter_string=(   # the fold models, once
+            f"source_run_id = '{r.info.run_id}'"))
     # the runs the server's death left unended (the parent, and the job that was logging unless it had just
     # finished) are RUNNING, and belong to the sweep's process, which is gone: no live process could end them
     assert parent.info.status == "RUNNING"
