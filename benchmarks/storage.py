@@ -13,7 +13,7 @@ Bytes count each file once however many names it has (a hard link is one file, a
 the run directory (outputs) and the MLflow store. ``fold_binary`` is the sum of the distinct fold models' boosters
 in their engine's own format (the ``booster.*`` member of each compact model file, uncompressed; a model stored
 twice is counted once): what the goal "at most 1.5 times the fold models' own binary size" is measured against.
-For a blend's output the load and one prediction of 1,000 test rows are timed (best of three, in a fresh process
+For a blend's output the load and one prediction of 1,000 test rows are timed (best of five, in a fresh process
 each).
 
     python benchmarks/storage.py --jobs run multirun auto --sets insteval movielens --budgets 60 300 \\
@@ -93,6 +93,12 @@ def fold_binary(paths) -> tuple[int, int]:
     return total, len(seen)
 
 
+def model_bytes(paths) -> int:
+    """Bytes of the distinct fold model files under ``paths`` (each inode once): what the models cost on disk."""
+    files = [p for root in paths if Path(root).exists() for p in Path(root).rglob("fold_*") if p.is_file()]
+    return disk_bytes(files)
+
+
 def run(cmd, log, cwd, env) -> float:
     t0 = time.perf_counter()
     with open(log, "a") as f:
@@ -109,18 +115,68 @@ def measure(d: Path, outputs: list[Path]) -> dict:
     b, n = fold_binary(outputs + [s for s in store if s.is_dir()])
     run_bytes, store_bytes = disk_bytes(outputs), disk_bytes(store)
     return {"run_bytes": run_bytes, "store_bytes": store_bytes, "total_bytes": disk_bytes(outputs + store),
-            "fold_binary": b, "fold_models": n}
+            "model_bytes": model_bytes(outputs + store), "fold_binary": b, "fold_models": n}
 
 
-def load_time(root: str, run_dir: Path, test_file: str, env, cpus) -> dict:
+def job_dir(work: Path, row: dict) -> tuple[Path, list[Path]]:
+    """The folder of a row's job and its output folders."""
+    if row["job"] == "run":
+        return work / "run", [work / "run" / "out", work / "run" / "multirun"]
+    if row["job"] == "multirun":
+        d = work / f"multirun-{row['set']}"
+        return d, [d / "multirun", d / "blend"]
+    d = work / f"auto-{row['set']}-{row['budget']:g}"
+    return d, [d / "out"]
+
+
+def load_time(root: str, run_dir: Path, test_file: str, env, cpus, repeats: int = 5) -> dict:
     took = []
-    for _ in range(3):
+    for _ in range(repeats):
         out = subprocess.run([*taskset(cpus), sys.executable, "-c", LOAD, str(run_dir), test_file], capture_output=True,
                              text=True, env=env, cwd=root)
         if out.returncode != 0:
             return {"load_error": out.stderr.strip().splitlines()[-1][:300]}
         took.append([float(x) for x in out.stdout.split()])
     return {"load_seconds": min(t[0] for t in took), "predict_seconds": min(t[1] for t in took)}
+
+
+def convert(src: Path, dst: Path) -> None:
+    """A copy of pipeline folder ``src`` (a run's or a blend's, its folds ``fold_<k>.json``) with every fold model
+    saved again in the compact form (``fold_<k>.zip``) and the ``pipeline.json`` files naming them."""
+    import shutil
+
+    import qwkboost as qb
+
+    shutil.copytree(src, dst)
+    for meta in dst.rglob("pipeline.json"):
+        payload = json.loads(meta.read_text())
+        if payload.get("format") != "qwkboost-pipeline":
+            continue
+        names = []
+        for name in payload["models"]:
+            if name.endswith(".zip"):
+                raise SystemExit(f"{meta}: its folds are compact already; --formats takes a JSON pipeline's run")
+            new = Path(name).with_suffix(".zip").name
+            qb.load_model(meta.parent / name).save(meta.parent / new)
+            (meta.parent / name).unlink()
+            names.append(new)
+        meta.write_text(json.dumps({**payload, "models": names}, indent=1))
+
+
+def formats(out: Path, test_file: str, cpus, work: Path) -> dict:
+    """The same blend (``out``'s pipeline, JSON folds) loaded and used as JSON and as compact files, by this
+    checkout, each in fresh processes: what the format alone changes."""
+    import shutil
+
+    d = work / f"formats-{out.parent.name}"
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(out / "pipeline", d / "json" / "pipeline")
+    convert(out / "pipeline", d / "compact" / "pipeline")
+    row = {"job": "formats", "of": str(out)}
+    for kind in ("json", "compact"):
+        row[f"{kind}_bytes"] = disk_bytes([d / kind])
+        row.update({f"{kind}_{k}": v for k, v in load_time(ROOT, d / kind, test_file, dict(os.environ), cpus).items()})
+    return row
 
 
 def main() -> None:
@@ -134,7 +190,30 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--remeasure", action="store_true", help="measure the bytes of --json's rows again, running nothing")
+    ap.add_argument("--formats", nargs="+", metavar="SET:AUTO_OUT",
+                    help="time loading and predicting the blend of these auto output folders (a baseline's, JSON "
+                         "folds) as JSON and as compact files, with this checkout; runs nothing else")
     args = ap.parse_args()
+    if args.formats:
+        from qwkboost.data.packaged import materialise
+
+        rows = json.load(open(args.json)) if os.path.exists(args.json) else []
+        for item in args.formats:
+            name, out = item.split(":", 1)
+            rows.append({"commit": git_commit(ROOT), "cpus": args.cpus,
+                         **formats(Path(out), str(materialise(name)[1]), args.cpus, Path(args.workdir).resolve())})
+            print(json.dumps(rows[-1]), flush=True)
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+        return
+    if args.remeasure:
+        rows = json.load(open(args.json))
+        for row in rows:
+            row.update(measure(*job_dir(Path(args.workdir).resolve(), row)))
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+        return
     root = os.path.abspath(args.root)
     work = Path(args.workdir).resolve()
     work.mkdir(parents=True, exist_ok=True)

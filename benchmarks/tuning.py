@@ -62,8 +62,9 @@ def study(tmp: str, data: str, seed: int, config: str, args) -> dict:
     run = mlflow.MlflowClient(f"sqlite:///{d}/mlflow.db").get_run(best.user_attrs["mlflow_run_id"])
     states = [tr.state.name for tr in st.trials]
     return {"data": data, "seed": seed, "config": config, "wall": wall, "best_oof": best.value,
-            "best_nested": run.data.metrics.get("qwk_thresholds_oof_nested"),
-            "test": run.data.metrics.get("qwk_thresholds"), "pruned": states.count("PRUNED"),
+            "best_nested": run.data.metrics.get("nested_oof_qwk", run.data.metrics.get("qwk_thresholds_oof_nested")),
+            "test": run.data.metrics.get("test_qwk", run.data.metrics.get("qwk_thresholds")),
+            "pruned": states.count("PRUNED"),
             "complete": states.count("COMPLETE")}
 
 

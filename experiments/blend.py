@@ -103,8 +103,8 @@ def main(cfg: DictConfig) -> None:
         print(f"blend ({result.method}): OOF QWK {m['oof_qwk']:.4f} in-sample, {m['nested_oof_qwk']:.4f} nested "
               f"(the fit flatters it by {m['cut_optimism']:+.4f})"
               + (f"; test QWK {m['test_qwk']:.4f}" if "test_qwk" in m else ""))
-        name = c.get("run_name") or f"blend/{result.method} of {len(result.members)} runs"
-        run_id = log_blend(result, out, experiment_id, tracking.safe_name(name),
+        name = c.get("run_name") or "blend"
+        run_id = log_blend(result, out, experiment_id, name[:tracking.MAX_RUN_NAME],
                            log_pyfunc=bool(c["tracking"].get("log_pyfunc", True)),
                            params={"check_folds": c["check_folds"]})
         _remember_run(out, run_id)

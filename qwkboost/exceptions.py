@@ -43,8 +43,9 @@ class EngineUnavailable(ConfigError):
 
 
 class RunStopped(Exception):
-    """Raised to stop a run on purpose before it finishes (a pruned Optuna trial): its MLflow run ends KILLED
-    with ``tags`` (the reason), not FAILED, and nothing after the stop (cut points, outputs) is made.
+    """Raised to stop a run on purpose before it finishes (a pruned Optuna trial, a time limit): its MLflow run ends
+    with ``tags`` (the reason), not FAILED: FINISHED and tagged ``pruned`` for a pruned trial, else KILLED. Nothing
+    after the stop (cut points, outputs) is made.
 
     Parameters
     ----------

@@ -68,7 +68,7 @@ def _frames(X, y, X_test):
 def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None, tune: bool = True,
          n_splits: int = 5, id: str | None = None, groups: str | None = None, classes=None, seed: int = 0,
          output_dir=None, tracking_uri: str | None = None, experiment_name: str = "qwkboost",
-         n_jobs: int | None = None, max_members: int = 15, screen: str = "auto",
+         n_jobs: int | None = None, max_members: int = 15, screen: str = "auto", keep: str = "all",
          progress: bool | None = None, cluster=None) -> AutoResult:
     """The best blend qwkboost finds within ``time_limit`` seconds (:mod:`qwkboost.autoblend`).
 
@@ -112,6 +112,9 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
     screen : {"auto", "always", "never"}, default "auto"
         Screen the candidates on a sample of rows before their cross-validation, so that every engine gets a look
         and the promising ones run first: ``auto`` when they would not all fit in the time left.
+    keep : {"all", "blend"}, default "all"
+        Which finished candidates keep their fold models once the outputs are written: all, or only the blend's
+        members (the others keep their predictions and leave the pool of a later call on the same directory).
     progress : bool, optional
         The progress line (default: on a terminal).
     cluster : str, ClusterSpec or distributed.Client, optional
@@ -136,7 +139,8 @@ def auto(X, y, X_test, *, time_limit: float = 600, engines=None, objectives=None
 
     with config_errors():
         settings = AutoSettings.from_config({"time_limit": time_limit, "engines": engines, "objectives": objectives,
-                                             "tune": tune, "max_members": max_members, "screen": screen})
+                                             "tune": tune, "max_members": max_members, "screen": screen,
+                                             "keep": keep})
         n_splits = check_int(n_splits, "n_splits", 2)
         spec = _cluster_spec(cluster)
     budget = Budget(settings.time_limit)

@@ -152,6 +152,8 @@ class Context:
         of one pair cannot crowd the other pairs out of the pool)."""
         done = []
         for n, r in self.finished():
+            if r.models_dropped:        # auto.keep=blend: nothing to serve
+                continue
             damage = self.damage(n)
             if damage is not None:
                 log.warning("auto: %s is left out of the blend: %s", n, damage)
@@ -162,4 +164,5 @@ class Context:
     def pool(self) -> list[CandidateRecord]:
         """The blend's pool as it stands, files unchecked (what :func:`~qwkboost.autoblend.fit.room` keeps
         time for)."""
-        return [r for _, r in diverse_pool(self.finished(), self.settings.max_members)]
+        return [r for _, r in diverse_pool([(n, r) for n, r in self.finished() if not r.models_dropped],
+                                           self.settings.max_members)]

@@ -170,7 +170,7 @@ class AutoRun:
     def _run(self, ctx: Context, number: int) -> AutoResult:
         parent = contextlib.nullcontext() if self.experiment_id is None else \
             tracking.run(self.experiment_id, self.run_name, run_id=self._resumable(ctx.state.parent_run_id),
-                         tags={"qwkboost.auto": "parent", "data": self.base["data"].get("name", "data"),
+                         tags={"kind": "auto", "qwkboost.auto": "parent", "data": self.base["data"].get("name", "data"),
                                **({"command": self.command} if self.command else {})})
         from tqdm.contrib.logging import logging_redirect_tqdm  # slow to import: tqdm
 

@@ -218,7 +218,9 @@ def run_job(job: Job, dataset: Dataset, budget: Budget, report: Callable[[int, i
         row = run_experiment(job.config, job.experiment_id, parent_run_id=job.parent_run_id, run_name=job.name,
                              output_dir=job.directory, dataset=dataset, on_fold=on_fold, on_round=guard.on_round,
                              progress=False, client=client, dask_stop=dask_stop,
-                             fold_scores=reporter is not None)       # the guard reads the clock, not the scores
+                             fold_scores=reporter is not None,       # the guard reads the clock, not the scores
+                             kind="candidate" if job.trial is None else "trial", tags={"candidate": job.name},
+                             mlflow_name=mlflow_name(job))
     except RunStopped as stop:
         return Outcome(job.name, None, str(stop), dict(stop.tags), time.monotonic() - t0, len(guard.capped),
                        guard.rescued, where, stop.cut if isinstance(stop, NotConverged) else None)
@@ -278,3 +280,12 @@ class LocalExecutor:
         n = job.guard.n_folds
         report = None if self.report is None else (lambda i, rnd: self.report(i, rnd, n))
         return run_job(job, self.dataset, replace(self.budget, reserve=job.guard.reserve), report)
+
+
+def mlflow_name(job: Job) -> str:
+    """A candidate's MLflow run name as every run is named, ``engine/objective`` and what sets it apart
+    (``native/squared_error lr0.344``, ``lightgbm/squared_error trial 3``); its folder keeps ``job.name``."""
+    engine, objective = job.config["engine"]["name"], job.config["objective"]["name"]
+    pair = f"{engine}-{objective}"
+    rest = job.name[len(pair):].strip("-").replace("-", " ") if job.name.startswith(pair) else job.name
+    return f"{engine}/{objective}" + (f" {rest}" if rest else "")

@@ -148,6 +148,8 @@ def finish(ctx: Context, stopped: bool = False) -> AutoResult:
                     "blend_seconds": blend_seconds})
     if ctx.parent_id is not None:
         _log(ctx, result, board, metrics, pipeline)
+    if ctx.settings.keep == "blend":
+        _drop_models(ctx, {n for n, w in weights.items() if w > 0})
     metrics["seconds"] = ctx.budget.elapsed
     metrics["overrun"] = max(metrics["seconds"] - ctx.settings.time_limit, 0.0)
     closing.members = len(members)
@@ -164,6 +166,27 @@ def finish(ctx: Context, stopped: bool = False) -> AutoResult:
              shown.to_string(index=False, float_format=lambda v: f"{v:.4f}") + others + _cut_note(ctx, weights),
              ctx.out / "submission.csv")
     return AutoResult(ctx.out, board, result, pipeline, metrics, ctx.parent_id, stopped)
+
+
+def _drop_models(ctx: Context, kept: set[str]) -> None:
+    """``auto.keep=blend``: the fold models of the finished candidates outside the outputs' ``kept`` members deleted
+    (the outputs' ``pipeline/`` links its members' files, so nothing it holds goes), each recorded first."""
+    state = ctx.state
+    gone = [n for n, r in state.candidates.items()
+            if r.finished and not r.models_dropped and n not in kept and r.dir == f"candidates/{n}"]
+    if not gone:
+        return
+    for n in gone:
+        state.record_models_dropped(n)
+    state.save()
+    freed = 0
+    for n in gone:
+        folder = ctx.out / "candidates" / n / "pipeline"
+        if folder.is_dir() and not folder.is_symlink():
+            freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and f.stat().st_nlink == 1)
+            shutil.rmtree(folder, ignore_errors=True)
+    log.info("auto: auto.keep=blend: the fold models of %d candidate(s) outside the blend deleted (%.1f MB)",
+             len(gone), freed / 2 ** 20)
 
 
 def _record(ctx: Context, kind: str, weights: Mapping[str, float], nested: float) -> None:
@@ -197,6 +220,12 @@ def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, 
             tracking.log_file(ctx.out / f, "predictions")
         tracking.log_pyfunc(ctx.out / "pipeline", tracking.example_frame([pipeline.schema]), pipe=pipeline)
     tracking.log_file(ctx.out / "leaderboard.csv")
+    kept = {n: w for n, w in zip(board["candidate"], board["weight"]) if w > 0} if "weight" in board else {}
+    tracking.set_tags({"mlflow.note.content": (
+        f"auto in {metrics['seconds']:.0f} s of auto.time_limit={ctx.settings.time_limit:g} s: "
+        f"{metrics['n_finished']:.0f} candidate(s) finished; "
+        + ", ".join(f"{n} {w:.2f}" for n, w in kept.items()) + f"; nested out-of-fold QWK "
+        f"{metrics['nested_oof_qwk']:.4f}" + (f", test {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else ""))})
     tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",
                                                "n_blended", "blend_seconds") else k: float(v)
                           for k, v in metrics.items() if v is not None})

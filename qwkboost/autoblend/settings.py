@@ -12,9 +12,11 @@ from qwkboost.blending.methods import BLEND_METHODS
 from qwkboost.engines.registry import ENGINES
 from qwkboost.validation import check_bool, check_int
 
-__all__ = ["AutoSettings", "AUTO_KEYS", "AUTO_OBJECTIVES", "SCREEN_MODES"]
+__all__ = ["AutoSettings", "AUTO_KEYS", "AUTO_OBJECTIVES", "SCREEN_MODES", "KEEP_MODES"]
 
-AUTO_KEYS = ("time_limit", "engines", "objectives", "tune", "max_members", "blend_method", "pruner", "screen")
+AUTO_KEYS = ("time_limit", "engines", "objectives", "tune", "max_members", "blend_method", "pruner", "screen", "keep")
+#: Which candidates keep their fold models once the outputs are written: every finished one, or the blend's members.
+KEEP_MODES = ("all", "blend")
 #: When the default candidates are screened before their cross-validation (:mod:`qwkboost.autoblend.schedule`).
 SCREEN_MODES = ("auto", "always", "never")
 #: The objectives a budget can run: qwkboost's own, each with a config in ``conf/objective/``.
@@ -56,6 +58,10 @@ class AutoSettings:
     screen : {"auto", "always", "never"}
         Screen the candidates on a sample before their cross-validation (:mod:`qwkboost.autoblend.schedule`):
         ``auto`` when they would not all fit in the time left after the first one.
+    keep : {"all", "blend"}
+        Which finished candidates keep their fold models (``candidates/<name>/pipeline/``) once the outputs are
+        written: ``all``, or only the blend's members (the others keep their predictions and leave the pool of a
+        later invocation on the same directory, having nothing to serve).
     """
 
     time_limit: float
@@ -66,6 +72,7 @@ class AutoSettings:
     blend_method: str = "greedy"
     pruner: str = "successive_halving"
     screen: str = "auto"
+    keep: str = "all"
 
     @classmethod
     def from_config(cls, auto: Mapping[str, Any]) -> "AutoSettings":
@@ -94,10 +101,13 @@ class AutoSettings:
         screen = auto.get("screen", "auto")
         if screen not in SCREEN_MODES:
             raise ValueError(f"auto.screen={screen!r} is unknown; choose one of: {', '.join(SCREEN_MODES)}")
+        keep = auto.get("keep", "all")
+        if keep not in KEEP_MODES:
+            raise ValueError(f"auto.keep={keep!r} is unknown; choose one of: {', '.join(KEEP_MODES)}")
         return cls(float(limit), _names(auto.get("engines"), "auto.engines", list(ENGINES)),
                    _names(auto.get("objectives"), "auto.objectives", list(AUTO_OBJECTIVES)),
                    check_bool(auto.get("tune", True), "auto.tune"),
-                   check_int(auto.get("max_members", 15), "auto.max_members", 1), method, pruner, screen)
+                   check_int(auto.get("max_members", 15), "auto.max_members", 1), method, pruner, screen, keep)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}

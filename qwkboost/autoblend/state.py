@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from enum import StrEnum
 from pathlib import Path
@@ -103,6 +103,9 @@ class CandidateRecord:
         Folds that ended at their share of the time, before early stopping.
     pipeline_mb : float
         The size of its ``pipeline/`` (what the blend's files cost to write).
+    models_dropped : bool
+        Its fold models were deleted once the outputs were written (``auto.keep=blend``, not a member): it keeps its
+        predictions and leaves the blend's pool.
     qwk_thresholds_oof, qwk_thresholds_oof_nested, qwk_thresholds : float
         Its out-of-fold QWK with cut points, its nested estimate, and its test QWK where the test rows have labels.
     best_iteration_mean, fit_seconds, predict_seconds : float
@@ -132,6 +135,7 @@ class CandidateRecord:
     run_id: str | None = None
     capped_folds: int | None = None
     pipeline_mb: float | None = None
+    models_dropped: bool | None = None
     files: dict | None = None
     qwk_thresholds_oof: float | None = None
     qwk_thresholds_oof_nested: float | None = None
@@ -346,6 +350,14 @@ class AutoState:
                 plain.status = Status.REPLACED
         self.save()
         return rec
+
+    def record_models_dropped(self, name: str) -> None:
+        """Candidate ``name``'s fold models are to be deleted (``auto.keep=blend``): its manifest without them, so
+        that its predictions still pass :meth:`damage`. Recorded before the files go, so a stop between the two
+        leaves a record that asks for nothing missing."""
+        rec = self.candidates[name]
+        files = {k: v for k, v in (rec.files or {}).items() if not k.startswith("pipeline/")}
+        self.candidates[name] = replace(rec, files=files, models_dropped=True, pipeline_mb=0.0)
 
     def record_screen(self, name: str, pair: tuple[str, str], screen: Mapping[str, Any]) -> None:
         """Candidate ``name``'s screen (a new record, ``screened``, when it has none); saves."""

@@ -27,6 +27,7 @@ from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.objectives import check_trusted_modules
 from qwkboost.tracking.blend import FittedBlend
 from qwkboost.tracking.loading import load_pipeline
+from qwkboost.tracking.vocabulary import member_keys
 from qwkboost.tracking.writing import staged
 from qwkboost.tracking.outputs import (
     CLASS,
@@ -319,13 +320,13 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
               log_pyfunc: bool = True, params: dict | None = None) -> str:
     """Log a written blend (:func:`write_blend` into ``out``) as one MLflow run; return its id.
 
-    The run is tagged with its members (``blend.member.<i>``: name and source;
+    The run is tagged ``kind=blend`` and with its members (``blend.member.<i>``: name and source;
     ``blend.member_runs``: the MLflow run ids among them), holds the weights
-    (``weight.<i>``) and the metrics, the files, and, when every member is a
+    (``weight.<member>``, :func:`~qwkboost.tracking.vocabulary.member_keys`) and the metrics, the files, and, when every member is a
     qwkboost pipeline, the blend as a servable pyfunc model (:func:`log_blend_contents`).
     """
 
-    with tracking.run(experiment_id, run_name) as active:
+    with tracking.run(experiment_id, run_name, tags={"kind": "blend"}) as active:
         log_blend_contents(result, out, log_pyfunc, params)
         return active.info.run_id
 
@@ -338,7 +339,13 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
     continued (a resumed time budget) may hold another blend, and MLflow refuses a param a second value."""
 
     out = Path(out)
-    tracking.set_tags({"blend.method": result.method, "blend.n_members": len(result.members),
+    m = result.metrics
+    note = (f"{result.method} blend of {len(result.members)} members ("
+            + ", ".join(f"{x.name} {w:.2f}" for x, w in zip(result.members, result.weights)) + "): out-of-fold QWK "
+            f"{m['oof_qwk']:.4f}, nested {m['nested_oof_qwk']:.4f}"
+            + (f", test {m['test_qwk']:.4f}" if "test_qwk" in m else ""))
+    tracking.set_tags({"mlflow.note.content": note, "blend.method": result.method,
+                       "blend.n_members": len(result.members),
                        "blend.member_runs": ",".join(m.run_id for m in result.members if m.run_id) or "-",
                        **{f"blend.member.{i}": f"{m.name} <- {m.source}" for i, m in enumerate(result.members)},
                        "command": tracking.command_line(),
@@ -349,8 +356,9 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
         tracking.set_tags({f"blend.{k}": str(v) for k, v in settings.items()})
     else:
         tracking.log_params({"blend": settings})
-    tracking.log_metrics({**result.metrics, **{f"weight.{i}": float(w) for i, w in enumerate(result.weights)},
-                          **{f"member.{i}.{c}": float(v) for i, row in result.member_table.iterrows()
+    keys = member_keys([m.name for m in result.members])        # by name, not position: a column is one member
+    tracking.log_metrics({**result.metrics, **{f"weight.{k}": float(w) for k, w in zip(keys, result.weights)},
+                          **{f"member.{k}.{c}": float(v) for k, (_, row) in zip(keys, result.member_table.iterrows())
                              for c, v in row.items() if c.endswith("qwk")}})
     tracking.log_file(out / "blend.json")
     tracking.log_file(out / "plots" / "blend.png", "plots")

@@ -46,6 +46,7 @@ from qwkboost.explanations.report import write_report
 from qwkboost.objectives import get as get_objective
 from qwkboost.tracking.outputs import CLASS, SCORE, OutputColumns, fold_role, write_predictions
 from qwkboost.tracking.pipeline import FittedPipeline
+from qwkboost.tracking.vocabulary import run_metrics
 from qwkboost.tracking.writing import staged
 
 __all__ = ["load_dataset", "Evaluation", "evaluate", "run_experiment", "check_against_data", "prediction_tables",
@@ -165,7 +166,8 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                    run_name: str | None = None, output_dir: str | Path | None = None,
                    dataset: Dataset | None = None, on_start=None, on_fold=None, on_round=None,
                    progress: bool | None = None, client=None, dask_stop=None,
-                   fold_scores: bool = True) -> dict[str, Any]:
+                   fold_scores: bool = True, kind: str = "run", tags: Mapping[str, str] | None = None,
+                   mlflow_name: str | None = None) -> dict[str, Any]:
     """Cross-validate ``cfg`` and log one MLflow run (a child of ``parent_run_id`` if given).
 
     Parameters
@@ -193,6 +195,14 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         :class:`~qwkboost.exceptions.RunStopped` there stops the run in the middle of a fold, as ``on_fold`` does.
     fold_scores : bool, default True
         Whether ``on_fold`` reads the fold's scores (:func:`~qwkboost.cv.crossval.cross_validate`).
+    kind : str, default "run"
+        The run's ``kind`` tag: ``run``, ``candidate`` (auto's), ``trial`` (a study's), ``rerun`` (a study's best
+        on other seeds).
+    tags : mapping, optional
+        More tags for the run (auto's ``candidate``: its name in the leaderboard).
+    mlflow_name : str, optional
+        The MLflow run's name, where it differs from ``run_name`` (which its log lines keep): auto's candidate
+        ``lightgbm-squared_error-trial-3`` is ``lightgbm/squared_error trial 3`` in MLflow, as every run is named.
     progress : bool, optional
         The folds' progress bar (default: on a terminal); a driver with a bar of its own turns it off.
     client : distributed.Client, optional
@@ -217,17 +227,19 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
     spec = ClusterSpec.from_config(cfg.get("cluster"))
 
     def body(active, client) -> dict[str, Any]:
+        started = time.perf_counter()
         if active is not None:
             if on_start is not None:
                 on_start(active.info.run_id)
             tracking.log_params(_loggable(cfg))
-            tracking.set_tags({"engine": engine["name"], "objective": objective["name"],
+            tracking.set_tags({"kind": kind, "engine": engine["name"], "objective": objective["name"],
                                **({"objective.class": objective["_target_"]} if objective.get("_target_") else {}),
                                "data": cfg["data"]["name"], "command": tracking.command_line(),
                                **({} if spec is None else {"cluster": spec.address or
                                                            f"local:{spec.n_workers}x{spec.threads_per_worker}"}),
                                **({} if given is None else {"cluster": given.scheduler.address}),
-                               **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+                               **{f"version.{k}": v for k, v in tracking.library_versions().items()},
+                               **(tags or {})})
         cv = cross_validate(
             ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
             params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
@@ -260,7 +272,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             os.replace(tmp, out / "result.json")
             log.info("predictions: %s", out / "submission.csv")
         if active is not None:
-            _log_run(cfg, ds, cv, ev, pipe, written)
+            _log_run(cfg, ds, cv, ev, pipe, written, started)
         return row
 
     # the cluster first: a scheduler that does not answer stops the command before its MLflow run starts
@@ -271,7 +283,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                      spec.address or "127.0.0.1 (LocalCluster)", len(client.scheduler_info()["workers"]))
         if experiment_id is None:
             return body(None, client)
-        with tracking.run(experiment_id, run_name, parent_run_id) as active:
+        with tracking.run(experiment_id, mlflow_name or run_name, parent_run_id) as active:
             row = body(active, client)
     if parent_run_id is None:
         log.info("MLflow run: %s", tracking.run_link(experiment_id, row["run_id"]))
@@ -437,16 +449,18 @@ def _write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: F
 
 
 def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline,
-             written: list[Path] | None = None) -> None:
+             written: list[Path] | None = None, started: float | None = None) -> None:
     """Curves, metrics and artifacts of one run (the active MLflow run); ``written``: the output files
     :func:`write_outputs` already wrote (logged from there, not written again), else they are written to a
-    temporary folder to be logged."""
+    temporary folder to be logged. The metrics go under MLflow's one vocabulary
+    (:mod:`qwkboost.tracking.vocabulary`), with ``seconds`` since ``started`` (``time.perf_counter``)."""
 
     # the explanations are computed while the rest is logged (the engines' TreeSHAP runs outside the GIL)
     explaining = _start_explaining(cfg, ds, pipe) if cfg.get("tracking", {}).get("explain", True) else None
     try:
         tracking.log_curves(cv.curves())
-        tracking.log_metrics(ev.metrics)
+        tracking.log_metrics({**run_metrics(ev.metrics),
+                              **({} if started is None else {"seconds": time.perf_counter() - started})})
         tracking.log_text(yaml.safe_dump(_loggable(cfg), sort_keys=False), "config.yaml")
         tracking.log_dict({"method": cfg["thresholds"]["method"], "cuts": ev.thresholds,
                            "classes": None if ev.classes is None else ev.classes.tolist(),

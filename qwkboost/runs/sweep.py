@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,8 @@ log = logging.getLogger(__name__)
 
 PARENT_FILE = "mlflow_parent.json"
 #: Columns of the sweep summary, when the children logged them.
-SUMMARY_METRICS = ("qwk_thresholds_oof", "qwk_round_oof", "qwk_thresholds", "qwk_round", "rmse_oof", "rmse",
-                   "best_iteration_mean", "fit_seconds")
+SUMMARY_METRICS = ("oof_qwk", "nested_oof_qwk", "test_qwk", "oof_qwk_rounded", "test_qwk_rounded", "oof_rmse",
+                   "test_rmse", "best_iteration_mean", "seconds")
 
 
 def read_parent(sweep_dir: str | Path) -> dict | None:
@@ -167,9 +168,11 @@ class MLflowSweepParent(Callback):
         overrides = list(config.hydra.overrides.task)
         varying, n_jobs = sweep_shape(overrides)
         parallel = _parallel_jobs(config, n_jobs)
+        swept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in varying]
+        name = f"sweep {' '.join(swept) or sweep_dir.name}"
         run = mlflow.MlflowClient(self.uri).create_run(
-            experiment_id, run_name=f"sweep {sweep_dir.name}",
-            tags={"sweep.dir": str(sweep_dir.resolve()), "sweep.overrides": " ".join(overrides),
+            experiment_id, run_name=name if len(name) <= tracking.MAX_RUN_NAME else name[:tracking.MAX_RUN_NAME - 1] + "…",
+            tags={"kind": "sweep", "sweep.dir": str(sweep_dir.resolve()), "sweep.overrides": " ".join(overrides),
                   "sweep.varying": " ".join(varying), "command": tracking.command_line(),
                   tracking.PROCESS_TAG: tracking.process_tag()})
         self.run_id = run.info.run_id
@@ -215,11 +218,17 @@ class MLflowSweepParent(Callback):
         md.write_text(_markdown(df))
         for f in (csv, md):
             client.log_artifact(self.run_id, str(f))
-        best = "qwk_thresholds_oof" if "qwk_thresholds_oof" in df else None
-        if best is not None and df[best].notna().any():
-            top = df.loc[df[best].idxmax()]
-            client.log_metric(self.run_id, f"best_{best}", float(top[best]))
+        # the best job's headline, under the same names: one sorted column ranks the parent beside its jobs
+        if "oof_qwk" in df and df["oof_qwk"].notna().any():
+            top = df.loc[df["oof_qwk"].idxmax()]
+            for m in ("oof_qwk", "nested_oof_qwk", "test_qwk"):
+                if m in df and top[m] == top[m]:
+                    client.log_metric(self.run_id, m, float(top[m]))
             client.set_tag(self.run_id, "sweep.best_run", str(top["run"]))
+        start = client.get_run(self.run_id).info.start_time
+        if start:
+            client.log_metric(self.run_id, "seconds", time.time() - start / 1000)
+        client.set_tag(self.run_id, "mlflow.note.content", f"{len(df)} jobs\n\n{md.read_text()}")
         log.info("sweep summary (%s):\n%s", csv, md.read_text())
 
     def _abort(self) -> None:

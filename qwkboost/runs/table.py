@@ -148,7 +148,7 @@ def run_table(row_cfgs: Sequence[Mapping[str, Any]], experiment_id: str | None, 
     if experiment_id is None:
         table = body(None)
     else:
-        with tracking.run(experiment_id, name) as parent:
+        with tracking.run(experiment_id, name, tags={"kind": "table"}) as parent:
             table = body(parent.info.run_id)
         log.info("MLflow run: %s", tracking.run_link(experiment_id, parent.info.run_id))
     render(table, ceiling)

@@ -43,7 +43,9 @@ __all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline
 @contextlib.contextmanager
 def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None, run_id: str | None = None) -> Iterator[Any]:
-    """An MLflow run that is always ended: FINISHED on success, FAILED on error, KILLED on Ctrl-C or SIGTERM.
+    """An MLflow run that is always ended: FINISHED on success, FAILED on error, KILLED on Ctrl-C or SIGTERM. A
+    :class:`~qwkboost.exceptions.RunStopped` ends it KILLED with the reason, but a pruned trial's
+    (``qwkboost.trial_state=PRUNED``) FINISHED with the tag ``pruned=true``: it did what it was asked.
 
     The run is tagged with its process (:data:`PROCESS_TAG`), so that a later
     command can mark it KILLED if the process was killed outright (:func:`reap_dead_runs`).
@@ -82,9 +84,10 @@ def run(experiment_id: str, run_name: str, parent_run_id: str | None = None,
     except KeyboardInterrupt:
         status = "KILLED"
         raise
-    except RunStopped as stop:       # stopped on purpose (a pruned trial): KILLED, with the reason
-        status = "KILLED"
-        retry(mlflow.set_tags, {STOPPED_TAG: str(stop), **stop.tags})
+    except RunStopped as stop:       # stopped on purpose: a pruned trial FINISHED (tagged pruned), else KILLED
+        pruned = stop.tags.get("qwkboost.trial_state") == "PRUNED"
+        status = "FINISHED" if pruned else "KILLED"
+        retry(mlflow.set_tags, {STOPPED_TAG: str(stop), **stop.tags, **({"pruned": "true"} if pruned else {})})
         raise
     finally:
         with held_stops():      # a second Ctrl-C as the run ends waits for it: never a run left RUNNING

@@ -179,7 +179,10 @@ def test_the_command_logs_one_parent_run_whose_children_are_the_candidates(frame
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     pid = parent[0].info.run_id
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == pid]
-    assert sorted(r.info.run_name for r in children) == ["lightgbm-extended_qwk", "lightgbm-squared_error"]
+    assert sorted(r.info.run_name for r in children) == ["lightgbm/extended_qwk", "lightgbm/squared_error"]
+    assert {(r.data.tags["kind"], r.data.tags["candidate"]) for r in children} == {
+        ("candidate", "lightgbm-extended_qwk"), ("candidate", "lightgbm-squared_error")}
+    assert parent[0].data.tags["kind"] == "auto" and parent[0].data.tags["mlflow.note.content"].startswith("auto in ")
     assert all(r.info.status == "FINISHED" for r in children)
     assert parent[0].data.metrics["nested_oof_qwk"] > 0.3 and "auto.seconds" in parent[0].data.metrics
     names = {a.path for a in client.list_artifacts(pid)}

@@ -427,3 +427,31 @@ def test_an_output_directory_that_cannot_be_written_is_one_line(frames, tmp_path
     with pytest.raises(ConfigError, match=r"output_dir='.*afile/out' cannot be written \(Not a directory\); give a "
                                           r"directory you can write to"):
         qb.auto(X, y, X_test, time_limit=30, output_dir=tmp_path / "afile" / "out", **KW)
+
+
+def test_keep_blend_deletes_the_models_outside_the_blend_and_a_resume_leaves_them_out(frames, copy, caplog):
+    """``keep="blend"``: a finished candidate outside the outputs loses its fold models, keeps its predictions and
+    a record that says so; a resume neither runs it again nor finds it damaged, and serves without it."""
+    X, y, X_test, _ = frames
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
+    first = qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **{**KW, "keep": "blend", "max_members": 1})
+    (kept,) = [n for n, w in first.leaderboard.set_index("candidate")["weight"].items() if w > 0]
+    (other,) = {"lightgbm-squared_error", "lightgbm-extended_qwk"} - {kept}
+    assert not (copy / "candidates" / other / "pipeline").exists()
+    assert (copy / "candidates" / other / "oof.parquet").is_file() and (copy / "candidates" / kept / "pipeline").is_dir()
+    record = json.loads((copy / "auto.json").read_text())["candidates"]
+    assert record[other]["models_dropped"] is True and "models_dropped" not in record[kept]
+    assert any("auto.keep=blend: the fold models of 1 candidate(s) outside the blend deleted" in r.message
+               for r in caplog.records)
+    caplog.clear()
+    again = qb.auto(X, y, X_test, time_limit=60, output_dir=copy, **{**KW, "keep": "blend"})
+    assert not any("left out of the blend" in r.message or "run again" in r.message for r in caplog.records)
+    assert again.metrics["n_finished"] == 2 and again.metrics["pool_size"] == 1
+    np.testing.assert_array_equal(qb.load_run(copy).predict(X_test), first.pipeline.predict(X_test))
+
+
+def test_keep_is_checked_before_any_training(frames, tmp_path):
+    X, y, X_test, _ = frames
+    with pytest.raises(ValueError, match="auto.keep='some' is unknown; choose one of: all, blend"):
+        qb.auto(X, y, X_test, time_limit=60, output_dir=tmp_path / "o", **{**KW, "keep": "some"})
+    assert not (tmp_path / "o").exists()

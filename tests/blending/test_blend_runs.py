@@ -95,6 +95,12 @@ def test_the_blend_is_one_mlflow_run_with_its_members_and_a_servable_model(runs,
     assert run.info.status == "FINISHED"
     assert run.data.tags["blend.member_runs"] == ",".join(row["run_id"] for row in runs["rows"])
     assert run.data.metrics["nested_oof_qwk"] == pytest.approx(r.nested_oof_qwk)
+    # one vocabulary: kind, weights and member figures named by the member, a description of what it is
+    assert run.data.tags["kind"] == "blend" and run.data.tags["mlflow.note.content"].startswith(f"{r.method} blend")
+    for m, w in zip(r.members, r.weights):
+        assert run.data.metrics[f"weight.{m.name}"] == pytest.approx(w)
+        assert f"member.{m.name}.oof_qwk" in run.data.metrics
+    assert not any(k.startswith(("weight.0", "member.0")) for k in run.data.metrics)
     arts = {a.path for a in client.list_artifacts(run_id)}
     assert {"blend.json", "plots", "predictions"} <= arts and "pipeline" not in arts     # once: in the model
     model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")

@@ -64,7 +64,7 @@ def test_auto_on_a_local_cluster_runs_candidates_and_trials_side_by_side(mlflow_
     runs = _runs(mlflow_store, "auto-cluster")
     parent = [r for r in runs if r.data.tags.get("qwkboost.auto") == "parent"]
     assert len(parent) == 1 and all(r.info.status != "RUNNING" for r in runs)
-    children = {r.info.run_name for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id}
+    children = {r.data.tags.get("candidate") for r in runs if r.data.tags.get("mlflow.parentRunId") == parent[0].info.run_id}
     assert set(finished["candidate"]) <= children
 
 
@@ -123,7 +123,7 @@ def test_tune_on_a_local_cluster_runs_trials_on_both_workers(mlflow_store, tmp_p
     assert len({tuple(sorted(t.params.items())) for t in finished}) == len(finished)     # no repeated trial
     runs = _runs(mlflow_store, "tune-cluster")
     assert all(r.info.status != "RUNNING" for r in runs)
-    assert sum(r.info.run_name.startswith("trial ") for r in runs) >= 4
+    assert sum(" trial " in r.info.run_name for r in runs) >= 4
 
 
 def test_a_worker_killed_mid_candidate_loses_only_that_candidate_which_runs_again(tmp_path, caplog):

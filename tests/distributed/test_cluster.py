@@ -166,7 +166,7 @@ def test_cli_trains_every_fold_on_a_local_cluster(tmp_path, mlflow_store):
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED"
     assert run.data.tags["cluster"] == "local:2x1"
-    assert run.data.metrics["qwk_thresholds"] > 0.5
+    assert run.data.metrics["test_qwk"] > 0.5
     # the native engine, and objectives lightgbm.dask would get wrong, are refused before training (in this
     # process: a ConfigError is the command's exit status 2, tests/runs/test_run_cli.py)
     for extra, msg in ((["engine=native"], "has no Dask interface"),

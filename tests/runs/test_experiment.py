@@ -26,10 +26,12 @@ def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
     assert run.data.tags["version.xgboost"] == __import__("xgboost").__version__
     assert "version.mlflow" in run.data.tags and "version.numpy" in run.data.tags
     m = run.data.metrics
-    for key in ("qwk_round", "qwk_thresholds", "qwk_round_oof", "qwk_thresholds_oof", "kappa_tilde", "rmse",
-                "fit_seconds"):
+    for key in ("test_qwk_rounded", "test_qwk", "oof_qwk_rounded", "oof_qwk", "nested_oof_qwk", "test_kappa_tilde",
+                "test_rmse", "fit_seconds", "seconds"):
         assert key in m, key
-    assert m["qwk_thresholds_oof"] >= m["qwk_round_oof"] - 1e-12   # exact cuts never lose on OOF
+    assert not any(k.startswith(("qwk_", "rmse", "kappa")) for k in m)      # one name per quantity
+    assert m["oof_qwk"] >= m["oof_qwk_rounded"] - 1e-12   # exact cuts never lose on OOF
+    assert run.data.tags["kind"] == "run"
     curve = client.get_metric_history(row["run_id"], "valid_kappa")
     assert len(curve) > 5 and [c.step for c in curve] == list(range(len(curve)))
     assert len(client.get_metric_history(row["run_id"], "train_kappa")) == len(curve)

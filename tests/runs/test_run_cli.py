@@ -77,9 +77,10 @@ def test_two_job_multirun_gives_parent_and_children(tmp_path, mlflow_store, laun
     assert {"sweep_summary.csv", "sweep_summary.md"} <= arts
     summary = pd.read_csv(client.download_artifacts(parents[0].info.run_id, "sweep_summary.csv"))
     assert sorted(summary["run"]) == ["xgboost/extended_qwk", "xgboost/squared_error"]
-    assert (summary["status"] == "FINISHED").all() and summary["qwk_thresholds_oof"].between(0.3, 1).all()
+    assert (summary["status"] == "FINISHED").all() and summary["oof_qwk"].between(0.3, 1).all()
     assert "qwk_thresholds_oof" in proc.stdout + proc.stderr
-    assert "best_qwk_thresholds_oof" in parents[0].data.metrics
+    assert parents[0].data.metrics["oof_qwk"] == pytest.approx(summary["oof_qwk"].max())      # the best job's, by name
+    assert parents[0].data.tags["kind"] == "sweep" and parents[0].info.run_name.startswith("sweep ")
 
 
 BROKEN = '''

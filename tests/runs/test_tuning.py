@@ -63,18 +63,19 @@ def test_study_runs_resumes_without_repeating_and_nests_runs(tmp_path, mlflow_st
     client = mlflow.MlflowClient(mlflow_store)
     exp = client.get_experiment_by_name("tune_basic")
     all_runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in all_runs if r.info.run_name == "tune s"]
+    parents = [r for r in all_runs if (r.data.tags.get("kind"), r.data.tags.get("optuna.study")) == ("tune", "s")]
     assert len(parents) == 2 and all(p.info.status == "FINISHED" for p in parents)
-    children = [r for r in all_runs if r.info.run_name.startswith("trial")]
+    children = [r for r in all_runs if r.data.tags.get("kind") == "trial"]
     assert len(children) == 3
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {p.info.run_id for p in parents}
     assert {t.user_attrs["mlflow_run_id"] for t in done} == {r.info.run_id for r in children}
     for t in done:
         run = client.get_run(t.user_attrs["mlflow_run_id"])
         if t.state == optuna.trial.TrialState.PRUNED:       # stopped after a fold: no score poses as the objective
-            assert run.info.status == "KILLED" and "qwk_thresholds_oof" not in run.data.metrics
+            assert run.info.status == "FINISHED" and run.data.tags["pruned"] == "true"
+            assert "oof_qwk" not in run.data.metrics
         else:
-            assert run.data.metrics["qwk_thresholds_oof"] == pytest.approx(t.value)
+            assert run.data.metrics["oof_qwk"] == pytest.approx(t.value)
         assert float(run.data.params["engine.params.max_depth"]) == t.params["max_depth"]
         # the search space is logged with tuning (the parent), not as 30 columns of every trial
         assert not any(k.startswith("engine.search_space") for k in run.data.params)
@@ -102,7 +103,7 @@ def test_best_parameters_print_as_a_command_that_works(tmp_path, mlflow_store, c
     for k, v in best.params.items():
         assert float(r.data.params[f"engine.params.{k}"]) == pytest.approx(v)
     # same configuration and parameters: the same out-of-fold result as the trial
-    assert r.data.metrics["qwk_thresholds_oof"] == pytest.approx(trial_run.data.metrics["qwk_thresholds_oof"])
+    assert r.data.metrics["oof_qwk"] == pytest.approx(trial_run.data.metrics["oof_qwk"])
 
 
 def test_killed_study_resumes_at_once(tmp_path, mlflow_store):
@@ -134,7 +135,7 @@ def test_killed_study_resumes_at_once(tmp_path, mlflow_store):
     orphan = client.get_run(s.trials[0].user_attrs["mlflow_run_id"])
     assert orphan.info.status == "KILLED"
     exp = client.get_experiment_by_name("tune_kill")
-    parents = client.search_runs([exp.experiment_id], "attributes.run_name = 'tune s'")
+    parents = client.search_runs([exp.experiment_id], "tags.kind = 'tune' and tags.`optuna.study` = 's'")
     assert sorted(p.info.status for p in parents) == ["FINISHED", "KILLED"]
     assert all(r.info.status != "RUNNING" for r in client.search_runs([exp.experiment_id]))
 
@@ -257,7 +258,7 @@ def test_objectives_with_several_outputs_tune(tmp_path, mlflow_store, engine, ob
     for t in done:
         run = client.get_run(t.user_attrs["mlflow_run_id"])
         assert run.data.params["objective.name"] == objective
-        assert run.data.metrics["qwk_thresholds_oof"] == pytest.approx(t.value)
+        assert run.data.metrics["oof_qwk"] == pytest.approx(t.value)
         assert 0.5 < t.value <= 1.0    # the quartile data is easy; a broken decode would land near 0
         assert "objective_state.json" in {f.path for f in client.list_artifacts(run.info.run_id)}
 

@@ -75,7 +75,7 @@ def test_workers_share_one_study(postgres_url, mlflow_store, tmp_path, caplog):
     client = mlflow.MlflowClient(mlflow_store)
     exp = client.get_experiment_by_name("tune_pg_shared")
     runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if r.info.run_name == "tune s"]
+    parents = [r for r in runs if (r.data.tags.get("kind"), r.data.tags.get("optuna.study")) == ("tune", "s")]
     assert len(parents) == 2 and all(r.info.status == "FINISHED" for r in parents)
     assert {t.user_attrs["mlflow_run_id"] for t in done} <= {r.info.run_id for r in runs}
 

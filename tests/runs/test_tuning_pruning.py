@@ -42,13 +42,16 @@ def test_a_clearly_worse_trial_is_pruned_after_an_early_fold(tmp_path, mlflow_st
         assert 2 <= len(scores) < 3                                 # after fold 2 of 3 (median: from fold 2 on)
         assert t.intermediate_values == {i: pytest.approx(np.mean(scores[:i + 1])) for i in range(len(scores))}
         run = client.get_run(t.user_attrs["mlflow_run_id"])
-        assert run.info.status == "KILLED" and run.data.tags["qwkboost.trial_state"] == "PRUNED"
-        assert "qwk_thresholds_oof" not in run.data.metrics          # no one-fold score posing as the objective
+        # it did what it was asked: FINISHED, tagged pruned, its fold scores by step and no score posing as the objective
+        assert run.info.status == "FINISHED" and run.data.tags["pruned"] == "true"
+        assert run.data.tags["qwkboost.trial_state"] == "PRUNED" and "oof_qwk" not in run.data.metrics
+        folds = client.get_metric_history(run.info.run_id, "fold_oof_qwk")
+        assert [f.step for f in folds] == list(range(len(scores))) and [f.value for f in folds] == pytest.approx(scores)
         assert not client.list_artifacts(run.info.run_id, "predictions")
     for t in done:
         assert len(t.user_attrs["fold_scores"]) == 3
     exp = client.get_experiment_by_name("pruning")
-    parent = next(r for r in client.search_runs([exp.experiment_id]) if r.info.run_name == "tune s")
+    parent = next(r for r in client.search_runs([exp.experiment_id]) if (r.data.tags.get("kind"), r.data.tags.get("optuna.study")) == ("tune", "s"))
     arts = {a.path for a in client.list_artifacts(parent.info.run_id, "study")}
     assert {f"study/{p}.png" for p in ("optimization_history", "param_importances", "parallel_coordinate",
                                        "intermediate_values")} | {"study/trials.csv"} == arts
@@ -56,8 +59,10 @@ def test_a_clearly_worse_trial_is_pruned_after_an_early_fold(tmp_path, mlflow_st
     assert len(table) == len(st.trials) and set(table["state"]) == {"COMPLETE", "PRUNED"}
     m = parent.data.metrics
     assert m["n_pruned"] == len(pruned) and m["n_complete"] == len(done)
-    assert m["best_cut_optimism"] == pytest.approx(m["best_qwk_thresholds_oof"] - m["best_qwk_thresholds_oof_nested"])
-    assert m["selection_optimism"] == pytest.approx(m["best_qwk_thresholds_oof"] - m["rerun_qwk_thresholds_oof"])
+    # the best trial's figures under the names every run uses, so one sorted column ranks the parent beside them
+    assert m["oof_qwk"] == pytest.approx(st.best_value) and "test_qwk" in m
+    assert m["cut_optimism"] == pytest.approx(m["oof_qwk"] - m["nested_oof_qwk"])
+    assert m["selection_optimism"] == pytest.approx(m["oof_qwk"] - m["rerun_oof_qwk"])
     rerun = next(r for r in client.search_runs([exp.experiment_id]) if r.info.run_name.startswith("best (trial"))
     assert rerun.data.params["cv.repeats"] == "2" and rerun.data.params["seed"] == "1000"
 

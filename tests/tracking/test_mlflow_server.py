@@ -132,11 +132,11 @@ def test_run_logged_over_http_is_read_back_over_http(tmp_path, mlflow_server):
         ("lightgbm", "extended_qwk", "3", "1500")
     # metrics: the headline ones, and the per-round curves as step-indexed history
     m = r.data.metrics
-    assert 0.3 < m["qwk_thresholds_oof"] <= 1 and 0.3 < m["qwk_thresholds"] <= 1 and m["rmse_oof"] > 0
+    assert 0.3 < m["oof_qwk"] <= 1 and 0.3 < m["test_qwk"] <= 1 and m["oof_rmse"] > 0 and m["seconds"] > 0
     assert len(client.get_metric_history(r.info.run_id, "valid_kappa")) > 1
     # tags: what ran, with which versions, in which process
     t = r.data.tags
-    assert (t["engine"], t["objective"], t["data"]) == ("lightgbm", "extended_qwk", "quartiles")
+    assert (t["kind"], t["engine"], t["objective"], t["data"]) == ("run", "lightgbm", "extended_qwk", "quartiles")
     assert t["version.mlflow"] == mlflow.__version__ and PROCESS_TAG in t
     # artifacts: listed and downloaded over HTTP; they sit in the server's artifact destination
     arts = {a.path for a in client.list_artifacts(r.info.run_id)}
@@ -256,7 +256,7 @@ def test_server_killed_mid_sweep_fails_the_sweep_and_keeps_what_was_logged(tmp_p
     finished = [r for r in children if r.info.status == "FINISHED"]
     assert finished and all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in children)
     for r in finished:       # intact: metrics, params, artifacts
-        assert 0.3 < r.data.metrics["qwk_thresholds_oof"] <= 1 and r.data.params["seed"] in {"0", "1", "2", "3"}
+        assert 0.3 < r.data.metrics["oof_qwk"] <= 1 and r.data.params["seed"] in {"0", "1", "2", "3"}
         assert "thresholds.json" in {a.path for a in client.list_artifacts(r.info.run_id)}
         assert client.search_logged_models([r.info.experiment_id], filter_string=(   # the fold models, once
             f"source_run_id = '{r.info.run_id}'"))

@@ -146,3 +146,14 @@ def test_a_migration_that_collides_with_another_client_is_retried(tmp_path, monk
                         lambda self, *a, **k: (_ for _ in ()).throw(RuntimeError("disk I/O error")))
     with pytest.raises(RuntimeError, match="disk I/O error"):        # anything else is not retried
         tracking.prepare_store(uri)
+
+
+def test_member_keys_name_each_member_once_in_what_mlflow_accepts():
+    from qwkboost.tracking.vocabulary import member_keys, run_metrics
+
+    assert member_keys(["lightgbm/squared_error", "xgboost/extended_qwk engine.params.max_depth=3",
+                        "lightgbm/squared_error", "a:b"]) == [
+        "lightgbm/squared_error", "xgboost/extended_qwk engine.params.max_depth_3", "lightgbm/squared_error_2", "a_b"]
+    assert run_metrics({"qwk_thresholds_oof": 0.5, "qwk_thresholds_oof_nested": 0.4, "qwk_thresholds": 0.3,
+                        "cut_optimism": 0.1}) == {"oof_qwk": 0.5, "nested_oof_qwk": 0.4, "test_qwk": 0.3,
+                                                  "cut_optimism": 0.1}

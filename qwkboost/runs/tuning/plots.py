@@ -8,8 +8,9 @@
 ``trials.csv``                  one row per trial: number, state, value, parameters, fold scores, MLflow run
 ==============================  ==========================================================================
 
-The plots are ``optuna.visualization.matplotlib``'s; one that cannot be drawn yet (too few trials) is skipped
-with a log line.
+The plots are ``optuna.visualization.matplotlib``'s. One drawn from too few completed trials would mislead (fANOVA
+on one trial gives every parameter the same importance): below :data:`MIN_COMPLETE` of them its picture says so
+instead, and a log line too.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from pathlib import Path
 
 from qwkboost import tracking
 
-__all__ = ["log_study", "PLOTS"]
+__all__ = ["log_study", "PLOTS", "MIN_COMPLETE"]
 
 log = logging.getLogger(__name__)
 
 PLOTS = ("optimization_history", "param_importances", "parallel_coordinate", "intermediate_values")
+#: The completed trials a plot needs before it says anything (the others are drawn from any trial).
+MIN_COMPLETE = {"optimization_history": 1, "param_importances": 5, "parallel_coordinate": 2}
 
 
 def log_study(study, metric: str) -> list[str]:
@@ -38,7 +41,20 @@ def log_study(study, metric: str) -> list[str]:
 
 
     logged = []
+    n_done = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     for name in PLOTS:
+        need = MIN_COMPLETE.get(name, 0)
+        if n_done < need:
+            why = (f"{name.replace('_', ' ')}: not drawn, {n_done} trial(s) completed of {len(study.trials)} "
+                   f"(the others pruned or failed);\nit needs at least {need} completed trials")
+            log.info("study plot %s", why.replace("\n", " "))
+            fig, ax = plt.subplots(figsize=(9, 2.5))
+            ax.axis("off")
+            ax.text(0.5, 0.5, why, ha="center", va="center", fontsize=12, wrap=True)
+            tracking.log_figure(fig, f"study/{name}.png")
+            plt.close(fig)
+            logged.append(f"study/{name}.png")
+            continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -65,6 +81,5 @@ def log_study(study, metric: str) -> list[str]:
         frame.to_csv(p, index=False)
         tracking.log_file(p, "study")
     logged.append("study/trials.csv")
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    log.info("study plots and table of %d trials (%d complete) logged under study/", len(study.trials), len(done))
+    log.info("study plots and table of %d trials (%d complete) logged under study/", len(study.trials), n_done)
     return logged

@@ -26,16 +26,19 @@ attribute ``fold_scores``, and is Optuna's ``PRUNED``.
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
 import optuna
 
+from qwkboost import tracking
 from qwkboost.data.dataset import class_range
 from qwkboost.evaluation.metrics import extended_qwk, qwk, rmse
 from qwkboost.evaluation.thresholds import apply_thresholds, fit_thresholds
 from qwkboost.exceptions import RunStopped
 from qwkboost.runs.tuning.storage import load_storage
+from qwkboost.tracking.vocabulary import metric_name
 
 __all__ = ["PRUNERS", "DEFAULT_PRUNER", "make_pruner", "FoldReporter", "fold_score", "fold_reporter",
            "stored_fold_reporter"]
@@ -101,6 +104,9 @@ class FoldReporter:
         s = fold_score(self.metric, self.y[rows], scores, self.classes, self.method, w)
         self.scores.append(float(s))
         self.trial.set_user_attr("fold_scores", self.scores)
+        mlflow = sys.modules.get("mlflow")      # the trial's run, where one is active: each fold's score, by step
+        if mlflow is not None and mlflow.active_run() is not None:
+            tracking.log_metrics({f"fold_{metric_name(self.metric)}": float(s)}, step=i)
         value = s if self.pruner == "wilcoxon" else float(np.mean(self.scores))
         self.trial.report(value, step=i)
         if self.trial.should_prune():

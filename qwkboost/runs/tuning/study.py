@@ -56,6 +56,7 @@ from qwkboost.runs.tuning.storage import (
     shown_url,
 )
 from qwkboost.tracking.interrupt import process_tag
+from qwkboost.tracking.vocabulary import metric_name
 
 __all__ = ["config_fingerprint", "study_name", "earlier_study_names", "open_study", "tune", "TrialObjective",
            "CONFIG_ATTR", "DATA_ATTR", "check_study_data", "winner_figures", "NESTED"]
@@ -291,7 +292,7 @@ def winner_figures(study, metric: str, cfg: Mapping[str, Any], ds, experiment_id
         rerun["seed"] = int(cfg.get("seed", 0)) + 1000          # other folds than every trial's
         rerun["tracking"] = {**rerun.get("tracking", {}), "log_pyfunc": False, "explain": False}
         row = run_experiment(rerun, experiment_id, parent_run_id=parent_id, dataset=ds,
-                             run_name=f"best (trial {best.number}) on {repeats} other splits")
+                             run_name=f"best (trial {best.number}) on {repeats} other splits", kind="rerun")
         out[f"rerun_{metric}"] = float(row[metric])
         out["selection_optimism"] = float(best.value) - float(row[metric])
         if metric in NESTED and NESTED[metric] in row:
@@ -338,9 +339,10 @@ class TrialObjective:
         reporter = fold_reporter(trial, self.pruner, cfg["thresholds"]["method"], ds, metric)
         try:
             row = run_experiment(trial_cfg, self.experiment_id, parent_run_id=self.parent_id,
-                                 run_name=f"trial {trial.number}", dataset=ds,
+                                 run_name=f"{cfg['engine']['name']}/{cfg['objective']['name']} trial {trial.number}",
+                                 dataset=ds,
                                  on_start=lambda run_id: trial.set_user_attr("mlflow_run_id", run_id),
-                                 on_fold=reporter, on_round=self.on_round)
+                                 on_fold=reporter, on_round=self.on_round, kind="trial")
         except RunStopped as stop:
             if stop.tags.get("qwkboost.trial_state") != "PRUNED":
                 raise           # stopped from outside (the client): the trial fails, and is retried on resume
@@ -409,8 +411,9 @@ def tune(cfg: Mapping[str, Any]) -> Any:
 
     objective = TrialObjective(cfg, ds, experiment_id, None, pruner_name)
 
-    with tracking.run(experiment_id, f"tune {name}",
-                      tags={"optuna.study": name, "optuna.storage": shown_url(url.split("?")[0])}) as parent:
+    with tracking.run(experiment_id, f"tune {cfg['engine']['name']}/{cfg['objective']['name']}",
+                      tags={"kind": "tune", "engine": cfg["engine"]["name"], "objective": cfg["objective"]["name"],
+                            "optuna.study": name, "optuna.storage": shown_url(url.split("?")[0])}) as parent:
         objective.parent_id = parent_id = parent.info.run_id
         tracking.log_params({"tune": {**t, "storage": shown_url(url)},
                              "engine": {"name": cfg["engine"]["name"], "search_space": dict(space)},
@@ -435,10 +438,35 @@ def tune(cfg: Mapping[str, Any]) -> Any:
             raise ConfigError(f"study {name!r} has no completed trial (every one was pruned or failed)")
         best = study.best_trial
         honest = winner_figures(study, metric, cfg, ds, experiment_id, parent_id)
-        tracking.log_metrics({f"best_{metric}": best.value, **honest})
+        tracking.log_metrics(_parent_metrics(metric, best, honest))
         tracking.log_dict({"best_params": best.params, "best_value": best.value, "best_trial": best.number,
                            "overrides": best_overrides(best.params), **honest}, "best.json")
         log_study(study, metric)
         tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
     _report_best(study, metric, name, honest)
     return study
+
+
+def _parent_metrics(metric: str, best, honest: dict) -> dict[str, float]:
+    """The study's parent run's metrics under MLflow's one vocabulary (:mod:`qwkboost.tracking.vocabulary`): its
+    best trial's figure as the trial names it (``oof_qwk``), the honest figures beside it (``nested_oof_qwk``,
+    ``cut_optimism``, ``rerun_oof_qwk``, ``selection_optimism``) and the best trial's ``test_qwk`` where its run
+    logged one, so that one sorted column ranks the parent beside its trials."""
+    out = {metric_name(metric): float(best.value)}
+    for k, v in honest.items():
+        if k == "best_cut_optimism":
+            out["cut_optimism"] = v
+        elif k.startswith("best_"):
+            out[metric_name(k[len("best_"):])] = v
+        elif k.startswith("rerun_"):
+            out["rerun_" + metric_name(k[len("rerun_"):])] = v
+        else:
+            out[k] = v
+    run_id = best.user_attrs.get("mlflow_run_id")
+    if run_id:
+        import mlflow  # slow to import: mlflow
+
+        test = mlflow.MlflowClient().get_run(run_id).data.metrics.get("test_qwk")
+        if test is not None:
+            out["test_qwk"] = float(test)
+    return out
