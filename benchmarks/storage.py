@@ -140,14 +140,16 @@ def load_time(root: str, run_dir: Path, test_file: str, env, cpus, repeats: int 
     return {"load_seconds": min(t[0] for t in took), "predict_seconds": min(t[1] for t in took)}
 
 
-def convert(src: Path, dst: Path) -> None:
+def convert(src: Path, dst: Path) -> dict:
     """A copy of pipeline folder ``src`` (a run's or a blend's, its folds ``fold_<k>.json``) with every fold model
-    saved again in the compact form (``fold_<k>.zip``) and the ``pipeline.json`` files naming them."""
+    saved again in the compact form (``fold_<k>.zip``) and the ``pipeline.json`` files naming them; the seconds
+    that writing every fold model took in each form."""
     import shutil
 
     import qwkboost as qb
 
     shutil.copytree(src, dst)
+    took = {"json": 0.0, "compact": 0.0}
     for meta in dst.rglob("pipeline.json"):
         payload = json.loads(meta.read_text())
         if payload.get("format") != "qwkboost-pipeline":
@@ -157,10 +159,17 @@ def convert(src: Path, dst: Path) -> None:
             if name.endswith(".zip"):
                 raise SystemExit(f"{meta}: its folds are compact already; --formats takes a JSON pipeline's run")
             new = Path(name).with_suffix(".zip").name
-            qb.load_model(meta.parent / name).save(meta.parent / new)
+            model = qb.load_model(meta.parent / name)
+            t0 = time.perf_counter()
+            model.save(meta.parent / name)                   # the JSON form again: its writing time
+            t1 = time.perf_counter()
+            model.save(meta.parent / new)
+            took["json"] += t1 - t0
+            took["compact"] += time.perf_counter() - t1
             (meta.parent / name).unlink()
             names.append(new)
         meta.write_text(json.dumps({**payload, "models": names}, indent=1))
+    return took
 
 
 def formats(out: Path, test_file: str, cpus, work: Path) -> dict:
@@ -171,8 +180,8 @@ def formats(out: Path, test_file: str, cpus, work: Path) -> dict:
     d = work / f"formats-{out.parent.name}"
     shutil.rmtree(d, ignore_errors=True)
     shutil.copytree(out / "pipeline", d / "json" / "pipeline")
-    convert(out / "pipeline", d / "compact" / "pipeline")
-    row = {"job": "formats", "of": str(out)}
+    took = convert(out / "pipeline", d / "compact" / "pipeline")
+    row = {"job": "formats", "of": str(out), "json_write_seconds": took["json"], "compact_write_seconds": took["compact"]}
     for kind in ("json", "compact"):
         row[f"{kind}_bytes"] = disk_bytes([d / kind])
         row.update({f"{kind}_{k}": v for k, v in load_time(ROOT, d / kind, test_file, dict(os.environ), cpus).items()})

@@ -322,8 +322,8 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
 
     The run is tagged ``kind=blend`` and with its members (``blend.member.<i>``: name and source;
     ``blend.member_runs``: the MLflow run ids among them), holds the weights
-    (``weight.<member>``, :func:`~qwkboost.tracking.vocabulary.member_keys`) and the metrics, the files, and, when every member is a
-    qwkboost pipeline, the blend as a servable pyfunc model (:func:`log_blend_contents`).
+    (``weight.<member>``, :func:`~qwkboost.tracking.vocabulary.member_keys`) and the metrics, the files, and, when
+    every member is a qwkboost pipeline, the blend as a servable pyfunc model (:func:`log_blend_contents`).
     """
 
     with tracking.run(experiment_id, run_name, tags={"kind": "blend"}) as active:

@@ -171,7 +171,8 @@ class MLflowSweepParent(Callback):
         swept = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in varying]
         name = f"sweep {' '.join(swept) or sweep_dir.name}"
         run = mlflow.MlflowClient(self.uri).create_run(
-            experiment_id, run_name=name if len(name) <= tracking.MAX_RUN_NAME else name[:tracking.MAX_RUN_NAME - 1] + "…",
+            experiment_id,
+            run_name=name if len(name) <= tracking.MAX_RUN_NAME else name[:tracking.MAX_RUN_NAME - 1] + "…",
             tags={"kind": "sweep", "sweep.dir": str(sweep_dir.resolve()), "sweep.overrides": " ".join(overrides),
                   "sweep.varying": " ".join(varying), "command": tracking.command_line(),
                   tracking.PROCESS_TAG: tracking.process_tag()})
