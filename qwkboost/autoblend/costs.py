@@ -50,16 +50,22 @@ PYFUNC_SECONDS = 1.0
 #: Seconds per member of the blend besides its megabytes (reading its record and scores; 7 small members on
 #: happiness took 1.2 s beyond the fit above).
 MEMBER_SECONDS = 0.15
-#: Seconds per megabyte of the blend's members' pipelines (their models' text), copied into the output directory
-#: and checked, and, with tracking, copied into MLflow; read back by engine (:data:`READ_SECONDS_PER_MB`).
+#: Seconds per megabyte of the blend's members' pipelines (their compact model files), linked into the output
+#: directory and checked, and, with tracking, copied into MLflow; read back by engine (:data:`READ_SECONDS_PER_MB`).
 SECONDS_PER_MB = 0.009
 SECONDS_PER_MB_TRACKED = 0.014
-#: Seconds per megabyte to read a member's pipeline back, by engine (XGBoost's and the native engine's JSON are the
-#: slowest to parse, LightGBM's model text and CatBoost's the fastest); an engine not named takes the largest.
-READ_SECONDS_PER_MB = {"xgboost": 0.029, "native": 0.039, "lightgbm": 0.012, "catboost": 0.009}
-#: Seconds per megabyte of a candidate's own pipeline, written after its folds (measured: 16 s after the last fold
-#: of CatBoost's 627 MB on MovieLens, about 2 s of it scores and cut points; 1.4x kept).
-CANDIDATE_SECONDS_PER_MB = 0.03
+#: Seconds per megabyte of compact model files (``fold_<k>.zip``) to read a member's pipeline back (checked, then
+#: built), by engine; an engine not named takes the largest. The rates measured on the JSON files before (XGBoost
+#: 0.029, native 0.039, LightGBM 0.012, CatBoost 0.009 s a megabyte of JSON) times the JSON's megabytes per compact
+#: one (native 3.4, LightGBM 3.4, CatBoost 4.3), and 1.5 for a compact file being inflated twice (checked, then
+#: built); XGBoost's stays as it was, its 16 times fewer megabytes read 40 times faster as UBJSON. On MovieLens at
+#: 300 s (one CPU, CatBoost's 84 MB and LightGBM's 17 MB of members) the end took 10.1 s against a reserve of
+#: 6.4 s with the JSON rates; these keep 11.5 s (benchmarks/storage.py, issue 58).
+READ_SECONDS_PER_MB = {"xgboost": 0.029, "native": 0.2, "lightgbm": 0.06, "catboost": 0.06}
+#: Seconds per megabyte of a candidate's own compact pipeline, written after its folds: 16 s after the last fold of
+#: CatBoost's 627 MB of JSON on MovieLens, 146 MB compact (0.11 s a megabyte; 1.4x kept). Deflating costs 0.04 s
+#: a compact megabyte of CatBoost's and 0.15-0.18 s of XGBoost's and LightGBM's, whose files are small.
+CANDIDATE_SECONDS_PER_MB = 0.15
 #: A lower bound's upper estimate: what stopped at its time cap before early stopping is taken to have been at least
 #: half-way (the doubling of successive halving's budgets, Jamieson and Talwalkar 2016).
 BOUND_FACTOR = 2.0
