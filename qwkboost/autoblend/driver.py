@@ -213,6 +213,8 @@ class AutoRun:
             if stop is not None:
                 raise stop
             raise_if_swallowed(mark)        # a stop Python dropped while the blend was written ends the run stopped
+            if active is not None:
+                log.info("MLflow run: %s", tracking.run_link(self.experiment_id, active.info.run_id))
             return result
 
     def _check_time_left(self, ctx: Context) -> None:

@@ -231,6 +231,8 @@ class MLflowSweepParent(Callback):
             client.log_metric(self.run_id, "seconds", time.time() - start / 1000)
         client.set_tag(self.run_id, "mlflow.note.content", f"{len(df)} jobs\n\n{md.read_text()}")
         log.info("sweep summary (%s):\n%s", csv, md.read_text())
+        exp = client.get_run(self.run_id).info.experiment_id
+        log.info("MLflow run (the sweep's parent): %s", tracking.run_link(exp, self.run_id))
 
     def _abort(self) -> None:
         """At exit without ``on_multirun_end``: end the parent and any child left RUNNING."""

@@ -88,9 +88,10 @@ def _sessions(out):
 
 
 def test_a_resume_with_one_more_engine_ends_the_parent_run_finished_with_the_new_blend(frames, tmp_path,
-                                                                                       mlflow_store):
+                                                                                       mlflow_store, caplog):
     import mlflow
 
+    caplog.set_level("INFO", logger="qwkboost.autoblend")
     X, y, X_test, _ = frames
     out = tmp_path / "run"
     first = qb.auto(X, y, X_test, time_limit=120, output_dir=out, tracking_uri=mlflow_store,
@@ -101,6 +102,9 @@ def test_a_resume_with_one_more_engine_ends_the_parent_run_finished_with_the_new
     exp = client.get_experiment_by_name("resume_more")
     parents = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("qwkboost.auto") == "parent"]
     assert len(parents) == 1 and parents[0].info.run_id == first.run_id == again.run_id
+    # each invocation printed the link to its run, as every command does
+    assert caplog.text.count(f"MLflow run: http://127.0.0.1:5000/#/experiments/{exp.experiment_id}/runs/"
+                             f"{first.run_id}?workflowType=machine_learning") == 2
     run = parents[0]
     assert run.info.status == "FINISHED"
     # the finished candidates, not the pool the blend chose from (auto.max_members)

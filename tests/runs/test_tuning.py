@@ -88,6 +88,7 @@ def test_best_parameters_print_as_a_command_that_works(tmp_path, mlflow_store, c
         tune_in(tmp_path, mlflow_store, db, "tune_best", 2)
     out = caplog.text
     caplog.clear()
+    assert re.search(r"MLflow run: http://127\.0\.0\.1:5000/#/experiments/\d+/runs/\w+\?workflowType", out)
     line = re.search(r"run the best trial with:\n\s+python experiments/run.py (.*)", out).group(1)
     best = optuna.load_study(study_name="s", storage=f"sqlite:///{db}").best_trial
     assert best_overrides(best.params) in line

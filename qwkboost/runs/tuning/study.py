@@ -444,6 +444,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         log_study(study, metric)
         tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
     _report_best(study, metric, name, honest)
+    log.info("MLflow run: %s", tracking.run_link(experiment_id, parent_id))
     return study
 
 
