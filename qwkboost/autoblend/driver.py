@@ -187,7 +187,7 @@ class AutoRun:
                                          "thresholds": self.base["thresholds"], "seed": self.base.get("seed", 0)})
                 # each session's own settings (a resumed directory may get another budget, other engines)
                 tracking.log_dict(self.settings.as_dict(), f"sessions/{number}/auto.json")
-                tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
+                tracking.set_tags(tracking.version_tags())
             state.save()
             stop, mark = None, stop_mark()
             try:

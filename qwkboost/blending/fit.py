@@ -349,7 +349,7 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
                        "blend.member_runs": ",".join(m.run_id for m in result.members if m.run_id) or "-",
                        **{f"blend.member.{i}": f"{m.name} <- {m.source}" for i, m in enumerate(result.members)},
                        "command": tracking.command_line(),
-                       **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+                       **tracking.version_tags()})
     settings = {"method": result.method, "thresholds": result.thresholds, "members": len(result.members),
                 **(params or {})}
     if settings_as_tags:

@@ -238,7 +238,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                                **({} if spec is None else {"cluster": spec.address or
                                                            f"local:{spec.n_workers}x{spec.threads_per_worker}"}),
                                **({} if given is None else {"cluster": given.scheduler.address}),
-                               **{f"version.{k}": v for k, v in tracking.library_versions().items()},
+                               **tracking.version_tags(),
                                **(tags or {})})
         cv = cross_validate(
             ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
@@ -346,8 +346,13 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
 
 
 def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The config as logged with every run; the tuning search space is logged with tuning only."""
-    out = {k: v for k, v in cfg.items() if k not in ("hydra",)}
+    """The config as logged with every run: what it used. Not Hydra's settings, the run's name (it is the run's), the
+    groups of other commands left empty (``table``, ``study``, ``auto``: null) or a cluster it did not use; the
+    tuning search space is logged with tuning only."""
+    out = {k: v for k, v in cfg.items()
+           if k not in ("hydra", "run_name") and not (k in ("table", "study", "auto", "tune") and v is None)}
+    if ClusterSpec.from_config(out.get("cluster")) is None:
+        out.pop("cluster", None)
     if isinstance(out.get("engine"), Mapping) and "search_space" in out["engine"]:
         out["engine"] = {k: v for k, v in out["engine"].items() if k != "search_space"}
     return out

@@ -135,7 +135,7 @@ def run_table(row_cfgs: Sequence[Mapping[str, Any]], experiment_id: str | None, 
         if parent_id is not None:
             tracking.log_params({"table": dict(table_cfg or {}), "data": dict(first["data"]),
                                  "cv": dict(first["cv"]), "thresholds": dict(first["thresholds"])})
-            tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
+            tracking.set_tags(tracking.version_tags())
             summary = {f"{r.engine}.{r.objective}.{c}": getattr(r, c) for r in table.itertuples()
                        for c in ("qwk_round", "qwk_thresholds", "fit_seconds") if pd.notna(getattr(r, c))}
             if ceiling is not None:

@@ -102,7 +102,7 @@ def run_study(spec: StudySpec, cells: list[Cell], experiment_id: str | None, out
 
             client = mlflow.MlflowClient()
             tracking.set_tags({"study.fingerprint": fingerprint, "command": command,
-                               **{f"version.{k}": v for k, v in tracking.library_versions().items()}})
+                               **tracking.version_tags()})
             if spec.log_children:
                 for r in client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'",
                                             max_results=50_000):

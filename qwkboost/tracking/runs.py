@@ -37,7 +37,7 @@ from qwkboost.tracking.store import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
+__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "version_tags", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
 
 
 @contextlib.contextmanager
@@ -238,6 +238,12 @@ def library_versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             pass
     return out
+
+
+def version_tags() -> dict[str, str]:
+    """The versions a result depends on as one tag, ``versions`` (``python=3.11.7 platform=... numpy=2.4.6 ...``):
+    one line of the run's tags, searchable (``tags.versions LIKE '%xgboost=3.2.0%'``)."""
+    return {"versions": " ".join(f"{k}={v}" for k, v in library_versions().items())}
 
 
 def log_params(params: Mapping[str, Any]) -> None:

@@ -442,7 +442,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
         tracking.log_dict({"best_params": best.params, "best_value": best.value, "best_trial": best.number,
                            "overrides": best_overrides(best.params), **honest}, "best.json")
         log_study(study, metric)
-        tracking.set_tags({f"version.{k}": v for k, v in tracking.library_versions().items()})
+        tracking.set_tags(tracking.version_tags())
     _report_best(study, metric, name, honest)
     log.info("MLflow run: %s", tracking.run_link(experiment_id, parent_id))
     return study
