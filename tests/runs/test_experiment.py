@@ -55,7 +55,6 @@ def test_logged_fold_model_reloads_and_predicts(tiny_cfg, mlflow_store, tmp_path
 
     exp_id = tracking.setup(mlflow_store, tiny_cfg["tracking"]["experiment_name"])
     row = run_experiment(tiny_cfg, exp_id)
-    client = mlflow.MlflowClient(mlflow_store)
     path = tracking.download_pipeline(row["run_id"], mlflow_store, tmp_path) / "fold_0.zip"
     model = qb.load_model(path)
     X = quartiles(n_train=10, n_test=10).X_test
