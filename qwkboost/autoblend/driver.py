@@ -185,6 +185,7 @@ class AutoRun:
                 if not resumed:     # what every session shares (the directory refuses other values of them)
                     tracking.log_params({"data": self.base["data"], "cv": self.base["cv"],
                                          "thresholds": self.base["thresholds"], "seed": self.base.get("seed", 0)})
+                    tracking.log_datasets(self.fingerprint, self.base["data"])
                 # each session's own settings (a resumed directory may get another budget, other engines)
                 tracking.log_dict(self.settings.as_dict(), f"sessions/{number}/auto.json")
                 tracking.set_tags(tracking.version_tags())

@@ -228,6 +228,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
 
     def body(active, client) -> dict[str, Any]:
         started = time.perf_counter()
+        fp = fingerprint(ds)
         if active is not None:
             if on_start is not None:
                 on_start(active.info.run_id)
@@ -240,6 +241,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                                **({} if given is None else {"cluster": given.scheduler.address}),
                                **tracking.version_tags(),
                                **(tags or {})})
+            tracking.log_datasets(fp, cfg["data"])
         cv = cross_validate(
             ds.X_train, ds.y_train, ds.X_test, engine=engine["name"], objective=objective_ref(objective),
             params=dict(engine.get("params") or {}), objective_params=dict(objective.get("params") or {}),
@@ -256,7 +258,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
                               info={"engine": engine["name"], "objective": objective["name"],
                                     "thresholds": cfg["thresholds"]["method"], "data": cfg["data"]["name"],
                                     "run_id": None if active is None else active.info.run_id,
-                                    "columns": output_names(ds), "data_fingerprint": fingerprint(ds).to_dict()},
+                                    "columns": output_names(ds), "data_fingerprint": fp.to_dict()},
                               labels=ds.labels.to_list() if ds.labels is not None and ev.cuts is not None else None)
         out = Path(output_dir) if output_dir is not None else None
         if active is not None:

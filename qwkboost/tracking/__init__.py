@@ -50,6 +50,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "library_versions": "runs",
     "log_params": "runs",
     "version_tags": "runs",
+    "log_datasets": "runs",
     "log_metrics": "runs",
     "log_curves": "runs",
     "log_dict": "runs",

@@ -16,6 +16,7 @@ import re
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -37,7 +38,7 @@ from qwkboost.tracking.store import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "version_tags", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
+__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "version_tags", "log_datasets", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
 
 
 @contextlib.contextmanager
@@ -244,6 +245,34 @@ def version_tags() -> dict[str, str]:
     """The versions a result depends on as one tag, ``versions`` (``python=3.11.7 platform=... numpy=2.4.6 ...``):
     one line of the run's tags, searchable (``tags.versions LIKE '%xgboost=3.2.0%'``)."""
     return {"versions": " ".join(f"{k}={v}" for k, v in library_versions().items())}
+
+
+def log_datasets(fp, data: Mapping[str, Any]) -> None:
+    """The training and test rows as the active run's MLflow datasets (``mlflow.log_input``, contexts ``training``
+    and ``testing``): named by their files (``data.path``, ``data.test_path``) or the set (``quartiles train``),
+    sourced from the file or from qwkboost's code, and digested by qwkboost's own fingerprint of the rows read
+    (:class:`~qwkboost.data.fingerprint.DataFingerprint`: the first 16 hex digits), so that the UI's Dataset column
+    tells runs on the same rows from runs on other rows."""
+    import mlflow  # slow to import: mlflow
+    from mlflow.data.code_dataset_source import CodeDatasetSource  # slow to import: mlflow
+    from mlflow.data.dataset_source_registry import resolve_dataset_source  # slow to import: mlflow
+    from mlflow.data.meta_dataset import MetaDataset  # slow to import: mlflow
+
+    name = str(data.get("name") or "data")
+    for context, key, digest, rows in (("training", "path", fp.train, fp.train_rows),
+                                       ("testing", "test_path", fp.test, fp.test_rows)):
+        if not rows:
+            continue
+        path = data.get(key) if isinstance(data.get(key), str) else None
+        if path:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                source = resolve_dataset_source(os.path.abspath(path))
+            label = Path(path).name
+        else:
+            source = CodeDatasetSource({"qwkboost.data": name})
+            label = f"{name} {'train' if context == 'training' else 'test'}"
+        retry(mlflow.log_input, MetaDataset(source, name=label, digest=digest[:16]), context=context)
 
 
 def log_params(params: Mapping[str, Any]) -> None:

@@ -35,6 +35,14 @@ def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
     assert not any(k.startswith(("qwk_", "rmse", "kappa")) for k in m)      # one name per quantity
     assert m["oof_qwk"] >= m["oof_qwk_rounded"] - 1e-12   # exact cuts never lose on OOF
     assert run.data.tags["kind"] == "run"
+    # the rows it read, as MLflow datasets digested by qwkboost's fingerprint
+    from qwkboost.data.fingerprint import fingerprint
+    from qwkboost.runs.experiment import load_dataset
+
+    fp = fingerprint(load_dataset(tiny_cfg["data"], seed=tiny_cfg["seed"]))
+    got = {(d.dataset.name, d.dataset.digest, {t.key: t.value for t in d.tags}["mlflow.data.context"])
+           for d in run.inputs.dataset_inputs}
+    assert got == {("quartiles train", fp.train[:16], "training"), ("quartiles test", fp.test[:16], "testing")}
     curve = client.get_metric_history(row["run_id"], "valid_kappa")
     assert len(curve) > 5 and [c.step for c in curve] == list(range(len(curve)))
     assert len(client.get_metric_history(row["run_id"], "train_kappa")) == len(curve)

@@ -2,6 +2,7 @@
 record folds and entities, and repeated CV averages splits; all in-process with real engines and MLflow."""
 
 import json
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -45,6 +46,11 @@ def test_cut_optimism_and_repeats_are_reported(entity_csv, tmp_path, mlflow_stor
     run = mlflow.MlflowClient(mlflow_store).get_run(row["run_id"])
     assert run.data.params["cv.group"] == "entity" and run.data.params["cv.repeats"] == "2"
     assert "cut_optimism" in run.data.metrics
+    # the files it read, as MLflow datasets named by the file and sourced from it
+    inputs = {d.dataset.name: d.dataset for d in run.inputs.dataset_inputs}
+    assert set(inputs) == {Path(train).name, Path(test).name}
+    assert {d.source_type for d in inputs.values()} == {"local"} and str(Path(train).resolve()) in \
+        inputs[Path(train).name].source
     files = logged_pipeline_files(mlflow.MlflowClient(mlflow_store), row["run_id"])
     assert len([f for f in files if f.startswith("pipeline/fold_")]) == 6    # every fold model of both repeats
 
