@@ -138,13 +138,13 @@ def _end_run(run_id: str, run_name: str, status: str, error: BaseException | Non
         raise lost from cause
 
 
-def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str | os.PathLike) -> Path:
-    """Download ``artifact_path`` of run ``run_id`` from the store at ``uri`` into ``dst``.
+def _known_run(run_id: str, uri: str):
+    """An MLflow client of the store at ``uri`` (reachable, its HTTP retries bounded) and run ``run_id`` in it.
 
     Raises
     ------
     ValueError
-        If the store does not know the run, or the run has no such artifact.
+        If the store does not know the run.
     """
     import mlflow  # slow to import: mlflow
     from mlflow.exceptions import MlflowException  # slow to import: mlflow
@@ -153,10 +153,23 @@ def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str |
     check_reachable(uri)
     client = mlflow.MlflowClient(uri)
     try:
-        client.get_run(run_id)
+        return client, client.get_run(run_id)
     except MlflowException:
         raise ValueError(f"run={run_id!r} is neither a directory nor a run in the MLflow store {uri.split('?')[0]} "
                          "(give a run's output directory, or its run id with the store's tracking.uri)") from None
+
+
+def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str | os.PathLike) -> Path:
+    """Download ``artifact_path`` of run ``run_id`` from the store at ``uri`` into ``dst``.
+
+    Raises
+    ------
+    ValueError
+        If the store does not know the run, or the run has no such artifact.
+    """
+    from mlflow.exceptions import MlflowException  # slow to import: mlflow
+
+    client, _ = _known_run(run_id, uri)
     try:
         out = client.download_artifacts(run_id, artifact_path, str(dst))
     except (MlflowException, OSError) as exc:
@@ -167,25 +180,17 @@ def download_run_artifacts(run_id: str, artifact_path: str, uri: str, dst: str |
 
 def download_pipeline(run_id: str, uri: str, dst: str | os.PathLike) -> Path:
     """Download run ``run_id``'s pipeline into ``dst``: its ``pipeline`` artifact where it logged one (runs that
-    log no servable model, and runs of qwkboost before 0.9), else the ``artifacts/pipeline`` folder of the model it
-    logged (the newest, when a resumed run logged several): MLflow holds a run's fold models once.
+    log no servable model, and runs logged by earlier versions), else the ``artifacts/pipeline`` folder of the model
+    it logged (the newest, when a resumed run logged several): MLflow holds a run's fold models once.
 
     Raises
     ------
     ValueError
         If the store does not know the run, or it logged neither.
     """
-    import mlflow  # slow to import: mlflow
     from mlflow.exceptions import MlflowException  # slow to import: mlflow
 
-    bound_http_retries(uri)
-    check_reachable(uri)
-    client = mlflow.MlflowClient(uri)
-    try:
-        run = client.get_run(run_id)
-    except MlflowException:
-        raise ValueError(f"run={run_id!r} is neither a directory nor a run in the MLflow store {uri.split('?')[0]} "
-                         "(give a run's output directory, or its run id with the store's tracking.uri)") from None
+    client, run = _known_run(run_id, uri)
     try:
         out = fetch_pipeline(client, run, dst, uri)
     except (MlflowException, OSError) as exc:
