@@ -41,8 +41,10 @@ def main() -> None:
     print(f"MLflow UI for {uri.split('?')[0]}\n  all experiments: {tracking.ui_link(base)}")
     import mlflow
 
-    exp = mlflow.MlflowClient(uri).get_experiment_by_name(args.experiment)
-    if exp is not None:
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name(args.experiment)
+    if exp is not None:         # its runs table opens on the headline columns, best first
+        tracking.store.ensure_runs_view(client, exp.experiment_id)
         print(f"  {args.experiment}: {tracking.ui_link(base, exp.experiment_id)}")
     sys.stdout.flush()
     mlflow_bin = Path(sys.executable).with_name("mlflow")

@@ -40,6 +40,7 @@ SLOW_FIRST = (
     "tests/runs/test_tuning.py",
     "tests/objectives/test_outputs_and_hessians.py::test_every_objective_in_the_table_on_the_command_line",
     "tests/tracking/test_predictions.py",
+    "tests/tracking/test_mlflow_ui.py",
     "tests/blending/test_blend_runs.py",
     "tests/tracking/test_loading_safety.py",
     "tests/tracking/test_column_rule.py",
@@ -62,6 +63,7 @@ ONE_WORKER_FILES = (
     "tests/distributed/test_objectives_on_cluster.py",  # one LocalCluster with two worker processes
     "tests/runs/test_tuning_postgres.py",           # one PostgreSQL server
     "tests/tracking/test_predictions.py",           # one finished run
+    "tests/tracking/test_mlflow_ui.py",             # one store of runs, one mlflow ui serving it
     "tests/blending/test_blend_runs.py",            # three finished runs to blend
     "tests/tracking/test_loading_safety.py",        # two finished runs, one logged to MLflow with its model
 )

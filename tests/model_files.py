@@ -26,9 +26,22 @@ def edit_header(path: Path, edit) -> None:
     write_members(path, content)
 
 
+def logged_model(client, run_id: str):
+    """The servable model run ``run_id`` logged (not the external record of a blend's member)."""
+    run = client.get_run(run_id)
+    (model,) = [m for m in client.search_logged_models([run.info.experiment_id],
+                                                       filter_string=f"source_run_id = '{run_id}'")
+                if m.tags.get("mlflow.model.isExternal") != "true"]
+    return model
+
+
+def model_uri(client, run_id: str) -> str:
+    """``models:/<id>`` of the servable model run ``run_id`` logged."""
+    return f"models:/{logged_model(client, run_id).model_id}"
+
+
 def logged_pipeline_files(client, run_id: str) -> set[str]:
     """The files of the pipeline MLflow holds for run ``run_id``, inside the model it logged (``pipeline/...``)."""
-    run = client.get_run(run_id)
-    (model,) = client.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'")
+    model = logged_model(client, run_id)
     return {a.path.removeprefix("artifacts/") for a in client.list_logged_model_artifacts(model.model_id,
                                                                                        "artifacts/pipeline")}

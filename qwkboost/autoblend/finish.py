@@ -147,7 +147,7 @@ def finish(ctx: Context, stopped: bool = False) -> AutoResult:
                     "pool_size": float(len(members)), "n_blended": float(sum(w > 0 for w in weights.values())),
                     "blend_seconds": blend_seconds})
     if ctx.parent_id is not None:
-        _log(ctx, result, board, metrics, pipeline)
+        _log(ctx, result, board, metrics, pipeline, weights)
     if ctx.settings.keep == "blend":
         _drop_models(ctx, {n for n, w in weights.items() if w > 0})
     metrics["seconds"] = ctx.budget.elapsed
@@ -210,15 +210,26 @@ def _cut_note(ctx: Context, weights: Mapping[str, float]) -> str:
     return "".join(lines)
 
 
-def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline) -> None:
+def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, float], pipeline,
+         weights: Mapping[str, float]) -> None:
     """The blend (or the single run), the leaderboard and the time in the parent run; ``pipeline`` is the one
-    written in the output directory, already read."""
+    written in the output directory, already read. This invocation's figures are logged at its step (the first
+    invocation 0, a resumed one 1, ...), then the servable model linked to them; each member of the result gets a
+    logged model in its own run (:func:`~qwkboost.tracking.serving.log_member_models`)."""
+    step = max(len(ctx.state.sessions) - 1, 0)
+    # the blend's own figures are logged with it (once: a second point at the step would be linked twice)
+    tracking.log_metrics({f"auto.{k}" if k in ("time_limit", "overrun", "n_finished", "pool_size",
+                                               "n_blended", "blend_seconds") else k: float(v)
+                          for k, v in metrics.items()
+                          if v is not None and (result is None or k not in result.metrics)}, step=step)
     if result is not None:      # as tags: a resumed parent run may hold another blend than before
-        log_blend_contents(result, ctx.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True)
+        model_id = log_blend_contents(result, ctx.out, log_pyfunc=True, pipe=pipeline, settings_as_tags=True,
+                                      step=step, name="blend")
     else:
         for f in _RUN_FILES:
             tracking.log_file(ctx.out / f, "predictions")
-        tracking.log_pyfunc(ctx.out / "pipeline", tracking.example_frame([pipeline.schema]), pipe=pipeline)
+        model_id = tracking.log_pyfunc(ctx.out / "pipeline", tracking.example_frame([pipeline.schema]),
+                                       pipe=pipeline, name=next(iter(weights)), step=step)
     tracking.log_file(ctx.out / "leaderboard.csv")
     kept = {n: w for n, w in zip(board["candidate"], board["weight"]) if w > 0} if "weight" in board else {}
     tracking.set_tags({"mlflow.note.content": (
@@ -226,9 +237,10 @@ def _log(ctx: Context, result: BlendResult | None, board, metrics: Mapping[str, 
         f"{metrics['n_finished']:.0f} candidate(s) finished; "
         + ", ".join(f"{n} {w:.2f}" for n, w in kept.items()) + f"; nested out-of-fold QWK "
         f"{metrics['nested_oof_qwk']:.4f}" + (f", test {metrics['test_qwk']:.4f}" if "test_qwk" in metrics else ""))})
-    tracking.log_metrics({f"auto.{k}" if k in ("seconds", "time_limit", "overrun", "n_finished", "pool_size",
-                                               "n_blended", "blend_seconds") else k: float(v)
-                          for k, v in metrics.items() if v is not None})
+    runs = {n: (ctx.state.candidates[n].run_id, float(w)) for n, w in weights.items()
+            if w > 0 and n in ctx.state.candidates and ctx.state.candidates[n].run_id}
+    tracking.log_member_models(runs, model_id)
+    log.info("MLflow model: models:/%s", model_id)
 
 
 def fall_back(ctx: Context) -> str:

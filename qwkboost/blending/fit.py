@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -70,6 +71,8 @@ class BlendResult:
     fit_info: BlendFit = field(repr=False)
     #: modules whose objectives the members' model files may import (:func:`qwkboost.load_model`)
     trusted_modules: tuple = field(default=(), repr=False)
+    #: seconds :func:`blend` took (reading the members, fitting and scoring); MLflow's ``seconds``
+    seconds: float = field(default=0.0, repr=False)
 
     @property
     def oof_qwk(self) -> float:
@@ -149,6 +152,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     if thresholds not in THRESHOLD_METHODS:
         raise BlendInputError(f"thresholds={thresholds!r} is unknown; choose one of: {', '.join(THRESHOLD_METHODS)}")
     trusted = check_trusted_modules(trusted_modules)
+    started = time.perf_counter()
     runs = list(runs)
     members = distinct_names(runs) if all(isinstance(r, Member) for r in runs) else \
         read_members(runs, tracking_uri, id, target, classes=classes)
@@ -210,7 +214,7 @@ def blend(runs: Sequence, method: str = "weights", thresholds: str = "exact", ch
     cuts = None if fit.cuts is None else fit.cuts + shift
     result = BlendResult(method, thresholds, members, fit.weights, cuts, classes, fit.score(S) + shift,
                          classes[oof_class], classes[nested], fit.score(T) + shift, classes[test_class], metrics,
-                         table, fit, trusted)
+                         table, fit, trusted, time.perf_counter() - started)
     log.info("blend (%s) of %d members: OOF QWK %.4f in-sample, %.4f nested (best member %.4f nested)%s",
              method, len(members), metrics["oof_qwk"], metrics["nested_oof_qwk"],
              metrics["best_member_nested_oof_qwk"],
@@ -327,16 +331,22 @@ def log_blend(result: BlendResult, out: str | Path, experiment_id: str, run_name
     """
 
     with tracking.run(experiment_id, run_name, tags={"kind": "blend"}) as active:
-        log_blend_contents(result, out, log_pyfunc, params)
+        tracking.log_metrics({"seconds": result.seconds})
+        model_id = log_blend_contents(result, out, log_pyfunc, params)
+        if model_id is not None:
+            log.info("MLflow model: models:/%s", model_id)
         return active.info.run_id
 
 
 def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = True,
-                       params: dict | None = None, pipe=None, settings_as_tags: bool = False) -> None:
+                       params: dict | None = None, pipe=None, settings_as_tags: bool = False, step: int = 0,
+                       name: str = "blend") -> str | None:
     """What :func:`log_blend` logs, into the active MLflow run (a time budget's parent run holds its blend);
     ``pipe``: the blend's pipeline already read from ``out / "pipeline"``. With ``settings_as_tags``, the blend's
     settings (``blend.thresholds``, ``blend.members``, ``params``) are tags rather than params: a run that is
-    continued (a resumed time budget) may hold another blend, and MLflow refuses a param a second value."""
+    continued (a resumed time budget) may hold another blend, and MLflow refuses a param a second value.
+    The metrics are logged at ``step`` (a continued run's later blend: a later step), and the servable model,
+    named ``name``, is linked to them. Returns the model's id (``None`` without one)."""
 
     out = Path(out)
     m = result.metrics
@@ -359,7 +369,7 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
     keys = member_keys([m.name for m in result.members])        # by name, not position: a column is one member
     tracking.log_metrics({**result.metrics, **{f"weight.{k}": float(w) for k, w in zip(keys, result.weights)},
                           **{f"member.{k}.{c}": float(v) for k, (_, row) in zip(keys, result.member_table.iterrows())
-                             for c, v in row.items() if c.endswith("qwk")}})
+                             for c, v in row.items() if c.endswith("qwk")}}, step=step)
     tracking.log_file(out / "blend.json")
     tracking.log_file(out / "plots" / "blend.png", "plots")
     for f in ("oof.parquet", "predictions.parquet", "submission.csv"):
@@ -372,5 +382,6 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
             from qwkboost.tracking.serving import log_pyfunc as log_model  # slow to import: mlflow, pandas
 
             pipe = load_pipeline(out / "pipeline", result.trusted_modules) if pipe is None else pipe
-            log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]), result.trusted_modules,
-                      pipe=pipe)
+            return log_model(out / "pipeline", example_frame([m.schema for m in pipe.members]),
+                             result.trusted_modules, pipe=pipe, name=name, step=step)
+    return None

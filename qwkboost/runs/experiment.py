@@ -225,6 +225,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
         check_against_data(cfg, ds)
 
     spec = ClusterSpec.from_config(cfg.get("cluster"))
+    logged: dict[str, str | None] = {}
 
     def body(active, client) -> dict[str, Any]:
         started = time.perf_counter()
@@ -274,7 +275,7 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             os.replace(tmp, out / "result.json")
             log.info("predictions: %s", out / "submission.csv")
         if active is not None:
-            _log_run(cfg, ds, cv, ev, pipe, written, started)
+            logged["model_id"] = _log_run(cfg, ds, cv, ev, pipe, written, started)
         return row
 
     # the cluster first: a scheduler that does not answer stops the command before its MLflow run starts
@@ -289,6 +290,8 @@ def run_experiment(cfg: Mapping[str, Any], experiment_id: str | None = None, par
             row = body(active, client)
     if parent_run_id is None:
         log.info("MLflow run: %s", tracking.run_link(experiment_id, row["run_id"]))
+        if logged.get("model_id"):
+            log.info("MLflow model: models:/%s", logged["model_id"])
     return row
 
 
@@ -347,12 +350,20 @@ def check_against_data(cfg: Mapping[str, Any], ds: Dataset) -> None:
     get_engine(engine).check_objective(obj)       # e.g. several scores per row on catboost
 
 
+_FIRST = ("objective", "engine", "data", "cv", "thresholds", "seed")
+_LAST = ("tracking", "n_jobs", "cluster")
+
+
 def _loggable(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The config as logged with every run: what it used. Not Hydra's settings, the run's name (it is the run's), the
     groups of other commands left empty (``table``, ``study``, ``auto``: null) or a cluster it did not use; the
-    tuning search space is logged with tuning only."""
-    out = {k: v for k, v in cfg.items()
-           if k not in ("hydra", "run_name") and not (k in ("table", "study", "auto", "tune") and v is None)}
+    tuning search space is logged with tuning only. What decides the result comes first (the objective, the
+    engine, the data, the CV, the cut points), the run's machinery (``tracking``, ``n_jobs``) last."""
+    kept = {k: v for k, v in cfg.items()
+            if k not in ("hydra", "run_name") and not (k in ("table", "study", "auto", "tune") and v is None)}
+    out = {k: kept[k] for k in _FIRST if k in kept}
+    out.update({k: v for k, v in kept.items() if k not in _FIRST and k not in _LAST})
+    out.update({k: kept[k] for k in _LAST if k in kept})
     if ClusterSpec.from_config(out.get("cluster")) is None:
         out.pop("cluster", None)
     if isinstance(out.get("engine"), Mapping) and "search_space" in out["engine"]:
@@ -456,14 +467,17 @@ def _write_outputs(out: Path, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: F
 
 
 def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipeline,
-             written: list[Path] | None = None, started: float | None = None) -> None:
+             written: list[Path] | None = None, started: float | None = None) -> str | None:
     """Curves, metrics and artifacts of one run (the active MLflow run); ``written``: the output files
     :func:`write_outputs` already wrote (logged from there, not written again), else they are written to a
     temporary folder to be logged. The metrics go under MLflow's one vocabulary
-    (:mod:`qwkboost.tracking.vocabulary`), with ``seconds`` since ``started`` (``time.perf_counter``)."""
+    (:mod:`qwkboost.tracking.vocabulary`), with ``seconds`` since ``started`` (``time.perf_counter``), at step 0,
+    before the servable model linked to them (the curves' rounds are steps 1, 2, ...). Returns the model's id
+    (``None`` when none was logged)."""
 
     # the explanations are computed while the rest is logged (the engines' TreeSHAP runs outside the GIL)
     explaining = _start_explaining(cfg, ds, pipe) if cfg.get("tracking", {}).get("explain", True) else None
+    model_id = None
     try:
         tracking.log_curves(cv.curves())
         tracking.log_metrics({**run_metrics(ev.metrics),
@@ -508,7 +522,8 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
 
                 # once: inside the servable model, else as the run's artifact (load_run reads either)
                 if cfg.get("tracking", {}).get("log_pyfunc", True):
-                    log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]))
+                    model_id = log_pyfunc(Path(d) / "pipeline", ds.schema.decode(ds.X_train[:5]),
+                                          name=f"{cfg['engine']['name']}/{cfg['objective']['name']}")
                 else:
                     tracking.log_artifacts(Path(d) / "pipeline", "pipeline")
     except BaseException:
@@ -518,6 +533,7 @@ def _log_run(cfg, ds: Dataset, cv: CVResult, ev: Evaluation, pipe: FittedPipelin
         raise
     if explaining is not None:
         _log_explanations(*explaining)
+    return model_id
 
 
 def _start_explaining(cfg, ds: Dataset, pipe: FittedPipeline):

@@ -91,6 +91,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     # serving
     "PipelineModel": "serving",
     "log_pyfunc": "serving",
+    "log_member_models": "serving",
     "example_frame": "serving",
     "MODEL_NAME": "serving",
     "store": "",

@@ -24,6 +24,7 @@ from qwkboost.exceptions import RunStopped
 from qwkboost.tracking.interrupt import held_stops, process_tag
 from qwkboost.tracking.store import (
     PROCESS_TAG,
+    RUNS_VIEW,
     STOPPED_TAG,
     VERSIONED,
     bound_http_retries,
@@ -207,13 +208,14 @@ def fetch_pipeline(client, run, dst: str | os.PathLike, uri: str) -> Path | None
     run logged no pipeline (MLflow's errors pass through)."""
     import mlflow  # slow to import: mlflow
 
-    from qwkboost.tracking.serving import MODEL_NAME  # slow to import: mlflow
-
     run_id = run.info.run_id
     if any(a.path == "pipeline" for a in client.list_artifacts(run_id)):
         return Path(client.download_artifacts(run_id, "pipeline", str(dst)))
-    models = client.search_logged_models([run.info.experiment_id], filter_string=(
-        f"source_run_id = '{run_id}' AND name = '{MODEL_NAME}'"))
+    # the run's servable models (named for what they are; ``model`` before): not an external record of a blend's
+    # member, whose files are in the blend's model
+    models = [m for m in client.search_logged_models([run.info.experiment_id],
+                                                     filter_string=f"source_run_id = '{run_id}'")
+              if m.tags.get("mlflow.model.isExternal") != "true"]
     if not models:
         return None
     newest = max(models, key=lambda m: m.creation_timestamp or 0)
@@ -301,14 +303,16 @@ def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
 
 
 def log_curves(curves: Mapping[str, list[float]]) -> None:
-    """Log per-round curves, ``{"train_kappa": [...], ...}``, as step-indexed metrics in batches."""
+    """Log per-round curves, ``{"train_kappa": [...], ...}``, as step-indexed metrics in batches: round ``i`` (from
+    1, as the engines count their rounds) is step ``i``, so that step 0 holds only a run's final figures, the ones
+    its logged model is linked to (:func:`~qwkboost.tracking.serving.log_pyfunc`)."""
     import mlflow  # slow to import: mlflow
     from mlflow.entities import Metric  # slow to import: mlflow
 
     client = mlflow.MlflowClient()
     run_id = mlflow.active_run().info.run_id
     ts = int(time.time() * 1000)
-    batch = [Metric(k, float(v), ts, step) for k, vals in curves.items() for step, v in enumerate(vals)]
+    batch = [Metric(k, float(v), ts, step) for k, vals in curves.items() for step, v in enumerate(vals, 1)]
     for i in range(0, len(batch), 1000):
         retry(client.log_batch, run_id, metrics=batch[i:i + 1000])
 
@@ -375,15 +379,18 @@ def run_name(engine: str, objective: str, overrides: list[str], varying: list[st
 
 
 def ui_link(base: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
-    """A link into MLflow's UI that opens on runs (``workflowType=machine_learning``), not on GenAI pages.
+    """A link into MLflow's UI that opens on runs (``workflowType=machine_learning``), not on GenAI pages; an
+    experiment's link opens its runs table in qwkboost's starting view (:data:`~qwkboost.tracking.store.RUNS_VIEW`:
+    the headline columns, best out-of-fold QWK first).
 
     MLflow 3's UI reads the workflow from the link or from what was last
     clicked in that browser; the experiment tag alone does not switch it.
     """
-    path = "#/experiments"
+    path, view = "#/experiments", ""
     if experiment_id is not None:
         path += f"/{experiment_id}" + (f"/runs/{run_id}" if run_id else "/runs")
-    return f"{base.rstrip('/')}/{path}?workflowType=machine_learning"
+        view = "" if run_id else f"viewStateShareKey={RUNS_VIEW}&"
+    return f"{base.rstrip('/')}/{path}?{view}workflowType=machine_learning"
 
 
 def run_link(experiment_id: str, run_id: str | None = None) -> str:

@@ -1,13 +1,14 @@
 """A run's pipeline as an MLflow ``pyfunc`` model: ``mlflow models serve`` and the model registry take it.
 
-Every run logs its :class:`~qwkboost.tracking.pipeline.FittedPipeline` as the model
-``model``, with a signature (the feature columns and their types) and an input
-example (five training rows, categories as text). The model answers a table of
-features with two columns: ``class`` (on the labels' own scale; absent for a
-regression target) and ``score`` (the fold models' mean)::
+Every run logs its :class:`~qwkboost.tracking.pipeline.FittedPipeline` as a model named for what it is
+(``lightgbm-squared_error``, ``blend``: :func:`~qwkboost.tracking.vocabulary.model_name`), tagged as its run
+(``kind``, ``engine``, ``objective``) and linked to the run's final metrics (``oof_qwk``, ``test_qwk``, ...), with a
+signature (the feature columns and their types) and an input example (five training rows, categories as text).
+The model answers a table of features with two columns: ``class`` (on the labels' own scale; absent for a
+regression target) and ``score`` (the fold models' mean). The run prints the model's address::
 
     MLFLOW_TRACKING_URI=sqlite:///$PWD/mlflow.db \
-        mlflow models serve -m runs:/<run id>/model --env-manager local --host 127.0.0.1 --port 5001
+        mlflow models serve -m models:/<model id> --env-manager local --host 127.0.0.1 --port 5001
     curl -s 127.0.0.1:5001/invocations -H 'Content-Type: application/json' \\
          -d '{"dataframe_split": {"columns": ["f1", "city"], "data": [[0.3, "Paris"]]}}'
 """
@@ -21,6 +22,7 @@ import tempfile
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Mapping
 
 import mlflow
 import numpy as np
@@ -34,8 +36,9 @@ try:
 except ImportError:  # pragma: no cover - mlflow is a dependency; keep the module importable without it
     PythonModel = object
 
-__all__ = ["PipelineModel", "log_pyfunc", "example_frame", "MODEL_NAME"]
+__all__ = ["PipelineModel", "log_pyfunc", "log_member_models", "example_frame", "MODEL_NAME"]
 
+#: The name every run's model had before models were named for what they are (``runs:/<run id>/model``).
 MODEL_NAME = "model"
 
 
@@ -88,14 +91,20 @@ def _requirements() -> list[str]:
     return reqs
 
 
-def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pipe=None) -> None:
-    """Log the pipeline in ``pipeline_dir`` as the active run's pyfunc model :data:`MODEL_NAME`.
+def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pipe=None, *,
+               name: str = MODEL_NAME, step: int = 0) -> str:
+    """Log the pipeline in ``pipeline_dir`` as the active run's pyfunc model ``name``; return the model's id
+    (``models:/<id>`` serves it).
 
-    The qwkboost package travels with it (``code_paths``), and the requirements
+    The model carries the run's tags :data:`~qwkboost.tracking.vocabulary.MODEL_TAGS` and its parameters, and is
+    linked to the run's metrics logged at ``step``, as MLflow links them: log the final figures at ``step``
+    before the model (a learning curve's rounds are steps 1, 2, ...; a resumed run's figures a later step), never
+    a curve's first point. The qwkboost package travels with it (``code_paths``), and the requirements
     are the installed versions (named here: inferring them would load the model
     in a subprocess). ``trusted_modules``: as :func:`qwkboost.load_model` takes it, to read the pipeline here;
     ``pipe``: the pipeline already read (its signature is inferred from it), so it is not read again.
     """
+    from qwkboost.tracking.vocabulary import MODEL_TAGS, model_name
 
     from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy
 
@@ -114,13 +123,56 @@ def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pi
         # the whole pipeline once more (14 s of a 40 s finish for 351 MB of fold models, InstEval at 300 s)
         signature = infer_signature(example, frame(pipe, example))
         # mlflow.pyfunc.log_model is this call, less the last two keywords: it cannot skip MLflow's check
-        Model.log(artifact_path=None, name=MODEL_NAME, flavor=_Pyfunc,
-                  python_model=str(package / "tracking" / "pyfunc_model.py"),
-                  artifacts={"pipeline": str(pipeline_dir)}, signature=signature, input_example=example,
-                  code_paths=[str(package)], pip_requirements=_requirements(),
-                  # a key MLflow lets load_model(model_config=...) set (none trusted by default)
-                  model_config={"trusted_modules": []},
-                  flavor_name="pyfunc.ModelFromCode", validate_serving_input=False)
+        run_tags = mlflow.MlflowClient().get_run(mlflow.active_run().info.run_id).data.tags
+        info = Model.log(artifact_path=None, name=model_name(name), flavor=_Pyfunc, step=int(step),
+                         tags={k: run_tags[k] for k in MODEL_TAGS if k in run_tags},
+                         python_model=str(package / "tracking" / "pyfunc_model.py"),
+                         artifacts={"pipeline": str(pipeline_dir)}, signature=signature, input_example=example,
+                         code_paths=[str(package)], pip_requirements=_requirements(),
+                         # a key MLflow lets load_model(model_config=...) set (none trusted by default)
+                         model_config={"trusted_modules": []},
+                         flavor_name="pyfunc.ModelFromCode", validate_serving_input=False)
+    return info.model_id
+
+
+def log_member_models(members: Mapping[str, tuple[str, float]], served_by: str | None) -> dict[str, str]:
+    """A logged model for each member of a blend, in the member's own run: ``members`` maps a member's name to its
+    MLflow run id and its weight; ``served_by``: the id of the blend's model, which holds the member's fold models.
+
+    Each is an MLflow *external* model (``mlflow.create_external_model``): its name, the run's tags
+    (:data:`~qwkboost.tracking.vocabulary.MODEL_TAGS`) and parameters, ``blend_weight`` and ``served_by`` tags, and
+    the run's final figures (step 0: ``oof_qwk``, ``nested_oof_qwk``, ``test_qwk``, ...) linked, so that the Models
+    tab ranks the blend and its members in one table; its files are not copied again (they are in the blend's
+    model, and in the member's directory). A member whose run already has a model (a resumed budget) gets its
+    tags updated. Returns ``{name: model id}``.
+    """
+    from mlflow.entities import LoggedModelOutput, Metric
+
+    from qwkboost.tracking.vocabulary import MODEL_TAGS, SERIES, model_name
+
+    client = mlflow.MlflowClient()
+    out = {}
+    for name, (run_id, weight) in members.items():
+        run = client.get_run(run_id)
+        tags = {**{k: run.data.tags[k] for k in MODEL_TAGS if k in run.data.tags}, "blend_weight": f"{weight:.4f}",
+                **({} if served_by is None else {"served_by": f"models:/{served_by}"})}
+        known = client.search_logged_models([run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'")
+        if known:
+            model_id = max(known, key=lambda m: m.creation_timestamp or 0).model_id
+            client.set_logged_model_tags(model_id, tags)
+            out[name] = model_id
+            continue
+        model_id = mlflow.create_external_model(name=model_name(name), source_run_id=run_id, tags=tags,
+                                                params=dict(run.data.params), model_type="qwkboost",
+                                                experiment_id=run.info.experiment_id).model_id
+        # the run's final figures, as MLflow links a model's: the same points again, now naming the model
+        final = [Metric(m.key, m.value, m.timestamp, m.step, run_id=run_id, model_id=model_id)
+                 for key in run.data.metrics if not key.startswith(SERIES)
+                 for m in client.get_metric_history(run_id, key) if m.step == 0]
+        client.log_batch(run_id, metrics=final)
+        client.log_outputs(run_id, [LoggedModelOutput(model_id, step=0)])
+        out[name] = model_id
+    return out
 
 
 class _Pyfunc:

@@ -22,6 +22,7 @@ the same experiment on this host marks them KILLED (:func:`reap_dead_runs`).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -36,13 +37,36 @@ from qwkboost.tracking.interrupt import is_alive
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PROJECT_ROOT", "SQLITE_TIMEOUT_S", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "PROCESS_TAG", "HTTP_DEFAULTS", "VERSIONED", "default_tracking_uri", "resolve_tracking_uri", "check_sqlite_path", "check_database_driver", "retry", "store_lock", "CONCURRENT_MIGRATION", "prepare_store", "unreachable", "check_reachable", "cannot_reach", "bound_http_retries", "TrackingServerLost", "server_lost", "without_retries", "setup", "reap_dead_runs", "mark_killed", "STOPPED_TAG"]
+__all__ = ["PROJECT_ROOT", "SQLITE_TIMEOUT_S", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "RUNS_VIEW", "RUNS_VIEW_TAG", "runs_view", "ensure_runs_view", "PROCESS_TAG", "HTTP_DEFAULTS", "VERSIONED", "default_tracking_uri", "resolve_tracking_uri", "check_sqlite_path", "check_database_driver", "retry", "store_lock", "CONCURRENT_MIGRATION", "prepare_store", "unreachable", "check_reachable", "cannot_reach", "bound_http_retries", "TrackingServerLost", "server_lost", "without_retries", "setup", "reap_dead_runs", "mark_killed", "STOPPED_TAG"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SQLITE_TIMEOUT_S = 120
 #: The MLflow UI opens an experiment tagged so on its runs, not on the GenAI traces page.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_TAGS = {EXPERIMENT_KIND: "custom_model_development"}
+#: The runs table's starting view, as MLflow's UI shares a view (its "Share" button): an experiment tag
+#: ``mlflow.sharedViewState.<key>`` holding the view as JSON, opened by a link with ``viewStateShareKey=<key>``
+#: (:func:`~qwkboost.tracking.runs.ui_link`).
+RUNS_VIEW = "qwkboost"
+RUNS_VIEW_TAG = f"mlflow.sharedViewState.{RUNS_VIEW}"
+
+
+def runs_view() -> str:
+    """The starting view's JSON: the headline columns (:data:`~qwkboost.tracking.vocabulary.HEADLINE`) then the
+    ``kind``, ``engine`` and ``objective`` tags and the dataset, sorted by out-of-fold QWK, best first."""
+    from qwkboost.tracking.vocabulary import HEADLINE
+
+    columns = ([f"metrics.`{k}`" for k in HEADLINE] + [f"tags.`{k}`" for k in ("kind", "engine", "objective")]
+               + ["attributes.`Dataset`"])
+    return json.dumps({"orderByKey": "metrics.`oof_qwk`", "orderByAsc": False, "selectedColumns": columns,
+                       "columnOrder": columns}, separators=(",", ":"))
+
+
+def ensure_runs_view(client, experiment_id: str) -> None:
+    """Tag experiment ``experiment_id`` with the starting view (:data:`RUNS_VIEW_TAG`) unless it holds it."""
+    view = runs_view()
+    if retry(client.get_experiment, experiment_id).tags.get(RUNS_VIEW_TAG) != view:
+        retry(client.set_experiment_tag, experiment_id, RUNS_VIEW_TAG, view)
 #: ``host:pid:start`` of the process that owns a run (see :mod:`qwkboost.tracking.interrupt`).
 PROCESS_TAG = "qwkboost.process"
 #: The tag that says why a run was stopped (Ctrl-C, SIGTERM, a lost worker).
@@ -288,7 +312,8 @@ def setup(uri: str | None, experiment_name: str) -> str:
 
     Call in the main process before launching parallel jobs, so the schema and
     the experiment exist before any worker touches the store. A new
-    experiment is tagged as model training, so the MLflow UI opens on its runs.
+    experiment is tagged as model training, so the MLflow UI opens on its runs, and every experiment holds the
+    runs table's starting view (:data:`RUNS_VIEW_TAG`).
 
     Raises
     ------
@@ -317,7 +342,7 @@ def setup(uri: str | None, experiment_name: str) -> str:
                 artifact_location = (db.resolve().parent / "mlartifacts").as_uri()
             try:
                 exp_id = retry(client.create_experiment, experiment_name, artifact_location=artifact_location,
-                                tags=EXPERIMENT_TAGS)
+                               tags={**EXPERIMENT_TAGS, RUNS_VIEW_TAG: runs_view()})
             except Exception:
                 exp = client.get_experiment_by_name(experiment_name)  # created by a concurrent process
                 if exp is None:
@@ -327,6 +352,8 @@ def setup(uri: str | None, experiment_name: str) -> str:
             exp_id = exp.experiment_id
             if exp.tags.get(EXPERIMENT_KIND) is None:
                 retry(client.set_experiment_tag, exp_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
+            if exp.tags.get(RUNS_VIEW_TAG) != runs_view():       # an experiment made before, or by another tool
+                retry(client.set_experiment_tag, exp_id, RUNS_VIEW_TAG, runs_view())
     reap_dead_runs(exp_id, client)
     return exp_id
 

@@ -15,11 +15,18 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-__all__ = ["HEADLINE", "RUN_METRICS", "run_metrics", "metric_name", "member_keys"]
+__all__ = ["HEADLINE", "RUN_METRICS", "MODEL_TAGS", "SERIES", "run_metrics", "metric_name", "member_keys", "model_name"]
 
 #: The columns that rank every run: out-of-fold QWK with cut points, its nested estimate, test QWK where the test
 #: rows have labels, and the run's seconds.
 HEADLINE = ("oof_qwk", "nested_oof_qwk", "test_qwk", "seconds")
+
+#: The run's tags a logged model carries too, so that the Models tab filters and groups them as the runs table does.
+MODEL_TAGS = ("kind", "engine", "objective", "candidate")
+
+#: The prefixes of the series a run logs by step (learning curves by round, fold scores by fold; steps from 1):
+#: step 0 holds only final figures.
+SERIES = ("train_", "valid_", "fold_")
 
 #: A run's evaluation (:func:`qwkboost.runs.experiment.evaluate`) as MLflow names it; names not listed pass as they
 #: are (``cut_optimism``, ``fit_seconds``, ``best_iteration_mean``, ...).
@@ -58,3 +65,11 @@ def member_keys(names: Sequence[str]) -> list[str]:
         seen[key] = seen.get(key, 0) + 1
         out.append(key if seen[key] == 1 else f"{key}_{seen[key]}")
     return out
+
+
+def model_name(what: str) -> str:
+    """The name of a logged model for ``what`` it is (``lightgbm/squared_error`` -> ``lightgbm-squared_error``,
+    ``native/squared_error lr0.344`` -> ``native-squared_error lr0_344``): MLflow refuses ``/ : . %`` and quotes in
+    a model's name, and a model's name is the last part of its ``runs:/<run id>/<name>`` address."""
+    out = re.sub(r"[:.%\"']+", "_", str(what).replace("/", "-")).strip(" _-")
+    return out or "model"

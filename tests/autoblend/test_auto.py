@@ -162,7 +162,7 @@ def test_the_command_logs_one_parent_run_whose_children_are_the_candidates(frame
     import mlflow
     from conftest import run_in_process
 
-    from qwkboost.tracking.serving import MODEL_NAME
+    from model_files import logged_model
 
     X, y, X_test, y_test = frames
     X.assign(grade=y).to_csv(tmp_path / "train.csv", index_label="id")
@@ -184,10 +184,34 @@ def test_the_command_logs_one_parent_run_whose_children_are_the_candidates(frame
         ("candidate", "lightgbm-extended_qwk"), ("candidate", "lightgbm-squared_error")}
     assert parent[0].data.tags["kind"] == "auto" and parent[0].data.tags["mlflow.note.content"].startswith("auto in ")
     assert all(r.info.status == "FINISHED" for r in children)
-    assert parent[0].data.metrics["nested_oof_qwk"] > 0.3 and "auto.seconds" in parent[0].data.metrics
+    assert parent[0].data.metrics["nested_oof_qwk"] > 0.3 and "seconds" in parent[0].data.metrics
     names = {a.path for a in client.list_artifacts(pid)}
     assert {"leaderboard.csv", "blend.json", "predictions"} <= names and "pipeline" not in names    # once: the model
-    model = mlflow.pyfunc.load_model(f"runs:/{pid}/{MODEL_NAME}")
+    # the result's servable model, linked to the parent's figures; each of its members a model in its own run,
+    # linked to that run's figures, its files not copied again
+    served = logged_model(client, pid)
+    assert served.tags["kind"] == "auto"
+    linked = {m.key: m.value for m in served.metrics}
+    assert len(linked) == len(served.metrics)                       # each figure linked once
+    assert linked["nested_oof_qwk"] == pytest.approx(parent[0].data.metrics["nested_oof_qwk"])
+    assert linked["seconds"] == parent[0].data.metrics["seconds"]
+    board = pd.read_csv(tmp_path / "out" / "leaderboard.csv")
+    weights = dict(zip(board["candidate"], board["weight"]))
+    assert served.name == ("blend" if (board["weight"] > 0).sum() > 1 else board["candidate"][board["weight"] > 0].item())
+    for r in children:
+        records = client.search_logged_models([exp.experiment_id], filter_string=f"source_run_id = '{r.info.run_id}'")
+        if weights[r.data.tags["candidate"]] == 0:
+            assert records == []
+            continue
+        (member,) = records
+        assert member.name == r.data.tags["candidate"] and member.tags["mlflow.model.isExternal"] == "true"
+        assert member.tags["served_by"] == f"models:/{served.model_id}"
+        assert float(member.tags["blend_weight"]) == pytest.approx(weights[r.data.tags["candidate"]], abs=1e-4)
+        linked = {m.key: m.value for m in member.metrics}
+        assert linked["oof_qwk"] == r.data.metrics["oof_qwk"] and not any(k.startswith("valid_") for k in linked)
+        assert not client.list_logged_model_artifacts(member.model_id, "artifacts")     # kept once: in the blend
+        assert len(client.get_metric_history(r.info.run_id, "oof_qwk")) == 1               # no point logged twice
+    model = mlflow.pyfunc.load_model(f"models:/{served.model_id}")
     sub = pd.read_csv(tmp_path / "out" / "submission.csv")
     np.testing.assert_array_equal(model.predict(X_test.iloc[:50])["class"], sub["grade"].to_numpy()[:50])
 

@@ -103,7 +103,15 @@ def test_the_blend_is_one_mlflow_run_with_its_members_and_a_servable_model(runs,
     assert not any(k.startswith(("weight.0", "member.0")) for k in run.data.metrics)
     arts = {a.path for a in client.list_artifacts(run_id)}
     assert {"blend.json", "plots", "predictions"} <= arts and "pipeline" not in arts     # once: in the model
-    model = mlflow.pyfunc.load_model(f"runs:/{run_id}/model")
+    # the servable blend: named for what it is, tagged, linked to the run's final figures
+    from model_files import logged_model
+
+    logged = logged_model(client, run_id)
+    assert logged.name == "blend" and logged.tags["kind"] == "blend"
+    linked = {m.key: m.value for m in logged.metrics}
+    assert linked["nested_oof_qwk"] == pytest.approx(run.data.metrics["nested_oof_qwk"])
+    assert linked["oof_qwk"] == pytest.approx(run.data.metrics["oof_qwk"])
+    model = mlflow.pyfunc.load_model(f"models:/{logged.model_id}")
     test = pd.read_csv(runs["test"])
     served = model.predict(test.drop(columns=["label"]).head(50))
     np.testing.assert_array_equal(served["class"], r.test_class[:50])

@@ -5,8 +5,9 @@ import json
 import mlflow
 import numpy as np
 import pytest
+import yaml
 
-from model_files import logged_pipeline_files
+from model_files import logged_model, logged_pipeline_files
 from qwkboost import tracking
 from qwkboost.cv.crossval import cross_validate
 from qwkboost.data.sources import quartiles
@@ -44,13 +45,26 @@ def test_run_logs_everything(tiny_cfg, mlflow_store, tmp_path):
            for d in run.inputs.dataset_inputs}
     assert got == {("quartiles train", fp.train[:16], "training"), ("quartiles test", fp.test[:16], "testing")}
     curve = client.get_metric_history(row["run_id"], "valid_kappa")
-    assert len(curve) > 5 and [c.step for c in curve] == list(range(len(curve)))
+    assert len(curve) > 5 and [c.step for c in curve] == list(range(1, len(curve) + 1))
     assert len(client.get_metric_history(row["run_id"], "train_kappa")) == len(curve)
     arts = {a.path for a in client.list_artifacts(row["run_id"])}
     assert {"config.yaml", "thresholds.json", "metrics.json", "predictions", "plots"} <= arts
     assert "pipeline" not in arts           # the fold models once: in the logged model
     plots = {a.path for a in client.list_artifacts(row["run_id"], "plots")}
     assert plots == {"plots/learning_curves.png", "plots/oof_histograms.png", "plots/confusion_matrix.png"}
+    # its servable model: named for what it is, tagged as the run, linked to the final figures (no curve's round)
+    model = logged_model(client, row["run_id"])
+    assert model.name == "xgboost-extended_qwk"
+    assert {k: model.tags[k] for k in ("kind", "engine", "objective")} == {
+        "kind": "run", "engine": "xgboost", "objective": "extended_qwk"}
+    linked = {x.key: x.value for x in model.metrics}
+    assert {k: linked[k] for k in ("oof_qwk", "nested_oof_qwk", "test_qwk")} == pytest.approx(
+        {k: m[k] for k in ("oof_qwk", "nested_oof_qwk", "test_qwk")})
+    assert all(x.step == 0 for x in model.metrics) and not any(k.startswith(("train_", "valid_")) for k in linked)
+    assert model.params["engine.name"] == "xgboost"
+    # what decides the result first, the run's machinery last (the order they are logged in)
+    logged = yaml.safe_load(open(client.download_artifacts(row["run_id"], "config.yaml")).read())
+    assert list(logged)[:2] == ["objective", "engine"] and list(logged)[-1] == "tracking"
     assert logged_pipeline_files(client, row["run_id"]) == {
         "pipeline/pipeline.json", "pipeline/fold_0.zip", "pipeline/fold_1.zip", "pipeline/fold_2.zip"}
     cuts = json.loads(open(client.download_artifacts(row["run_id"], "thresholds.json")).read())["cuts"]

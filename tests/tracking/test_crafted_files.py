@@ -27,7 +27,7 @@ from test_loading_safety import CODE, _command_refused, _refused, runs  # noqa: 
 
 import qwkboost as qb
 from conftest import command_in_process
-from model_files import edit_header
+from model_files import edit_header, model_uri
 from qwkboost.blending import read_members, write_blend
 from qwkboost.engines.model import check_model_file
 from qwkboost.tracking.blend import FittedBlend
@@ -148,7 +148,7 @@ def file_store_model(runs, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_ALLOW_FILE_STORE", "true")        # MLflow keeps the file store in maintenance mode
         mp.setenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-        local = Path(mlflow.artifacts.download_artifacts(f"runs:/{runs['run_id']}/model",
+        local = Path(mlflow.artifacts.download_artifacts(model_uri(mlflow.MlflowClient(runs["uri"]), runs["run_id"]),
                                                          dst_path=str(store / "m"), tracking_uri=runs["uri"]))
         uri = (store / "mlruns").as_uri()
         client = mlflow.MlflowClient(uri)

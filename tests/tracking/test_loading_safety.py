@@ -19,7 +19,7 @@ import pytest
 
 import qwkboost as qb
 from conftest import command_in_process
-from model_files import edit_header
+from model_files import edit_header, model_uri
 from qwkboost.runs.experiment import run_experiment
 from qwkboost.tracking.loading import load_run
 
@@ -155,7 +155,7 @@ def test_the_mlflow_pyfunc_model_imports_nothing_unless_allowed(runs, evil, tmp_
     """The logged model, its pipeline artifact crafted, loaded by MLflow itself (PipelineModel.load_context);
     ``model_config={"trusted_modules": [...]}`` allows a module."""
     name, marker = evil
-    local = Path(mlflow.artifacts.download_artifacts(f"runs:/{runs['run_id']}/model", dst_path=str(tmp_path / "m"),
+    local = Path(mlflow.artifacts.download_artifacts(model_uri(mlflow.MlflowClient(runs["uri"]), runs["run_id"]), dst_path=str(tmp_path / "m"),
                                                      tracking_uri=runs["uri"]))
     pipeline = local / "artifacts" / "pipeline"
     assert (pipeline / "fold_0.zip").is_file()

@@ -309,7 +309,9 @@ def test_an_mlflow_run_on_words_logs_them_and_serves_them(tmp_path, mlflow_store
     assert {"plots/oof_histograms.png", "plots/confusion_matrix.png"} <= arts
     assert json.loads(Path(client.download_artifacts(row["run_id"], "thresholds.json", str(tmp_path))).read_text())[
         "labels"] == WORDS
-    model = mlflow.pyfunc.load_model(f"runs:/{row['run_id']}/model")
+    from model_files import model_uri
+
+    model = mlflow.pyfunc.load_model(model_uri(client, row["run_id"]))
     got = model.predict(df.drop(columns="severity").iloc[:30])
     assert set(got["class"]) <= set(WORDS) and len(got) == 30
     members = read_members([row["run_id"]], tracking_uri=mlflow_store)

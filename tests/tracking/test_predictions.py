@@ -148,7 +148,13 @@ def test_the_served_mlflow_model_answers_http_with_the_same_classes(finished_run
     tmp, out, run_id, uri, te, _ = finished_run
     port = _free_port()
     env = {**ENV, "MLFLOW_TRACKING_URI": uri}
-    server = subprocess.Popen(["mlflow", "models", "serve", "-m", f"runs:/{run_id}/model", "--env-manager", "local",
+    import mlflow
+
+    from model_files import model_uri
+
+    # the address the run printed ("MLflow model: models:/<id>"), as the getting-started page serves it
+    server = subprocess.Popen(["mlflow", "models", "serve", "-m", model_uri(mlflow.MlflowClient(uri), run_id),
+                               "--env-manager", "local",
                                "--host", "127.0.0.1", "--port", str(port)],
                               cwd=tmp, env={**env, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -194,7 +200,13 @@ def test_the_model_registry_holds_the_pipeline(finished_run):
     tmp, out, run_id, uri, te, _ = finished_run
     mlflow.set_tracking_uri(uri)
     try:
-        version = mlflow.register_model(f"runs:/{run_id}/model", "adoption-speed")
+        from model_files import logged_model
+
+        model = logged_model(mlflow.MlflowClient(uri), run_id)
+        # by its run and name, as MLflow addresses a run's model, and by its id
+        assert model.name == "native-squared_error" and model.tags["kind"] == "run"
+        assert mlflow.pyfunc.load_model(f"runs:/{run_id}/{model.name}").predict(te.head(3)).shape[0] == 3
+        version = mlflow.register_model(f"models:/{model.model_id}", "adoption-speed")
         served = mlflow.pyfunc.load_model(f"models:/adoption-speed/{version.version}").predict(te.head(30))
     finally:
         mlflow.set_tracking_uri(None)
@@ -219,7 +231,7 @@ def test_logging_the_model_reads_its_pipeline_no_second_time(finished_run, monke
     import mlflow
 
     from qwkboost.tracking import loading
-    from qwkboost.tracking.serving import MODEL_NAME, example_frame, log_pyfunc
+    from qwkboost.tracking.serving import example_frame, log_pyfunc
 
     _, out, _, _, te, _ = finished_run
     pipe = qb.load_run(out)
@@ -229,9 +241,9 @@ def test_logging_the_model_reads_its_pipeline_no_second_time(finished_run, monke
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path}/mlflow.db")
     try:
         with mlflow.start_run() as run:
-            log_pyfunc(out / "pipeline", example_frame([pipe.schema]), pipe=pipe)
+            model_id = log_pyfunc(out / "pipeline", example_frame([pipe.schema]), pipe=pipe)
         assert reads == []
-        served = mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/{MODEL_NAME}").predict(te.head(30))
+        served = mlflow.pyfunc.load_model(f"models:/{model_id}").predict(te.head(30))
         assert len(reads) == 1
         np.testing.assert_array_equal(served["class"], pipe.predict(te.head(30)))
     finally:

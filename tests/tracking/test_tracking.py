@@ -63,6 +63,9 @@ def test_ui_links_open_on_runs_in_the_installed_mlflow_ui():
 
     link = tracking.ui_link("http://127.0.0.1:5000", "7", "abc")
     assert link == "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
+    # an experiment's link opens the starting view the experiment holds
+    assert tracking.ui_link("http://127.0.0.1:5000", "7") == (
+        "http://127.0.0.1:5000/#/experiments/7/runs?viewStateShareKey=qwkboost&workflowType=machine_learning")
     js_dir = os.path.join(os.path.dirname(mlflow.__file__), "server", "js", "build", "static", "js")
     bundle = "".join(open(f, encoding="utf-8", errors="ignore").read() for f in glob.glob(f"{js_dir}/main.*.js"))
     assert 'MACHINE_LEARNING="machine_learning"' in bundle and '.get("workflowType")' in bundle
@@ -72,6 +75,24 @@ def test_experiment_is_tagged_for_model_training(mlflow_store):
     exp = tracking.setup(mlflow_store, "tagged")
     assert mlflow.MlflowClient(mlflow_store).get_experiment(exp).tags["mlflow.experimentKind"] == \
         "custom_model_development"
+
+
+def test_every_experiment_holds_the_starting_view(mlflow_store):
+    """The runs table's starting view, as MLflow's UI stores a shared view: new experiments get it, older ones
+    (made by another tool, or holding another view) get it on the next command. The browser test opens it."""
+    import json
+
+    client = mlflow.MlflowClient(mlflow_store)
+    exp = tracking.setup(mlflow_store, "viewed")
+    view = json.loads(client.get_experiment(exp).tags["mlflow.sharedViewState.qwkboost"])
+    assert view["orderByKey"] == "metrics.`oof_qwk`" and view["orderByAsc"] is False
+    assert view["selectedColumns"][:4] == ["metrics.`oof_qwk`", "metrics.`nested_oof_qwk`", "metrics.`test_qwk`",
+                                           "metrics.`seconds`"]
+    other = client.create_experiment("made_elsewhere")
+    client.set_experiment_tag(exp, "mlflow.sharedViewState.qwkboost", "{}")
+    for name, exp_id in (("made_elsewhere", other), ("viewed", exp)):
+        assert tracking.setup(mlflow_store, name) == exp_id
+        assert json.loads(client.get_experiment(exp_id).tags["mlflow.sharedViewState.qwkboost"]) == view
 
 
 def test_safe_names_stay_in_their_directory():

@@ -104,9 +104,9 @@ class FoldReporter:
         s = fold_score(self.metric, self.y[rows], scores, self.classes, self.method, w)
         self.scores.append(float(s))
         self.trial.set_user_attr("fold_scores", self.scores)
-        mlflow = sys.modules.get("mlflow")      # the trial's run, where one is active: each fold's score, by step
+        mlflow = sys.modules.get("mlflow")      # the trial's run, where one is active: fold k's score at step k
         if mlflow is not None and mlflow.active_run() is not None:
-            tracking.log_metrics({f"fold_{metric_name(self.metric)}": float(s)}, step=i)
+            tracking.log_metrics({f"fold_{metric_name(self.metric)}": float(s)}, step=i + 1)
         value = s if self.pruner == "wilcoxon" else float(np.mean(self.scores))
         self.trial.report(value, step=i)
         if self.trial.should_prune():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -415,9 +416,10 @@ def tune(cfg: Mapping[str, Any]) -> Any:
                       tags={"kind": "tune", "engine": cfg["engine"]["name"], "objective": cfg["objective"]["name"],
                             "optuna.study": name, "optuna.storage": shown_url(url.split("?")[0])}) as parent:
         objective.parent_id = parent_id = parent.info.run_id
-        tracking.log_params({"tune": {**t, "storage": shown_url(url)},
+        started = time.perf_counter()
+        tracking.log_params({"objective": dict(cfg["objective"]),
                              "engine": {"name": cfg["engine"]["name"], "search_space": dict(space)},
-                             "objective": dict(cfg["objective"]), "data": dict(cfg["data"])})
+                             "data": dict(cfg["data"]), "tune": {**t, "storage": shown_url(url)}})
         # parallel workers stop together once the study holds n_trials finished trials, not n_trials each
         until_total = optuna.study.MaxTrialsCallback(n_trials, states=FINISHED)
         if spec is None:
@@ -438,7 +440,7 @@ def tune(cfg: Mapping[str, Any]) -> Any:
             raise ConfigError(f"study {name!r} has no completed trial (every one was pruned or failed)")
         best = study.best_trial
         honest = winner_figures(study, metric, cfg, ds, experiment_id, parent_id)
-        tracking.log_metrics(_parent_metrics(metric, best, honest))
+        tracking.log_metrics({**_parent_metrics(metric, best, honest), "seconds": time.perf_counter() - started})
         tracking.log_dict({"best_params": best.params, "best_value": best.value, "best_trial": best.number,
                            "overrides": best_overrides(best.params), **honest}, "best.json")
         log_study(study, metric)
