@@ -350,8 +350,12 @@ def log_blend_contents(result: BlendResult, out: str | Path, log_pyfunc: bool = 
 
     out = Path(out)
     m = result.metrics
+    # the members that weigh, heaviest first; how many weigh nothing
+    weighed = sorted(((w, x.name) for x, w in zip(result.members, result.weights) if w > 0), reverse=True)
+    unused = len(result.members) - len(weighed)
     note = (f"{result.method} blend of {len(result.members)} members ("
-            + ", ".join(f"{x.name} {w:.2f}" for x, w in zip(result.members, result.weights)) + "): out-of-fold QWK "
+            + ", ".join(f"{name} {w:.2f}" for w, name in weighed) + (f"; {unused} at weight 0" if unused else "")
+            + "): out-of-fold QWK "
             f"{m['oof_qwk']:.4f}, nested {m['nested_oof_qwk']:.4f}"
             + (f", test {m['test_qwk']:.4f}" if "test_qwk" in m else ""))
     tracking.set_tags({"mlflow.note.content": note, "blend.method": result.method,

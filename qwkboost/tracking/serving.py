@@ -38,6 +38,9 @@ except ImportError:  # pragma: no cover - mlflow is a dependency; keep the modul
 
 __all__ = ["PipelineModel", "log_pyfunc", "log_member_models", "example_frame", "MODEL_NAME"]
 
+#: MLflow's description tag, of a run and of a logged model.
+NOTE = "mlflow.note.content"
+
 #: The name every run's model had before models were named for what they are (``runs:/<run id>/model``).
 MODEL_NAME = "model"
 
@@ -125,7 +128,8 @@ def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pi
         # mlflow.pyfunc.log_model is this call, less the last two keywords: it cannot skip MLflow's check
         run_tags = mlflow.MlflowClient().get_run(mlflow.active_run().info.run_id).data.tags
         info = Model.log(artifact_path=None, name=model_name(name), flavor=_Pyfunc, step=int(step),
-                         tags={k: run_tags[k] for k in MODEL_TAGS if k in run_tags},
+                         # the run's tags that say what it is, and its description (the model page shows it)
+                         tags={k: run_tags[k] for k in (*MODEL_TAGS, NOTE) if k in run_tags},
                          python_model=str(package / "tracking" / "pyfunc_model.py"),
                          artifacts={"pipeline": str(pipeline_dir)}, signature=signature, input_example=example,
                          code_paths=[str(package)], pip_requirements=_requirements(),

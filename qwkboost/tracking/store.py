@@ -52,14 +52,31 @@ RUNS_VIEW_TAG = f"mlflow.sharedViewState.{RUNS_VIEW}"
 
 
 def runs_view() -> str:
-    """The starting view's JSON: the headline columns (:data:`~qwkboost.tracking.vocabulary.HEADLINE`) then the
-    ``kind``, ``engine`` and ``objective`` tags and the dataset, sorted by out-of-fold QWK, best first."""
+    """The starting view's JSON (the runs table's state as MLflow's UI shares it).
+
+    The table: the headline columns (:data:`~qwkboost.tracking.vocabulary.HEADLINE`) then the ``kind``, ``engine``
+    and ``objective`` tags and the dataset, sorted by out-of-fold QWK, best first. The chart view: a section
+    ``QWK`` first, with ``oof_qwk`` by run, ``nested_oof_qwk`` against ``seconds`` (its axes fit the figures, where a
+    bar starts at 0) and the objective and engine against ``nested_oof_qwk`` (parallel coordinates), over the first
+    20 runs; the chart MLflow draws for every other metric below it, in its section ``Model metrics``, closed.
+    """
     from qwkboost.tracking.vocabulary import HEADLINE
 
     columns = ([f"metrics.`{k}`" for k in HEADLINE] + [f"tags.`{k}`" for k in ("kind", "engine", "objective")]
                + ["attributes.`Dataset`"])
+    card = {"runsCountToCompare": 20, "metricSectionId": "qwkboost-qwk", "deleted": False, "isGenerated": False}
+    charts = [{**card, "uuid": "qwkboost-oof_qwk", "type": "BAR", "metricKey": "oof_qwk", "displayName": "oof_qwk"},
+              {**card, "uuid": "qwkboost-qwk-seconds", "type": "SCATTER", "xaxis": {"key": "seconds", "type": "METRIC"},
+               "yaxis": {"key": "nested_oof_qwk", "type": "METRIC"}},
+              {**card, "uuid": "qwkboost-parallel", "type": "PARALLEL", "selectedParams": ["objective.name", "engine.name"],
+               "selectedMetrics": ["nested_oof_qwk"], "showAllRuns": False}]
+    section = {"isReordered": False, "deleted": False}
+    sections = [{**section, "uuid": "qwkboost-qwk", "name": "QWK", "display": True, "isGenerated": False},
+                {**section, "uuid": "qwkboost-model-metrics", "name": "Model metrics", "display": False,
+                 "isGenerated": True}]
     return json.dumps({"orderByKey": "metrics.`oof_qwk`", "orderByAsc": False, "selectedColumns": columns,
-                       "columnOrder": columns}, separators=(",", ":"))
+                       "columnOrder": columns, "compareRunCharts": charts, "compareRunSections": sections,
+                       "isAccordionReordered": True, "runsHiddenMode": "FIRST_20_RUNS"}, separators=(",", ":"))
 
 
 def ensure_runs_view(client, experiment_id: str) -> None:

@@ -57,11 +57,12 @@ def run_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
 
 def member_keys(names: Sequence[str]) -> list[str]:
     """A blend's members as parts of metric names (``weight.<member>``, ``member.<member>.oof_qwk``): each member's
-    own name with what MLflow refuses in a metric name (``=``, ``:``, ...) made ``_``, a repeated name numbered
-    (``_2``), so that a column means the same member in every blend."""
+    own name with ``/`` made ``-`` (the UI's charts read ``/`` as a section: ``weight.lightgbm-squared_error``, as
+    auto names its candidates) and what MLflow refuses in a metric name (``=``, ``:``, ...) made ``_``, a repeated
+    name numbered (``_2``), so that a column means the same member in every blend."""
     out, seen = [], {}
     for name in names:
-        key = re.sub(r"[^\w\-./ ]+", "_", str(name)).strip() or "member"
+        key = re.sub(r"[^\w\-. ]+", "_", str(name).replace("/", "-")).strip() or "member"
         seen[key] = seen.get(key, 0) + 1
         out.append(key if seen[key] == 1 else f"{key}_{seen[key]}")
     return out

@@ -111,7 +111,22 @@ def test_a_resume_with_one_more_engine_ends_the_parent_run_finished_with_the_new
     assert run.data.metrics["auto.n_finished"] == 4 and run.data.metrics["auto.pool_size"] == 3
     assert run.data.metrics["nested_oof_qwk"] == pytest.approx(again.metrics["nested_oof_qwk"])
     assert run.data.tags["blend.members"] == "3"
-    assert [s["status"] for s in _sessions(out)] == ["finished", "finished"]
+    # a servable model per invocation, each linked to its own invocation's figures (step 0, then step 1)
+    models = sorted((m for m in client.search_logged_models([exp.experiment_id],
+                                                            filter_string=f"source_run_id = '{first.run_id}'")),
+                    key=lambda m: m.creation_timestamp)
+    assert len(models) == 2
+    for step, (model, result) in enumerate(zip(models, (first, again))):
+        assert {m.step for m in model.metrics} == {step}
+        linked = {m.key: m.value for m in model.metrics}
+        assert len(linked) == len(model.metrics) and linked["nested_oof_qwk"] == pytest.approx(
+            result.metrics["nested_oof_qwk"])
+    # the new blend's members point at the new model
+    members = [m for m in client.search_logged_models([exp.experiment_id])
+               if m.tags.get("mlflow.model.isExternal") == "true" and float(m.tags["blend_weight"]) > 0
+               and m.tags["served_by"] == f"models:/{models[1].model_id}"]
+    board = again.leaderboard
+    assert {m.name for m in members} == set(board.loc[board["weight"] > 0, "candidate"])
     assert [s["settings"]["engines"] for s in _sessions(out)] == [["lightgbm"], ["lightgbm", "xgboost"]]
 
 

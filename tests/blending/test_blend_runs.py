@@ -97,9 +97,9 @@ def test_the_blend_is_one_mlflow_run_with_its_members_and_a_servable_model(runs,
     assert run.data.metrics["nested_oof_qwk"] == pytest.approx(r.nested_oof_qwk)
     # one vocabulary: kind, weights and member figures named by the member, a description of what it is
     assert run.data.tags["kind"] == "blend" and run.data.tags["mlflow.note.content"].startswith(f"{r.method} blend")
-    for m, w in zip(r.members, r.weights):
-        assert run.data.metrics[f"weight.{m.name}"] == pytest.approx(w)
-        assert f"member.{m.name}.oof_qwk" in run.data.metrics
+    for m, w in zip(r.members, r.weights):       # lightgbm/squared_error: weight.lightgbm-squared_error
+        assert run.data.metrics[f"weight.{m.name.replace('/', '-')}"] == pytest.approx(w)
+        assert f"member.{m.name.replace('/', '-')}.oof_qwk" in run.data.metrics
     assert not any(k.startswith(("weight.0", "member.0")) for k in run.data.metrics)
     arts = {a.path for a in client.list_artifacts(run_id)}
     assert {"blend.json", "plots", "predictions"} <= arts and "pipeline" not in arts     # once: in the model
@@ -108,6 +108,7 @@ def test_the_blend_is_one_mlflow_run_with_its_members_and_a_servable_model(runs,
 
     logged = logged_model(client, run_id)
     assert logged.name == "blend" and logged.tags["kind"] == "blend"
+    assert logged.tags["mlflow.note.content"] == run.data.tags["mlflow.note.content"]       # its description
     linked = {m.key: m.value for m in logged.metrics}
     assert linked["nested_oof_qwk"] == pytest.approx(run.data.metrics["nested_oof_qwk"])
     assert linked["oof_qwk"] == pytest.approx(run.data.metrics["oof_qwk"])

@@ -7,6 +7,7 @@ blend's logged model with the figures it is linked to."""
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -166,6 +167,17 @@ def test_the_printed_experiment_link_opens_the_runs_ranked_by_the_headline_colum
         assert float(runs[n]["metrics.`oof_qwk`"]) == pytest.approx(run.data.metrics["oof_qwk"], abs=1e-6)
 
 
+def test_the_chart_view_opens_on_the_qwk_charts_with_every_other_metric_folded_below(ui):
+    link = tracking.ui_link(ui["base"], ui["exp"]) + "&compareRunsMode=CHART"
+    html = dom(link, lambda h: "seconds vs. nested_oof_qwk" in h and "Model metrics" in h)
+    # the chart sections as the page titles them: name (number of charts)
+    sections = re.findall(r">([^<>]+)</div><div [^>]*>\((\d+)\)<", html)
+    assert sections[0] == ("QWK", "3") and "Model metrics" in dict(sections)
+    assert "Parallel Coordinates" in html and ">oof_qwk<" in html
+    # a blend's member keys hold no "/", which the UI would read as a section of its own (weight.lightgbm)
+    assert not any(name.startswith(("weight.", "member.")) for name, _ in sections), sections
+
+
 def test_the_compare_page_shows_two_runs_side_by_side_on_the_model_training_pages(ui):
     ids = [r["run_id"] for r in ui["rows"]]
     link = (f"{ui['base']}/#/compare-runs?runs={json.dumps(ids)}&experiments={json.dumps([ui['exp']])}"
@@ -174,7 +186,9 @@ def test_the_compare_page_shows_two_runs_side_by_side_on_the_model_training_page
     text = html
     for key in ("oof_qwk", "nested_oof_qwk", "test_qwk", "engine.name", "objective.name"):
         assert key in text, key
-    assert "Judges" not in text and "Model registry" in text     # the model-training sidebar, not GenAI's
+    # the model-training sidebar (Home, Experiments, Model registry), not GenAI's (Prompts, AI Gateway, ...), which a
+    # link without workflowType opens on
+    assert "Model registry" in text and "AI Gateway" not in text and "Prompts" not in text
 
 
 def test_the_blends_logged_model_shows_the_figures_of_the_run(ui):

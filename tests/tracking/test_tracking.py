@@ -174,7 +174,7 @@ def test_member_keys_name_each_member_once_in_what_mlflow_accepts():
 
     assert member_keys(["lightgbm/squared_error", "xgboost/extended_qwk engine.params.max_depth=3",
                         "lightgbm/squared_error", "a:b"]) == [
-        "lightgbm/squared_error", "xgboost/extended_qwk engine.params.max_depth_3", "lightgbm/squared_error_2", "a_b"]
+        "lightgbm-squared_error", "xgboost-extended_qwk engine.params.max_depth_3", "lightgbm-squared_error_2", "a_b"]
     assert run_metrics({"qwk_thresholds_oof": 0.5, "qwk_thresholds_oof_nested": 0.4, "qwk_thresholds": 0.3,
                         "cut_optimism": 0.1}) == {"oof_qwk": 0.5, "nested_oof_qwk": 0.4, "test_qwk": 0.3,
                                                   "cut_optimism": 0.1}
