@@ -254,6 +254,10 @@ def version_tags() -> dict[str, str]:
     return {"versions": " ".join(f"{k}={v}" for k, v in library_versions().items())}
 
 
+#: What SQLite and PostgreSQL say when another process inserted the same unique row first.
+_SAME_ROW_INSERTED = ("UNIQUE constraint failed", "duplicate key value violates unique constraint")
+
+
 def log_datasets(fp, data: Mapping[str, Any]) -> None:
     """The training and test rows as the active run's MLflow datasets (``mlflow.log_input``, contexts ``training``
     and ``testing``): named by their files (``data.path``, ``data.test_path``) or the set (``quartiles train``),
@@ -279,7 +283,16 @@ def log_datasets(fp, data: Mapping[str, Any]) -> None:
         else:
             source = CodeDatasetSource({"qwkboost.data": name})
             label = f"{name} {'train' if context == 'training' else 'test'}"
-        retry(mlflow.log_input, MetaDataset(source, name=label, digest=digest[:16]), context=context)
+        for attempt in range(3):
+            try:
+                retry(mlflow.log_input, MetaDataset(source, name=label, digest=digest[:16]), context=context)
+                break
+            except Exception as exc:  # MlflowException wraps the store's IntegrityError
+                # runs logging the same rows at once (a study's trials, auto's candidates and its parent) race to
+                # insert the one dataset record: the loser finds it there when it tries again
+                if attempt == 2 or not any(s in str(exc) for s in _SAME_ROW_INSERTED):
+                    raise
+                time.sleep(0.1 * (attempt + 1))
 
 
 def log_params(params: Mapping[str, Any]) -> None:

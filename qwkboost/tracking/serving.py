@@ -27,9 +27,11 @@ from typing import Mapping
 import mlflow
 import numpy as np
 import pandas as pd
+from mlflow.entities import LoggedModelOutput, Metric
 from mlflow.models import Model, infer_signature
 
 from qwkboost.tracking.outputs import CLASS, SCORE
+from qwkboost.tracking.vocabulary import MODEL_TAGS, SERIES, model_name
 
 try:
     from mlflow.pyfunc import PythonModel
@@ -107,8 +109,6 @@ def log_pyfunc(pipeline_dir: str | Path, input_example, trusted_modules=None, pi
     in a subprocess). ``trusted_modules``: as :func:`qwkboost.load_model` takes it, to read the pipeline here;
     ``pipe``: the pipeline already read (its signature is inferred from it), so it is not read again.
     """
-    from qwkboost.tracking.vocabulary import MODEL_TAGS, model_name
-
     from qwkboost.tracking.loading import load_pipeline  # slow to import: scipy
 
     pipe = load_pipeline(pipeline_dir, trusted_modules) if pipe is None else pipe
@@ -150,10 +150,6 @@ def log_member_models(members: Mapping[str, tuple[str, float]], served_by: str |
     model, and in the member's directory). A member whose run already has a model (a resumed budget) gets its
     tags updated. Returns ``{name: model id}``.
     """
-    from mlflow.entities import LoggedModelOutput, Metric
-
-    from qwkboost.tracking.vocabulary import MODEL_TAGS, SERIES, model_name
-
     client = mlflow.MlflowClient()
     out = {}
     for name, (run_id, weight) in members.items():

@@ -34,6 +34,7 @@ from filelock import FileLock
 
 from qwkboost.exceptions import ConfigError, config_errors
 from qwkboost.tracking.interrupt import is_alive
+from qwkboost.tracking.vocabulary import HEADLINE
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,6 @@ def runs_view() -> str:
     bar starts at 0) and the objective and engine against ``nested_oof_qwk`` (parallel coordinates), over the first
     20 runs; the chart MLflow draws for every other metric below it, in its section ``Model metrics``, closed.
     """
-    from qwkboost.tracking.vocabulary import HEADLINE
-
     columns = ([f"metrics.`{k}`" for k in HEADLINE] + [f"tags.`{k}`" for k in ("kind", "engine", "objective")]
                + ["attributes.`Dataset`"])
     card = {"runsCountToCompare": 20, "metricSectionId": "qwkboost-qwk", "deleted": False, "isGenerated": False}
