@@ -4,7 +4,8 @@
 
 MLflow's UI opens every experiment on its GenAI pages unless the link says
 ``workflowType=machine_learning`` (or "Model training" was clicked once in
-that browser), so this prints links that do, then serves the UI on 127.0.0.1.
+that browser), so this prints links that do, then serves the UI on 127.0.0.1. The experiment's link opens its
+runs table in qwkboost's starting view (the headline columns, best out-of-fold QWK first; the QWK charts first).
 """
 
 from __future__ import annotations
