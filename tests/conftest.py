@@ -7,8 +7,24 @@ import pytest
 from qwkboost.data.sources import quartiles
 
 
+def _own_tracking_store() -> None:
+    """Runs that name no store (``tracking.uri=null``, ``qb.auto()`` without ``tracking_uri``, the commands a test
+    starts) go to a store of the test session's, never to the project's ``mlflow.db`` (a user's runs: ``make test``
+    after ``make run`` left the tests' runs among them) nor to a server the user's ``MLFLOW_TRACKING_URI`` names.
+    Set before the test modules are imported, so that the environments they copy for their commands carry it."""
+    import atexit
+    import shutil
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="qwkboost-tests-mlflow-")
+    atexit.register(shutil.rmtree, d, True)
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{d}/mlflow.db"
+
+
 def pytest_configure(config):
-    """Under pytest-xdist, each worker's engines get its share of the cores, as Hydra's joblib jobs do
+    """Every test process logs to a store of its own (:func:`_own_tracking_store`).
+
+    Under pytest-xdist, each worker's engines get its share of the cores, as Hydra's joblib jobs do
     (:func:`qwkboost.engines.threads.threads_per_job`): two workers whose engines each spin an OpenMP thread
     per core fight for the cores and train many times slower. The share reaches
     :func:`~qwkboost.engines.threads.available_cores` (and the commands the tests start) through joblib's
@@ -16,6 +32,7 @@ def pytest_configure(config):
     without qwkboost (a raw engine beside ours, NumPy's OpenBLAS) get the same share through ``OMP_NUM_THREADS``,
     read as those libraries load, after this: the engine, estimator, objective and native tests took 87 s
     with two threads per worker and 67 s with one (``-n 2``, this 2-core machine)."""
+    _own_tracking_store()
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
         from qwkboost.engines.threads import available_cores

@@ -66,7 +66,8 @@ def test_ctrl_c_during_a_tuning_trial_is_one_line_and_writes_the_blend(tmp_path)
     out = tmp_path / "out"
     p = subprocess.Popen([sys.executable, str(ROOT / "experiments" / "run.py"), "experiment=auto",
                           "auto.time_limit=120", "auto.engines=[lightgbm]", "auto.objectives=[squared_error]",
-                          "data=quartiles", "data.n_train=6000", "n_jobs=1", "tracking.uri=null",
+                          "data=quartiles", "data.n_train=6000", "n_jobs=1",
+                          f"tracking.uri=sqlite:///{tmp_path}/mlflow.db",       # not the project's store
                           f"hydra.run.dir={out}"], cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, preexec_fn=_default_sigint, start_new_session=True)
     lines = []
