@@ -172,7 +172,7 @@ class MLflowSweepParent(Callback):
         name = f"sweep {' '.join(swept) or sweep_dir.name}"
         run = mlflow.MlflowClient(self.uri).create_run(
             experiment_id,
-            run_name=name if len(name) <= tracking.MAX_RUN_NAME else name[:tracking.MAX_RUN_NAME - 1] + "…",
+            run_name=tracking.fit_run_name(name),
             tags={"kind": "sweep", "sweep.dir": str(sweep_dir.resolve()), "sweep.overrides": " ".join(overrides),
                   "sweep.varying": " ".join(varying), "command": tracking.command_line(),
                   tracking.PROCESS_TAG: tracking.process_tag()})

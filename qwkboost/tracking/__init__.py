@@ -60,6 +60,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     "log_text": "runs",
     "set_tags": "runs",
     "MAX_RUN_NAME": "runs",
+    "fit_run_name": "runs",
     "run_name": "runs",
     "ui_link": "runs",
     "run_link": "runs",

@@ -23,8 +23,10 @@ from typing import Any, Iterator, Mapping
 from qwkboost.exceptions import RunStopped
 from qwkboost.tracking.interrupt import held_stops, process_tag
 from qwkboost.tracking.store import (
+    LOCKED,
     PROCESS_TAG,
     RUNS_VIEW,
+    SAME_ROW_INSERTED,
     STOPPED_TAG,
     VERSIONED,
     bound_http_retries,
@@ -39,7 +41,7 @@ from qwkboost.tracking.store import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "version_tags", "log_datasets", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
+__all__ = ["run", "download_run_artifacts", "download_pipeline", "fetch_pipeline", "flatten", "library_versions", "version_tags", "log_datasets", "log_params", "log_metrics", "log_curves", "log_dict", "log_figure", "log_file", "log_artifacts", "log_text", "set_tags", "MAX_RUN_NAME", "run_name", "fit_run_name", "ui_link", "run_link", "safe_name", "tmpdir", "command_line", "resolve_and_set"]
 
 
 @contextlib.contextmanager
@@ -254,10 +256,6 @@ def version_tags() -> dict[str, str]:
     return {"versions": " ".join(f"{k}={v}" for k, v in library_versions().items())}
 
 
-#: What SQLite and PostgreSQL say when another process inserted the same unique row first.
-_SAME_ROW_INSERTED = ("UNIQUE constraint failed", "duplicate key value violates unique constraint")
-
-
 def log_datasets(fp, data: Mapping[str, Any]) -> None:
     """The training and test rows as the active run's MLflow datasets (``mlflow.log_input``, contexts ``training``
     and ``testing``): named by their files (``data.path``, ``data.test_path``) or the set (``quartiles train``),
@@ -283,16 +281,10 @@ def log_datasets(fp, data: Mapping[str, Any]) -> None:
         else:
             source = CodeDatasetSource({"qwkboost.data": name})
             label = f"{name} {'train' if context == 'training' else 'test'}"
-        for attempt in range(3):
-            try:
-                retry(mlflow.log_input, MetaDataset(source, name=label, digest=digest[:16]), context=context)
-                break
-            except Exception as exc:  # MlflowException wraps the store's IntegrityError
-                # runs logging the same rows at once (a study's trials, auto's candidates and its parent) race to
-                # insert the one dataset record: the loser finds it there when it tries again
-                if attempt == 2 or not any(s in str(exc) for s in _SAME_ROW_INSERTED):
-                    raise
-                time.sleep(0.1 * (attempt + 1))
+        # runs logging the same rows at once (a study's trials, auto's candidates and its parent) race to insert
+        # the one dataset record: the loser finds it there when it tries again
+        retry(mlflow.log_input, MetaDataset(source, name=label, digest=digest[:16]), context=context,
+              transient=LOCKED + SAME_ROW_INSERTED)
 
 
 def log_params(params: Mapping[str, Any]) -> None:
@@ -388,6 +380,11 @@ def run_name(engine: str, objective: str, overrides: list[str], varying: list[st
             continue
         keep.append(o.lstrip("+~"))
     name = " ".join([f"{engine}/{objective}", *keep])
+    return fit_run_name(name)
+
+
+def fit_run_name(name: str) -> str:
+    """``name`` cut to :data:`MAX_RUN_NAME` characters, an ellipsis marking the cut."""
     return name if len(name) <= MAX_RUN_NAME else name[:MAX_RUN_NAME - 1] + "…"
 
 

@@ -28,7 +28,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from filelock import FileLock
 
@@ -38,7 +38,7 @@ from qwkboost.tracking.vocabulary import HEADLINE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PROJECT_ROOT", "SQLITE_TIMEOUT_S", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "RUNS_VIEW", "RUNS_VIEW_TAG", "runs_view", "ensure_runs_view", "PROCESS_TAG", "HTTP_DEFAULTS", "VERSIONED", "default_tracking_uri", "resolve_tracking_uri", "check_sqlite_path", "check_database_driver", "retry", "store_lock", "CONCURRENT_MIGRATION", "prepare_store", "unreachable", "check_reachable", "cannot_reach", "bound_http_retries", "TrackingServerLost", "server_lost", "without_retries", "setup", "reap_dead_runs", "mark_killed", "STOPPED_TAG"]
+__all__ = ["PROJECT_ROOT", "SQLITE_TIMEOUT_S", "EXPERIMENT_KIND", "EXPERIMENT_TAGS", "LOCKED", "SAME_ROW_INSERTED", "RUNS_VIEW", "RUNS_VIEW_TAG", "runs_view", "ensure_runs_view", "PROCESS_TAG", "HTTP_DEFAULTS", "VERSIONED", "default_tracking_uri", "resolve_tracking_uri", "check_sqlite_path", "check_database_driver", "retry", "store_lock", "CONCURRENT_MIGRATION", "prepare_store", "unreachable", "check_reachable", "cannot_reach", "bound_http_retries", "TrackingServerLost", "server_lost", "without_retries", "setup", "reap_dead_runs", "mark_killed", "STOPPED_TAG"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SQLITE_TIMEOUT_S = 120
@@ -78,10 +78,12 @@ def runs_view() -> str:
                        "isAccordionReordered": True, "runsHiddenMode": "FIRST_20_RUNS"}, separators=(",", ":"))
 
 
-def ensure_runs_view(client, experiment_id: str) -> None:
-    """Tag experiment ``experiment_id`` with the starting view (:data:`RUNS_VIEW_TAG`) unless it holds it."""
+def ensure_runs_view(client, experiment_id: str, tags: Mapping[str, str] | None = None) -> None:
+    """Tag experiment ``experiment_id`` with the starting view (:data:`RUNS_VIEW_TAG`) unless it holds it;
+    ``tags``: the experiment's tags, when already read."""
     view = runs_view()
-    if retry(client.get_experiment, experiment_id).tags.get(RUNS_VIEW_TAG) != view:
+    tags = retry(client.get_experiment, experiment_id).tags if tags is None else tags
+    if tags.get(RUNS_VIEW_TAG) != view:
         retry(client.set_experiment_tag, experiment_id, RUNS_VIEW_TAG, view)
 #: ``host:pid:start`` of the process that owns a run (see :mod:`qwkboost.tracking.interrupt`).
 PROCESS_TAG = "qwkboost.process"
@@ -165,13 +167,20 @@ def check_database_driver(uri: str, key: str) -> None:
                          "(e.g. pip install psycopg2-binary for postgresql)") from None
 
 
-def retry(fn, *args, attempts: int = 8, **kwargs):
-    """Call ``fn``, retrying with backoff while SQLite reports a lock."""
+#: SQLite's lock, which the next try usually finds released.
+LOCKED = ("database is locked",)
+#: What SQLite and PostgreSQL say when another process inserted the same unique row first: the next try finds it.
+SAME_ROW_INSERTED = ("UNIQUE constraint failed", "duplicate key value violates unique constraint")
+
+
+def retry(fn, *args, attempts: int = 8, transient: tuple[str, ...] = LOCKED, **kwargs):
+    """Call ``fn``, retrying with backoff while the store's error says one of ``transient`` (by default SQLite's
+    lock)."""
     for i in range(attempts):
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # MlflowException wraps OperationalError
-            if "database is locked" not in str(exc) or i == attempts - 1:
+        except Exception as exc:  # MlflowException wraps OperationalError and IntegrityError
+            if not any(s in str(exc) for s in transient) or i == attempts - 1:
                 raise
             time.sleep(0.2 * 2 ** i)
 
@@ -368,8 +377,7 @@ def setup(uri: str | None, experiment_name: str) -> str:
             exp_id = exp.experiment_id
             if exp.tags.get(EXPERIMENT_KIND) is None:
                 retry(client.set_experiment_tag, exp_id, EXPERIMENT_KIND, EXPERIMENT_TAGS[EXPERIMENT_KIND])
-            if exp.tags.get(RUNS_VIEW_TAG) != runs_view():       # an experiment made before, or by another tool
-                retry(client.set_experiment_tag, exp_id, RUNS_VIEW_TAG, runs_view())
+            ensure_runs_view(client, exp_id, exp.tags)      # an experiment made before, or by another tool
     reap_dead_runs(exp_id, client)
     return exp_id
 
