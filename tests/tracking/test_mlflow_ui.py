@@ -63,7 +63,8 @@ def ui(entity_csv, tmp_path_factory):
     finally:
         mlflow.set_tracking_uri(None)
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+           "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}      # no background job runners (seven processes)
     with open(root / "ui.log", "w") as log:
         proc = subprocess.Popen([str(MLFLOW), "ui", "--backend-store-uri", uri, "--host", "127.0.0.1",
                                  "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env,
