@@ -144,7 +144,7 @@ def test_cross_validate_checks_before_the_first_fold(kw, match, monkeypatch):
     import qwkboost.cv.crossval as cvmod
 
     trained = []
-    monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))
+    monkeypatch.setattr(cvmod, "train_scoring", lambda *a, **k: trained.append(1))
     with pytest.raises(ValueError, match=match):
         cv(**kw)
     assert not trained

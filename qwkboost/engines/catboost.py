@@ -238,6 +238,7 @@ class CatBoostEngine:
     default_learning_rate = 0.03
     booster_suffix = "cbm"
     checks_gradients = False
+    scores_while_training = False
     dask = None
 
     def check_data(self, X, params: dict) -> None:

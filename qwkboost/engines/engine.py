@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import inspect
 import numbers
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -37,7 +38,8 @@ from qwkboost.validation import (
 )
 
 __all__ = ["train", "load_model", "Model", "ENGINES", "get_engine", "check_engine_params", "check_early_stopping",
-           "label_offset", "EngineObjective", "for_workers", "Engine", "EvalSet", "FitResult"]
+           "label_offset", "EngineObjective", "Trained", "train_scoring", "for_workers", "Engine", "EvalSet",
+           "FitResult"]
 
 #: Every engine's names for the learning rate; qwkboost refuses values <= 0 on all of them.
 LEARNING_RATE_NAMES = ("learning_rate", "eta", "shrinkage_rate")
@@ -286,6 +288,25 @@ def _check_callbacks(callbacks) -> list:
     return list(callbacks)
 
 
+@dataclass(frozen=True)
+class Trained:
+    """What :func:`train_scoring` returns.
+
+    Attributes
+    ----------
+    model : Model
+    valid : ndarray or None
+        The eval set's raw scores at ``model.best_iteration``, as :meth:`Model.predict_raw` gives them, where the
+        engine scored them while training; else ``None``.
+    rows : tuple of (ndarray or None)
+        The same for each of ``score_rows``.
+    """
+
+    model: Model
+    valid: np.ndarray | None
+    rows: tuple[np.ndarray | None, ...]
+
+
 def train(X, y, engine: str | None = None, objective: str | Objective | None = None, params: dict | None = None,
           num_boost_round: int = 100, eval_set: tuple | None = None, early_stopping_rounds: int | None = None,
           objective_params: dict | None = None, callbacks: list[Callable[[int, dict], None]] | None = None,
@@ -361,6 +382,23 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
     ValueError
         For malformed data, an unknown engine, objective or parameter, or inconsistent arguments.
     """
+    return train_scoring(X, y, engine, objective, params, num_boost_round, eval_set, early_stopping_rounds,
+                         objective_params, callbacks, seed, n_jobs, categorical, sample_weight,
+                         early_stopping_min_delta).model
+
+
+def train_scoring(X, y, engine: str | None = None, objective: str | Objective | None = None,
+                  params: dict | None = None, num_boost_round: int = 100, eval_set: tuple | None = None,
+                  early_stopping_rounds: int | None = None, objective_params: dict | None = None,
+                  callbacks: list[Callable[[int, dict], None]] | None = None, seed: int = 0,
+                  n_jobs: int | None = None, categorical=None, sample_weight=None,
+                  early_stopping_min_delta: float | None = None, score_rows: tuple = ()) -> Trained:
+    """:func:`train`, also returning the raw scores of ``score_rows`` (and of the eval set) at the model's best
+    round where the engine scored them as it boosted (``scores_while_training``: LightGBM, on its binned rows,
+    about three times cheaper than predicting them afterwards); cross-validation passes its test rows.
+
+    ``score_rows`` is a tuple of feature arrays laid out as ``X`` (or :class:`EncodedFeatures` of its schema).
+    """
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective
     adapter = get_engine(engine)
@@ -423,16 +461,30 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
         EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better,
                       min_delta=min_delta(obj, engine, params, early_stopping_min_delta))
     rounds = [RoundFunction(fn) for fn in callbacks] + ([stopper] if stopper else [])   # users see every round
+    rows = tuple(_score_rows(r, schema, f"score_rows[{i}]") for i, r in enumerate(score_rows))
+    scoring = {"score_rows": rows} if rows and adapter.scores_while_training else {}
     with blas_single_thread():
         fit = adapter.fit(X, y_seen, objective=seen, params=params, num_boost_round=num_boost_round,
                           valid=valid, callbacks=rounds, seed=seed, categorical=schema.categorical,
-                          sample_weight=weight)
+                          sample_weight=weight, **scoring)
     best = stopper.best_iteration if stopper is not None and stopper.best_iteration is not None \
         else fit.stopped_at_best
     best_iteration = fit.num_rounds if best is None or not fit.num_rounds else best + 1
     obj.finish(best_iteration)
-    return Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
-                 label_offset=offset, schema=schema)
+    model = Model(engine, obj, obj.init_score_, fit.booster, fit.num_rounds, best_iteration, fit.evals_result,
+                  label_offset=offset, schema=schema)
+    at = next((s for s in fit.scores if s.rounds == best_iteration), None)
+    if at is None:
+        return Trained(model, None, (None,) * len(rows))
+    return Trained(model, None if at.valid is None else at.valid + offset, tuple(r + offset for r in at.rows))
+
+
+def _score_rows(rows, schema: FeatureSchema, name: str) -> np.ndarray:
+    if not isinstance(rows, EncodedFeatures):
+        return schema.encode(rows, name, reference="X has")
+    if rows.schema.n_features != schema.n_features:
+        raise ValueError(f"{name} has {rows.schema.n_features} features; X has {schema.n_features}")
+    return rows.X
 
 
 def _splittable(X: np.ndarray) -> np.ndarray:

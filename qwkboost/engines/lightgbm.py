@@ -16,8 +16,8 @@ import lightgbm as lgb
 import numpy as np
 from lightgbm.basic import _ConfigAliases
 
-from qwkboost.callback import EarlyStopException
-from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, run_callbacks
+from qwkboost.callback import EarlyStopException, EarlyStopping
+from qwkboost.engines.base import DaskSupport, EvalSet, FitResult, RowScores, run_callbacks
 from qwkboost.engines.engine import EngineObjective
 from qwkboost.engines.threads import set_threads
 
@@ -128,8 +128,13 @@ def check_data(X, params: dict, categorical="auto") -> None:
         raise ValueError(_no_feature_message(X.shape[0], params))
 
 
-def _callbacks(callbacks):
-    """qwkboost's callbacks as one LightGBM callback; an :class:`EarlyStopException` stops training."""
+def _callbacks(callbacks, on_best=None):
+    """qwkboost's callbacks as one LightGBM callback; an :class:`EarlyStopException` stops training.
+
+    ``on_best(iteration)`` is called in each round an :class:`~qwkboost.callback.EarlyStopping` among
+    ``callbacks`` takes as its best, before any stop."""
+    stopper = next((c for c in callbacks if isinstance(c, EarlyStopping)), None)
+
     def cb(env):
         evals: dict = {}
         for ds, metric, value, _ in env.evaluation_result_list:
@@ -139,9 +144,35 @@ def _callbacks(callbacks):
         except EarlyStopException as stop:
             cb.stopped_at_best = stop.best_iteration
             raise lgb.callback.EarlyStopException(stop.best_iteration, env.evaluation_result_list) from None
+        finally:
+            if on_best is not None and stopper is not None and stopper.best_iteration == env.iteration:
+                on_best(env.iteration)
     cb.order = 30
     cb.stopped_at_best = None
     return cb
+
+
+class _Scored:
+    """The scores LightGBM hands the metric each round, for the eval set and the ``score_rows``
+    (:class:`~qwkboost.engines.base.RowScores`): the latest round's, and a copy at each new best round."""
+
+    def __init__(self, n_rows: int):
+        self.latest: dict[str, np.ndarray] = {}
+        self.names = ["valid"] + [f"score_rows_{i}" for i in range(n_rows)]
+        self.best: RowScores | None = None
+
+    def keep(self, name: str, pred: np.ndarray) -> None:
+        self.latest[name] = pred            # LightGBM's own buffer, overwritten next round: copied when kept
+
+    def scores(self, rounds: int) -> RowScores | None:
+        if not all(n in self.latest for n in self.names[1:]):
+            return None
+        valid = self.latest.get("valid")
+        return RowScores(rounds, None if valid is None else valid.copy(),
+                         tuple(self.latest[n].copy() for n in self.names[1:]))
+
+    def on_best(self, iteration: int) -> None:
+        self.best = self.scores(iteration + 1)
 
 
 def _load(text: str):
@@ -209,6 +240,7 @@ class LightGBMEngine:
     default_learning_rate = 0.1
     booster_suffix = "txt"
     checks_gradients = False
+    scores_while_training = True
     #: ``lightgbm.dask`` calls the objective and the metric on each worker's rows, with nothing to add them up
     dask = DaskSupport(train_dask, allreduce=False, max_outputs=1)
 
@@ -232,7 +264,9 @@ class LightGBMEngine:
         return set_threads(params, _thread_names(), "num_threads", n_threads)
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
-            seed: int, categorical=(), sample_weight=None) -> FitResult:
+            seed: int, categorical=(), sample_weight=None, score_rows=()) -> FitResult:
+        """Boost on ``X``; ``score_rows`` are added as validation sets without a metric, so that LightGBM scores
+        them as it boosts (:class:`~qwkboost.engines.base.RowScores`)."""
         if num_boost_round == 0:
             return FitResult(None, 0)
         categorical = sorted(int(j) for j in categorical) or "auto"
@@ -253,14 +287,23 @@ class LightGBMEngine:
             valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=init(len(valid.y)), reference=dtrain))
             names.append("valid")
             labels["valid"] = (valid.y, valid.weight)
+        scored = _Scored(len(score_rows))
+        for i, rows in enumerate(score_rows):
+            valid_sets.append(lgb.Dataset(rows, init_score=init(len(rows)), reference=dtrain))
+            names.append(f"score_rows_{i}")
         order = {id(ds): n for ds, n in zip(valid_sets, names)}
 
         def feval(pred, d):
-            yl, wl = labels[order.get(id(d), "train")]
+            name = order.get(id(d), "train")
+            if name != "train" and score_rows:
+                scored.keep(name, pred)
+            if name not in labels:
+                return []
+            yl, wl = labels[name]
             return objective.metric_name, objective.metric(yl, pred, wl), objective.higher_is_better
 
         evals_result: dict = {}
-        rounds = _callbacks(callbacks)
+        rounds = _callbacks(callbacks, scored.on_best if score_rows else None)
         try:
             booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
                                 valid_names=names, feval=feval, keep_training_booster=True,
@@ -269,12 +312,19 @@ class LightGBMEngine:
             if "num_features()) > (0)" in str(exc):
                 raise ValueError(_no_feature_message(len(y), params)) from None
             raise
+        n = booster.current_iteration()
+        scores = () if not score_rows else tuple(s for s in (scored.best, scored.scores(n)) if s is not None)
         booster.free_dataset()
-        return FitResult(booster, booster.current_iteration(), rounds.stopped_at_best, evals_result)
+        return FitResult(booster, n, rounds.stopped_at_best, evals_result, scores)
 
     def predict(self, booster, X, *, n_iter: int, init_score) -> np.ndarray:
         """LightGBM's raw score plus :math:`F_0` (a vector with several outputs)."""
         return booster.predict(X, num_iteration=n_iter, raw_score=True) + np.asarray(init_score)
+
+    def predict_span(self, booster, X, *, start: int, stop: int) -> np.ndarray:
+        """The raw scores of rounds ``start`` to ``stop - 1`` alone, without :math:`F_0`
+        (LightGBM's ``start_iteration``)."""
+        return booster.predict(X, start_iteration=start, num_iteration=stop - start, raw_score=True)
 
     def contributions(self, booster, X, *, n_iter: int, init_score):
         """LightGBM's ``pred_contrib`` (its TreeSHAP), which knows nothing of ``init_score``: :math:`F_0` is added

@@ -134,6 +134,21 @@ class Model:
                                               init_score=self.init_score - self.label_offset)
         return raw + self.label_offset if self.label_offset else raw
 
+    def predict_raw_from(self, X: EncodedFeatures, raw: np.ndarray | None, num_iteration: int) -> np.ndarray:
+        """:meth:`predict_raw` at ``num_iteration`` from ``raw``, the rows' raw scores at :attr:`best_iteration`
+        (``None``: unknown): an engine that predicts a span of rounds (``predict_span``) predicts only the rounds
+        between the two, added or taken away; any other predicts all of them. The same scores up to rounding.
+        """
+        span = getattr(get_engine(self.engine), "predict_span", None)
+        n_iter = check_int(num_iteration, "num_iteration", 0, self.num_rounds)
+        if raw is None or span is None or self.booster is None or not n_iter or not self.best_iteration:
+            return self.predict_raw(X, n_iter)
+        if n_iter == self.best_iteration:
+            return raw
+        lo, hi = sorted((n_iter, self.best_iteration))
+        step = span(self.booster, X.X, start=lo, stop=hi)
+        return raw + step if n_iter > self.best_iteration else raw - step
+
     def save(self, path) -> Path:
         """Write the model to one file (no pickle); return the path.
 

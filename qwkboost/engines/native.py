@@ -28,6 +28,7 @@ class NativeEngine:
     booster_suffix = "json"
     #: the booster checks gradients and hessians for finiteness in its own passes over them
     checks_gradients = True
+    scores_while_training = False
     dask = None
 
     def check_data(self, X, params: dict) -> None:

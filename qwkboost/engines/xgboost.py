@@ -323,6 +323,7 @@ class XGBoostEngine:
     default_learning_rate = 0.3
     booster_suffix = "ubj"
     checks_gradients = False
+    scores_while_training = False
     #: ``xgboost.dask``: its workers all-reduce an objective's sums and the metric (:func:`xgboost_allreduce`)
     #: and split on category codes (its ``enable_categorical``)
     dask = DaskSupport(train_dask, allreduce=True, categorical=True)

@@ -152,7 +152,7 @@ def test_bad_groups_and_repeats_are_refused_before_training(kw, match, monkeypat
     import qwkboost.cv.crossval as cvmod
 
     trained = []
-    monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))
+    monkeypatch.setattr(cvmod, "train_scoring", lambda *a, **k: trained.append(1))
     rs = np.random.RandomState(0)
     args = {"engine": "xgboost", "objective": "squared_error", "n_splits": 3, **kw}
     with pytest.raises(ValueError, match=match):
@@ -178,7 +178,7 @@ def test_a_fold_trained_without_an_end_of_the_label_range_is_refused(objective, 
         raise Trained
 
     trained = []
-    monkeypatch.setattr(cvmod, "train", train)
+    monkeypatch.setattr(cvmod, "train_scoring", train)
     with pytest.raises(ValueError, match=r"label 2: every row with it is in that fold's groups \(cv.group\), so the "
                                          r"models of fold \d would train without it.*; merge label 2 with label 1"):
         cross_validate(X, y, engine="xgboost", objective=objective, n_splits=5, groups=g)

@@ -59,13 +59,13 @@ def test_the_option_decides_which_rows_train_and_which_stop(data, monkeypatch):
     training rows less a 10 % slice, stops on that slice, and never sees the validation rows; with ``valid`` it
     trains on every training row and stops on the validation rows. The same seed draws the same slices."""
     X, y = data
-    real, seen = cvmod.train, []
+    real, seen = cvmod.train_scoring, []
 
     def train(X_fit, y_fit, **kw):
         seen.append((X_fit.X.copy(), kw["eval_set"][0].X.copy()))
         return real(X_fit, y_fit, **kw)
 
-    monkeypatch.setattr(cvmod, "train", train)
+    monkeypatch.setattr(cvmod, "train_scoring", train)
     rows = {tuple(r): i for i, r in enumerate(X)}
 
     def positions(A):
@@ -113,8 +113,8 @@ def test_inner_cv_with_groups_keeps_each_entitys_rows_on_one_side(monkeypatch):
     g = np.repeat(np.arange(200), 3)
     X = np.repeat(rs.rand(200, 4), 3, axis=0) + rs.normal(0, 0.01, (600, 4))
     y = np.repeat(rs.randint(0, 4, 200), 3).astype(float)
-    real, seen = cvmod.train, []
-    monkeypatch.setattr(cvmod, "train", lambda X_fit, y_fit, **kw: seen.append(
+    real, seen = cvmod.train_scoring, []
+    monkeypatch.setattr(cvmod, "train_scoring", lambda X_fit, y_fit, **kw: seen.append(
         (X_fit.X, kw["eval_set"][0].X)) or real(X_fit, y_fit, **kw))
     cross_validate(X, y, groups=g, early_stopping_on="inner", **{**KW, "stratified": True})
     entity = {tuple(r): e for r, e in zip(X, g)}
@@ -125,7 +125,7 @@ def test_inner_cv_with_groups_keeps_each_entitys_rows_on_one_side(monkeypatch):
 def test_a_bad_value_is_refused_before_training(data, monkeypatch):
     X, y = data
     trained = []
-    monkeypatch.setattr(cvmod, "train", lambda *a, **k: trained.append(1))
+    monkeypatch.setattr(cvmod, "train_scoring", lambda *a, **k: trained.append(1))
     with pytest.raises(ValueError, match=r"^cv.early_stopping_on='fold' is unknown; choose one of: valid, inner, "
                                          r"other_folds$"):
         cross_validate(X, y, early_stopping_on="fold", **KW)
@@ -192,15 +192,19 @@ def test_other_folds_reads_each_folds_oof_at_the_other_folds_rounds(data):
 
 
 
-def test_with_other_folds_a_fold_s_own_scores_are_predicted_only_for_who_reads_them(data, monkeypatch):
-    """With ``other_folds`` a fold's out-of-fold scores are read again at the other folds' rounds: its scores at its
-    own rounds cost a prediction of its rows, made only when ``on_fold`` reads them (``fold_scores``). Either way
-    the same result, and an ``on_fold`` that does not read them gets ``None``."""
+@pytest.mark.parametrize("engine", ["lightgbm", "xgboost"])
+def test_with_other_folds_a_fold_s_own_scores_are_predicted_only_for_who_reads_them(data, monkeypatch, engine):
+    """With ``other_folds`` a fold's out-of-fold scores are read again at the other folds' rounds. On XGBoost its
+    scores at its own rounds cost a prediction of its rows, made only when ``on_fold`` reads them (``fold_scores``),
+    and so do the test rows; LightGBM scores both as it boosts, so nothing is predicted in full. Either way the
+    same result, and an ``on_fold`` that does not read them gets ``None``."""
     from qwkboost.engines.model import Model
 
     X, y = data
     X_test = X[:50]
-    kw = {**KW, "objective": "ordinal_logit", "stratified": True}
+    kw = {**KW, "engine": engine, "objective": "ordinal_logit", "stratified": True}
+    if engine == "xgboost":
+        kw["params"] = {"nthread": 1, "learning_rate": 0.1}
     rows = []
     real = Model.predict_raw
 
@@ -220,7 +224,13 @@ def test_with_other_folds_a_fold_s_own_scores_are_predicted_only_for_who_reads_t
     np.testing.assert_array_equal(results[False].oof, results[True].oof)
     np.testing.assert_array_equal(results[False].test, results[True].test)
     np.testing.assert_array_equal(results[False].oof_proba, results[True].oof_proba)
-    assert results[True, "rows"] - results[False, "rows"] == len(y)     # each row's own-round prediction saved
+    if engine == "xgboost":
+        assert results[True, "rows"] - results[False, "rows"] == len(y)     # each row's own-round prediction saved
+        assert results[False, "rows"] == len(y) + 3 * len(X_test)           # read again, and the test rows
+    else:
+        # the test rows and each fold's own rows come from training; only the rounds between the fold's best and
+        # the other folds' are predicted (predict_span), which predict_raw does not count
+        assert results[True, "rows"] == results[False, "rows"] == 0
 
 def test_without_early_stopping_every_setting_trains_and_scores_alike(data):
     X, y = data
@@ -228,3 +238,16 @@ def test_without_early_stopping_every_setting_trains_and_scores_alike(data):
     runs = [cross_validate(X, y, early_stopping_on=on, **kw) for on in ("valid", "inner", "other_folds")]
     for cv in runs[1:]:
         np.testing.assert_array_equal(cv.oof, runs[0].oof)
+
+
+@pytest.mark.parametrize("on", ["valid", "inner", "other_folds"])
+def test_scores_kept_while_boosting_are_the_models_predictions(data, on):
+    """LightGBM scores the test rows (and, with ``inner``, the fold's own) as it boosts: the out-of-fold and test
+    scores are still each fold model's predictions at the rounds read, up to rounding."""
+    X, y = data
+    X_test = X[:60] + 0.01
+    cv = cross_validate(X, y, X_test, early_stopping_on=on, **{**KW, "objective": "ordinal_logit"})
+    test = np.mean([m.predict(X_test) for m in cv.models], axis=0)
+    np.testing.assert_allclose(cv.test, test, rtol=1e-12, atol=1e-12)
+    for m, (_, va), n in zip(cv.models, cv.folds, cv.oof_iterations):
+        np.testing.assert_allclose(cv.oof[va], m.predict(X[va], num_iteration=n), rtol=1e-12, atol=1e-12)
