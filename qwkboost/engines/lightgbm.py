@@ -40,6 +40,17 @@ def aliases() -> dict[str, str]:
             for alias in (canon, *names)}
 
 
+def _scores_are_predictions(params: dict) -> bool:
+    """Whether the scores LightGBM keeps of its validation rows as it boosts are what the model predicts at that
+    round: not under DART, which scales earlier trees down after they scored, nor with linear trees, whose binned
+    rows are scored in single precision (1e-7 apart); checked with every other boosting setting
+    (``tests/engines/test_scoring_while_training.py``)."""
+    names = aliases()
+    boosting = next((v for k, v in params.items() if names.get(k) == "boosting"), "gbdt")
+    linear = next((v for k, v in params.items() if names.get(k) == "linear_tree"), False)
+    return str(boosting).lower() in ("gbdt", "gbrt", "goss") and linear in (False, "false", 0)
+
+
 def _thread_names() -> tuple[str, ...]:
     return tuple(a for a, c in aliases().items() if c == "num_threads")
 
@@ -287,6 +298,8 @@ class LightGBMEngine:
             valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=init(len(valid.y)), reference=dtrain))
             names.append("valid")
             labels["valid"] = (valid.y, valid.weight)
+        if not _scores_are_predictions(params):
+            score_rows = ()                   # predicted afterwards (RowScores left empty)
         scored = _Scored(len(score_rows))
         for i, rows in enumerate(score_rows):
             valid_sets.append(lgb.Dataset(rows, init_score=init(len(rows)), reference=dtrain))

@@ -105,3 +105,22 @@ def test_scores_at_other_rounds_come_from_the_best_rounds_plus_or_minus_the_roun
         np.testing.assert_array_equal(m.predict_raw_from(rows, None, n), m.predict_raw(rows, n))
     with pytest.raises(ValueError, match="num_iteration"):
         m.predict_raw_from(rows, fit.valid, m.num_rounds + 1)
+
+
+@pytest.mark.parametrize("params", [{}, {"boosting": "goss"}, {"data_sample_strategy": "goss"},
+                                    {"bagging_fraction": 0.5, "bagging_freq": 1}, {"extra_trees": True},
+                                    {"use_missing": False}, {"zero_as_missing": True}, {"path_smooth": 1.0},
+                                    {"monotone_constraints": [1, 0, 0]},
+                                    {"boosting_type": "dart"}, {"linear_tree": True}])
+def test_every_boosting_setting_gets_its_predictions_or_none(data, params):
+    """The scores LightGBM keeps as it boosts are the model's predictions under every setting that changes how trees
+    are grown; DART scales earlier trees after they scored (0.38 apart here) and linear trees score binned rows in
+    single precision (1e-7 apart): those return none, and the caller predicts."""
+    schema, X, y, valid, test = data
+    Xn, Xt = np.nan_to_num(X[:, [0, 1, 3]]), test[:, [0, 1, 3]]      # numbers only: linear trees take no categories
+    fit = train_scoring(Xn, y[0], engine="lightgbm", params={**LGB, **params}, num_boost_round=60,
+                        eval_set=(valid[:, [0, 1, 3]], y[1]), early_stopping_rounds=5, score_rows=(Xt,))
+    if params.get("boosting_type") == "dart" or params.get("linear_tree"):
+        assert fit.valid is None and fit.rows == (None,)
+    else:
+        np.testing.assert_allclose(fit.rows[0], fit.model.predict_raw(Xt), rtol=1e-12, atol=1e-12)
