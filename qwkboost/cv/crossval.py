@@ -309,7 +309,7 @@ def cross_validate(X, y, X_test=None, *, engine: str | None = None, objective=No
                 at_best = raw_test = None
             else:
                 # the test rows, and the fold's own when early stopping looks elsewhere, scored as the engine
-                # boosts where it can (LightGBM): a third of the cost of predicting them afterwards
+                # boosts where it can (LightGBM): a quarter of the cost of predicting them afterwards
                 rows = (() if test is None else (EncodedFeatures(X_test, schema),)) + \
                     ((EncodedFeatures(X[va], schema),) if inner else ())
                 fitted = train_scoring(

@@ -384,7 +384,7 @@ def train(X, y, engine: str | None = None, objective: str | Objective | None = N
     """
     return train_scoring(X, y, engine, objective, params, num_boost_round, eval_set, early_stopping_rounds,
                          objective_params, callbacks, seed, n_jobs, categorical, sample_weight,
-                         early_stopping_min_delta).model
+                         early_stopping_min_delta, score_rows=None).model
 
 
 def train_scoring(X, y, engine: str | None = None, objective: str | Objective | None = None,
@@ -392,12 +392,13 @@ def train_scoring(X, y, engine: str | None = None, objective: str | Objective | 
                   early_stopping_rounds: int | None = None, objective_params: dict | None = None,
                   callbacks: list[Callable[[int, dict], None]] | None = None, seed: int = 0,
                   n_jobs: int | None = None, categorical=None, sample_weight=None,
-                  early_stopping_min_delta: float | None = None, score_rows: tuple = ()) -> Trained:
-    """:func:`train`, also returning the raw scores of ``score_rows`` (and of the eval set) at the model's best
+                  early_stopping_min_delta: float | None = None, score_rows: tuple | None = ()) -> Trained:
+    """:func:`train`, also returning the raw scores of the eval set and of ``score_rows`` at the model's best
     round where the engine scored them as it boosted (``scores_while_training``: LightGBM, on its binned rows,
-    about three times cheaper than predicting them afterwards); cross-validation passes its test rows.
+    about a quarter of the cost of predicting them afterwards); cross-validation passes its test rows.
 
-    ``score_rows`` is a tuple of feature arrays laid out as ``X`` (or :class:`EncodedFeatures` of its schema).
+    ``score_rows`` is a tuple (maybe empty) of feature arrays laid out as ``X`` (or :class:`EncodedFeatures` of
+    its schema); ``None`` keeps no scores (:func:`train`).
     """
     engine = defaults.default_engine() if engine is None else engine
     objective = defaults.default_objective() if objective is None else objective
@@ -461,8 +462,9 @@ def train_scoring(X, y, engine: str | None = None, objective: str | Objective | 
         EarlyStopping(early_stopping_rounds, obj.metric_name, obj.higher_is_better,
                       min_delta=min_delta(obj, engine, params, early_stopping_min_delta))
     rounds = [RoundFunction(fn) for fn in callbacks] + ([stopper] if stopper else [])   # users see every round
-    rows = tuple(_score_rows(r, schema, f"score_rows[{i}]") for i, r in enumerate(score_rows))
-    scoring = {"score_rows": rows} if rows and adapter.scores_while_training else {}
+    rows = None if score_rows is None else \
+        tuple(_score_rows(r, schema, f"score_rows[{i}]") for i, r in enumerate(score_rows))
+    scoring = {"score_rows": rows} if adapter.scores_while_training else {}
     with blas_single_thread():
         fit = adapter.fit(X, y_seen, objective=seen, params=params, num_boost_round=num_boost_round,
                           valid=valid, callbacks=rounds, seed=seed, categorical=schema.categorical,
@@ -475,7 +477,7 @@ def train_scoring(X, y, engine: str | None = None, objective: str | Objective | 
                   label_offset=offset, schema=schema)
     at = next((s for s in fit.scores if s.rounds == best_iteration), None)
     if at is None:
-        return Trained(model, None, (None,) * len(rows))
+        return Trained(model, None, (None,) * len(rows or ()))
     return Trained(model, None if at.valid is None else at.valid + offset, tuple(r + offset for r in at.rows))
 
 

@@ -275,9 +275,10 @@ class LightGBMEngine:
         return set_threads(params, _thread_names(), "num_threads", n_threads)
 
     def fit(self, X, y, *, objective, params: dict, num_boost_round: int, valid: EvalSet | None, callbacks,
-            seed: int, categorical=(), sample_weight=None, score_rows=()) -> FitResult:
-        """Boost on ``X``; ``score_rows`` are added as validation sets without a metric, so that LightGBM scores
-        them as it boosts (:class:`~qwkboost.engines.base.RowScores`)."""
+            seed: int, categorical=(), sample_weight=None, score_rows=None) -> FitResult:
+        """Boost on ``X``. Given ``score_rows`` (a tuple, maybe empty), the eval set's scores are kept as it boosts,
+        and the rows of each array too, added as validation sets without a metric
+        (:class:`~qwkboost.engines.base.RowScores`)."""
         if num_boost_round == 0:
             return FitResult(None, 0)
         categorical = sorted(int(j) for j in categorical) or "auto"
@@ -298,8 +299,8 @@ class LightGBMEngine:
             valid_sets.append(lgb.Dataset(valid.X, label=valid.y, init_score=init(len(valid.y)), reference=dtrain))
             names.append("valid")
             labels["valid"] = (valid.y, valid.weight)
-        if not _scores_are_predictions(params):
-            score_rows = ()                   # predicted afterwards (RowScores left empty)
+        keeping = score_rows is not None and _scores_are_predictions(params)     # else predicted afterwards
+        score_rows = tuple(score_rows or ()) if keeping else ()
         scored = _Scored(len(score_rows))
         for i, rows in enumerate(score_rows):
             valid_sets.append(lgb.Dataset(rows, init_score=init(len(rows)), reference=dtrain))
@@ -308,7 +309,7 @@ class LightGBMEngine:
 
         def feval(pred, d):
             name = order.get(id(d), "train")
-            if name != "train" and score_rows:
+            if name != "train" and keeping:
                 scored.keep(name, pred)
             if name not in labels:
                 return []
@@ -316,7 +317,7 @@ class LightGBMEngine:
             return objective.metric_name, objective.metric(yl, pred, wl), objective.higher_is_better
 
         evals_result: dict = {}
-        rounds = _callbacks(callbacks, scored.on_best if score_rows else None)
+        rounds = _callbacks(callbacks, scored.on_best if keeping else None)
         try:
             booster = lgb.train(params, dtrain, num_boost_round=num_boost_round, valid_sets=valid_sets,
                                 valid_names=names, feval=feval, keep_training_booster=True,
@@ -326,7 +327,7 @@ class LightGBMEngine:
                 raise ValueError(_no_feature_message(len(y), params)) from None
             raise
         n = booster.current_iteration()
-        scores = () if not score_rows else tuple(s for s in (scored.best, scored.scores(n)) if s is not None)
+        scores = () if not keeping else tuple(s for s in (scored.best, scored.scores(n)) if s is not None)
         booster.free_dataset()
         return FitResult(booster, n, rounds.stopped_at_best, evals_result, scores)
 

@@ -231,6 +231,9 @@ def test_with_other_folds_a_fold_s_own_scores_are_predicted_only_for_who_reads_t
         # the test rows and each fold's own rows come from training; only the rounds between the fold's best and
         # the other folds' are predicted (predict_span), which predict_raw does not count
         assert results[True, "rows"] == results[False, "rows"] == 0
+        rows.clear()
+        cross_validate(X, y, early_stopping_on="valid", **kw)       # no test rows: the fold's own still kept
+        assert sum(rows) == 0
 
 def test_without_early_stopping_every_setting_trains_and_scores_alike(data):
     X, y = data
