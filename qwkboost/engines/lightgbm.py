@@ -45,9 +45,7 @@ def _scores_are_predictions(params: dict) -> bool:
     round: not under DART, which scales earlier trees down after they scored, nor with linear trees, whose binned
     rows are scored in single precision (1e-7 apart); checked with every other boosting setting
     (``tests/engines/test_scoring_while_training.py``)."""
-    names = aliases()
-    boosting = next((v for k, v in params.items() if names.get(k) == "boosting"), "gbdt")
-    linear = next((v for k, v in params.items() if names.get(k) == "linear_tree"), False)
+    boosting, linear = _param(params, "boosting", "gbdt"), _param(params, "linear_tree", False)
     return str(boosting).lower() in ("gbdt", "gbrt", "goss") and linear in (False, "false", 0)
 
 
@@ -80,6 +78,11 @@ def check_params(params: dict, n_features: int | None) -> None:
         if c in seen:
             raise ValueError(f"lightgbm parameters {seen[c]!r} and {k!r} are the same parameter ({c!r}); give one")
         seen[c] = k
+    boosting = _param(params, "boosting", "gbdt")
+    if str(boosting).lower() in ("rf", "random_forest"):
+        raise ValueError(f"lightgbm parameter boosting={boosting!r} cannot be used: LightGBM's random forest takes no "
+                         "initial score, and qwkboost's objectives start every row from theirs; use gbdt, goss or "
+                         "dart")
     if n_features is None:
         return
     mono = _param(params, "monotone_constraints", None)

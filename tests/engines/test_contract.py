@@ -34,6 +34,8 @@ def test_what_the_stages_ask_is_on_the_engines():
         {"xgboost": 0.3, "lightgbm": 0.1, "native": 0.3, "catboost": 0.03}
     assert learning_rate("lightgbm", {}) == 0.1 and learning_rate("catboost", {"eta": 0.2}) == 0.2
     assert [n for n in ENGINE_NAMES if get_engine(n).checks_gradients] == ["native"]
+    assert [n for n in ENGINE_NAMES if get_engine(n).scores_while_training] == ["lightgbm"]
+    assert all(callable(getattr(get_engine(n), "predict_span", None)) == (n == "lightgbm") for n in ENGINE_NAMES)
     assert dask_engines() == ("xgboost", "lightgbm") and dask_engines(allreduce=True) == ("xgboost",)
     assert get_engine("lightgbm").dask.max_outputs == 1 and get_engine("xgboost").dask.max_outputs is None
 

@@ -124,3 +124,14 @@ def test_every_boosting_setting_gets_its_predictions_or_none(data, params):
         assert fit.valid is None and fit.rows == (None,)
     else:
         np.testing.assert_allclose(fit.rows[0], fit.model.predict_raw(Xt), rtol=1e-12, atol=1e-12)
+
+
+def test_lightgbm_s_random_forest_is_refused_before_training():
+    """LightGBM's random forest takes no initial score (its own check fails deep inside training): refused with the
+    parameter named, before any data is read."""
+    from qwkboost.engines.engine import check_engine_params
+
+    for params in ({"boosting": "rf"}, {"boosting_type": "random_forest", "bagging_fraction": 0.5}):
+        with pytest.raises(ValueError, match=r"lightgbm parameter boosting='(rf|random_forest)' cannot be used.*"
+                                             r"use gbdt, goss or dart"):
+            check_engine_params("lightgbm", params, None)
